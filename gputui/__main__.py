@@ -1,0 +1,5 @@
+"""Allow `python -m gputui`."""
+
+from gputui.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Data collection: NVML, psutil and recorded traces into immutable Snapshots (no UI here)."""

@@ -1,0 +1,104 @@
+"""Where snapshots come from: live NVML + psutil, or a recorded trace.
+
+A Source is pulled by exactly one thread (the Sampler, or a CLI loop). `sample()` may block
+(NVML can stall when a GPU falls off the bus), which is why the UI never calls it itself.
+"""
+
+from __future__ import annotations
+
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Protocol
+
+from gputui.collect.model import Snapshot
+from gputui.collect.trace import read_trace
+from gputui.errors import GputuiError
+
+
+class Source(Protocol):
+    kind: str  # "nvml", "host" or "replay"
+    description: str  # one line for the header, e.g. "live NVML, 2 GPUs" or "replay demo.jsonl"
+
+    def sample(self) -> Snapshot | None:
+        """The next snapshot; None when a replay has run out."""
+
+    def next_delay(self) -> float:
+        """Seconds to wait before the next `sample()`."""
+
+    def close(self) -> None: ...
+
+
+DEMO_FILE = "demo-h200x2-hang.jsonl.gz"
+# Where the demo starts: a few seconds before the stall_in_loop job starts on the recording,
+# so the alert appears within half a minute of starting `gputui --demo`.
+DEMO_START_PHASE = "stall_in_loop_init"
+DEMO_LEAD_S = 8.0
+
+
+def demo_path() -> Path:
+    """The bundled real 2 x H200 recording (see gputui/data/README.md)."""
+    return Path(str(resources.files("gputui") / "data" / DEMO_FILE))
+
+
+class ReplaySource:
+    """Plays a recorded trace. `realtime=False` returns samples back to back (for `check`)."""
+
+    kind = "replay"
+
+    def __init__(
+        self,
+        snaps: list[Snapshot],
+        name: str = "trace",
+        speed: float = 1.0,
+        start_s: float = 0.0,
+        realtime: bool = True,
+    ) -> None:
+        if speed <= 0:
+            raise GputuiError("--speed must be positive")
+        self.snaps = snaps
+        self.speed = speed
+        self.realtime = realtime
+        t0 = snaps[0].t
+        self.pos = next((i for i, s in enumerate(snaps) if s.t - t0 >= start_s), len(snaps) - 1)
+        self.description = f"replay {name}"
+        self._delay = 0.0
+
+    @classmethod
+    def from_file(cls, path: str | Path, **kw: object) -> ReplaySource:
+        return cls(read_trace(path), name=Path(path).name, **kw)  # type: ignore[arg-type]
+
+    @classmethod
+    def demo(cls, **kw: object) -> ReplaySource:
+        snaps = read_trace(demo_path())
+        if "start_s" not in kw:
+            first = next((s for s in snaps if s.phase == DEMO_START_PHASE), snaps[0])
+            kw["start_s"] = max(0.0, first.t - snaps[0].t - DEMO_LEAD_S)
+        src = cls(snaps, name="demo (real 2 x H200 NCCL hang)", **kw)  # type: ignore[arg-type]
+        return src
+
+    @property
+    def finished(self) -> bool:
+        return self.pos >= len(self.snaps)
+
+    def sample(self) -> Snapshot | None:
+        if self.finished:
+            return None
+        snap = self.snaps[self.pos]
+        self.pos += 1
+        if not self.finished and self.realtime:
+            self._delay = max(0.0, (self.snaps[self.pos].t - snap.t) / self.speed)
+        else:
+            self._delay = 0.0
+        return snap
+
+    def next_delay(self) -> float:
+        return self._delay
+
+    def close(self) -> None:
+        pass
+
+
+def wait_for(source: Source, started: float) -> float:
+    """How long a loop should still sleep, given when its last sample started (monotonic)."""
+    return max(0.0, source.next_delay() - (time.monotonic() - started))

@@ -1,0 +1,75 @@
+"""Arguments and source selection shared by the dashboard and the subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from gputui.collect.source import ReplaySource, Source
+from gputui.errors import GputuiError
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (an interval or a duration)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return v
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"must be zero or more: {text!r}")
+    return v
+
+
+def add_source_args(p: argparse.ArgumentParser, interval: float = 1.0) -> None:
+    """--replay FILE | --demo, and --interval for live sampling."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--replay", metavar="FILE", help="read a recorded trace instead of NVML")
+    g.add_argument("--demo", action="store_true",
+                   help="replay the bundled real recording of an NCCL hang on 2 x H200")
+    p.add_argument("--interval", type=positive_float, default=interval, metavar="S",
+                   help=f"seconds between live samples (default {interval:g})")
+
+
+def add_app_args(p: argparse.ArgumentParser) -> None:
+    add_source_args(p)
+    p.add_argument("--speed", type=positive_float, default=1.0, metavar="X",
+                   help="replay speed factor (default 1)")
+    p.add_argument("--start", type=non_negative_float, default=None, metavar="S",
+                   help="start a replay S seconds into the file")
+    p.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
+    p.add_argument("--stall-after", type=positive_float, default=10.0, metavar="S",
+                   help="seconds of spinning before a job is reported stalled (default 10)")
+    p.add_argument("--hang-after", type=positive_float, default=60.0, metavar="S",
+                   help="seconds of spinning before a job is reported hung (default 60)")
+
+
+def open_source(args: argparse.Namespace, realtime: bool = True) -> Source:
+    """The Source the arguments ask for. Raises GputuiError on a bad replay file."""
+    kw: dict[str, object] = {"realtime": realtime}
+    if getattr(args, "speed", None):
+        kw["speed"] = args.speed
+    if getattr(args, "start", None) is not None:
+        kw["start_s"] = args.start
+    if getattr(args, "demo", False):
+        return ReplaySource.demo(**kw)
+    if getattr(args, "replay", None):
+        return ReplaySource.from_file(args.replay, **kw)
+    from gputui.collect.live import LiveSource
+
+    return LiveSource(interval=getattr(args, "interval", 1.0))
+
+
+def require_nonempty(name: str, values: list[int]) -> list[int]:
+    if not values:
+        raise GputuiError(f"{name}: nothing given")
+    return values
