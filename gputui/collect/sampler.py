@@ -1,0 +1,71 @@
+"""The one poll loop: a single thread pulls snapshots from a Source and hands them on.
+
+The next poll is scheduled only after the previous one returned, so polls never overlap; if
+NVML blocks (a GPU fell off the bus), this thread blocks and nothing else does: the UI keeps
+running and shows the growing age of the newest snapshot.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from gputui.collect.model import Snapshot
+from gputui.collect.source import Source, wait_for
+
+
+class Sampler:
+    def __init__(
+        self,
+        source: Source,
+        on_snapshot: Callable[[Snapshot], None],
+        on_end: Callable[[], None] | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.source = source
+        self.on_snapshot = on_snapshot
+        self.on_end = on_end
+        self.on_error = on_error
+        self._stop = threading.Event()
+        self._paused = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="gputui-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the loop to end; never waits on a sampler blocked inside NVML."""
+        self._stop.set()
+
+    def pause(self, paused: bool) -> None:
+        if paused:
+            self._paused.set()
+        else:
+            self._paused.clear()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused.is_set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            if self._paused.is_set():
+                self._stop.wait(0.2)
+                continue
+            started = time.monotonic()
+            try:
+                snap = self.source.sample()
+            except Exception as e:  # keep sampling: one bad tick must not end the dashboard
+                if self.on_error:
+                    self.on_error(e)
+                self._stop.wait(max(1.0, self.source.next_delay()))
+                continue
+            if snap is None:
+                if self.on_end:
+                    self.on_end()
+                return
+            if self._stop.is_set():
+                return
+            self.on_snapshot(snap)
+            self._stop.wait(wait_for(self.source, started))

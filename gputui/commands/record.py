@@ -1,0 +1,68 @@
+"""`gputui record FILE`: write live samples to a trace that `--replay` (and `check`) can read."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+
+from gputui.collect.trace import TraceWriter
+from gputui.commands.common import positive_float
+from gputui.errors import GputuiError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("record", help="record live samples to FILE (JSON lines, .gz to compress)",
+                       description="Record live GPU and process samples to FILE until Ctrl-C or "
+                                   "--duration. The file replays with `gputui --replay FILE`.")
+    p.add_argument("file", metavar="FILE", help="output file; gzip when it ends in .gz")
+    p.add_argument("--interval", type=positive_float, default=1.0, metavar="S",
+                   help="seconds between samples (default 1)")
+    p.add_argument("--duration", type=positive_float, default=None, metavar="S",
+                   help="stop after S seconds (default: until Ctrl-C)")
+    p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gputui.collect.live import LiveSource
+    from gputui.commands.snapshot import sample_bounded
+
+    path = Path(args.file)
+    if path.exists() and not args.force:
+        # Never clobber something the user saved.
+        raise GputuiError(f"{path} exists; choose another name or pass --force")
+    if not path.parent.exists():
+        raise GputuiError(f"{path.parent}: no such directory")
+    source = LiveSource(interval=args.interval)
+    if not source.nvml.devices:
+        raise GputuiError(f"nothing to record: {source.nvml.error}")
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    writer = TraceWriter(path)
+    deadline = time.monotonic() + args.duration if args.duration else None
+    print(f"recording {len(source.nvml.devices)} GPU(s) to {path} every {args.interval:g} s "
+          f"(Ctrl-C to stop)", file=sys.stderr)
+    try:
+        while not stop.is_set():
+            started = time.monotonic()
+            snap = sample_bounded(source, max(10.0, args.interval * 5))
+            if snap is not None:
+                writer.write(snap)
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            stop.wait(max(0.0, args.interval - (time.monotonic() - started)))
+    finally:
+        writer.close()
+        source.close()
+    print(f"wrote {writer.samples} samples to {path}", file=sys.stderr)
+    return 0

@@ -1,0 +1,78 @@
+"""Build gputui/data/demo-h200x2-hang.jsonl.gz from the real calibration recording.
+
+GPU readings are copied unchanged from shared/calibration/h200x2-trace.jsonl.gz. The
+calibration format has no process details, so the builder adds what the recording's own
+worker script and report establish: each pid's command line and rank (report.json lists
+the pids of each phase in rank order; rank r ran on GPU r), the rank variables the
+launcher set, the GPU name, UUID and 700 W power limit from report.json. Process state and
+CPU are inferred from the GPU reading (a rank whose GPU is busy is running, one at 0% is
+sleeping) and marked as such in gputui/data/README.md.
+
+    python scripts/make_demo.py ../shared/calibration gputui/data/demo-h200x2-hang.jsonl.gz
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from pathlib import Path
+
+BASE_MEM_MB = 615  # used memory with no process on the GPU, from the recording's idle phase
+MEM_TOTAL_MB = 143771  # H200 141 GiB as NVML reports it
+
+
+def mode_of(phase: str) -> str:
+    for suffix in ("_init", "_dumping"):
+        phase = phase.removesuffix(suffix)
+    return phase
+
+
+def main(cal_dir: str, out: str) -> None:
+    cal = Path(cal_dir)
+    report = json.loads((cal / "h200x2-report.json").read_text())
+    rank_of: dict[int, tuple[int, str]] = {}
+    for mode, ph in report["phases"].items():
+        for r, pid in enumerate(ph["pids"]):
+            rank_of[pid] = (r, mode)
+    first_seen: dict[int, float] = {}
+    lines = []
+    with gzip.open(cal / "h200x2-trace.jsonl.gz", "rt") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    for d in rows:
+        gi = d["gpu"]
+        info = report["info"][f"gpu{gi}"]
+        d["name"], d["uuid"] = info["name"], info["uuid"]
+        d["power_limit_w"] = info["power_limit_mw"] / 1000
+        d["mem_total_mb"] = MEM_TOTAL_MB
+        procs = []
+        n = max(1, len(d["pids"]))
+        for pid in d["pids"]:
+            first_seen.setdefault(pid, d["t"])
+            rank, mode = rank_of.get(pid, (gi, mode_of(d["phase"])))
+            busy = (d.get("util") or 0) > 0
+            procs.append({
+                "pid": pid,
+                "create_time": round(first_seen[pid] - 5.0, 3),  # workers start ~5 s before NVML sees them
+                "user": "root",
+                "name": "python3",
+                "cmdline": ["/opt/torch/.venv/bin/python3", "./worker2.py", mode, "35"],
+                "state": "running" if busy else "sleeping",
+                "cpu": 100.0 if busy else 0.0,
+                "rss_mb": None,
+                "ppid": None,
+                "parent_cmd": None,
+                "gpu_mem_mb": max(0.0, (d["mem_used_mb"] - BASE_MEM_MB) / n),
+                "env": {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
+                        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29512"},
+            })
+        d["procs"] = procs
+        lines.append(json.dumps(d, separators=(",", ":")))
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(out, "wt", compresslevel=9) as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {len(lines)} lines to {out}")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
