@@ -51,21 +51,30 @@ def main(cal_dir: str, out: str) -> None:
             first_seen.setdefault(pid, d["t"])
             rank, mode = rank_of.get(pid, (gi, mode_of(d["phase"])))
             busy = (d.get("util") or 0) > 0
-            procs.append({
-                "pid": pid,
-                "create_time": round(first_seen[pid] - 5.0, 3),  # workers start ~5 s before NVML sees them
-                "user": "root",
-                "name": "python3",
-                "cmdline": ["/opt/torch/.venv/bin/python3", "./worker2.py", mode, "35"],
-                "state": "running" if busy else "sleeping",
-                "cpu": 100.0 if busy else 0.0,
-                "rss_mb": None,
-                "ppid": None,
-                "parent_cmd": None,
-                "gpu_mem_mb": max(0.0, (d["mem_used_mb"] - BASE_MEM_MB) / n),
-                "env": {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
-                        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29512"},
-            })
+            procs.append(
+                {
+                    "pid": pid,
+                    "create_time": round(
+                        first_seen[pid] - 5.0, 3
+                    ),  # workers start ~5 s before NVML sees them
+                    "user": "root",
+                    "name": "python3",
+                    "cmdline": ["/opt/torch/.venv/bin/python3", "./worker2.py", mode, "35"],
+                    "state": "running" if busy else "sleeping",
+                    "cpu": 100.0 if busy else 0.0,
+                    "rss_mb": None,
+                    "ppid": None,
+                    "parent_cmd": None,
+                    "gpu_mem_mb": max(0.0, (d["mem_used_mb"] - BASE_MEM_MB) / n),
+                    "env": {
+                        "RANK": str(rank),
+                        "LOCAL_RANK": str(rank),
+                        "WORLD_SIZE": "2",
+                        "MASTER_ADDR": "127.0.0.1",
+                        "MASTER_PORT": "29512",
+                    },
+                }
+            )
         d["procs"] = procs
         lines.append(json.dumps(d, separators=(",", ":")))
     Path(out).parent.mkdir(parents=True, exist_ok=True)

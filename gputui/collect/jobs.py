@@ -111,9 +111,19 @@ def group_jobs(processes: Iterable[ProcessInfo]) -> tuple[Job, ...]:
         label = key if key == "node" else key.split(":", 1)[1] if ":" in key else key
         if key.startswith("pid:"):
             label = f"pid {ps[0].pid}"
-        label = f"{label} ({n} proc{'s' if n != 1 else ''}" + (f", world {world})" if world else ")")
-        jobs.append(Job(key=key, label=label, pids=tuple(p.pid for p in ps), gpus=gpus,
-                        world_size=world, how=hows[key]))
+        label = f"{label} ({n} proc{'s' if n != 1 else ''}" + (
+            f", world {world})" if world else ")"
+        )
+        jobs.append(
+            Job(
+                key=key,
+                label=label,
+                pids=tuple(p.pid for p in ps),
+                gpus=gpus,
+                world_size=world,
+                how=hows[key],
+            )
+        )
     jobs.sort(key=lambda j: (-len(j.pids), j.key))
     return tuple(jobs)
 

@@ -22,7 +22,9 @@ class LiveSource:
         self.host = HostTop(host_limit) if not self.nvml.devices else None
         self.hostname = socket.gethostname()
         if self.nvml.devices:
-            self.description = f"live NVML, {len(self.nvml.devices)} GPU(s), driver {self.nvml.driver}"
+            self.description = (
+                f"live NVML, {len(self.nvml.devices)} GPU(s), driver {self.nvml.driver}"
+            )
         else:
             self.kind = "host"
             self.description = "host processes only (no GPUs)"
@@ -43,8 +45,14 @@ class LiveSource:
                 want.setdefault(pid, ((), None))
         processes = tuple(self.procs.read(want))
         return Snapshot(
-            t=t, gpus=gpus, processes=processes, jobs=group_jobs(processes), source=self.kind,
-            gpu_error=self.nvml.error, driver=self.nvml.driver, hostname=self.hostname,
+            t=t,
+            gpus=gpus,
+            processes=processes,
+            jobs=group_jobs(processes),
+            source=self.kind,
+            gpu_error=self.nvml.error,
+            driver=self.nvml.driver,
+            hostname=self.hostname,
         )
 
     def next_delay(self) -> float:

@@ -46,7 +46,9 @@ class NvmlReader:
         try:
             import pynvml
         except ImportError:
-            self.error = f"nvidia-ml-py is not installed (pip install nvidia-ml-py); {NO_DRIVER_HINT}"
+            self.error = (
+                f"nvidia-ml-py is not installed (pip install nvidia-ml-py); {NO_DRIVER_HINT}"
+            )
             return
         self._nv = pynvml
         try:
@@ -65,20 +67,23 @@ class NvmlReader:
             except pynvml.NVMLError:
                 continue  # shown as missing rather than failing the others
             mem = self._call(pynvml.nvmlDeviceGetMemoryInfo, h)
-            self.devices.append(_Device(
-                index=i,
-                handle=h,
-                name=self._call(pynvml.nvmlDeviceGetName, h),
-                uuid=self._call(pynvml.nvmlDeviceGetUUID, h),
-                mem_total_mb=mem.total / 2**20 if mem is not None else None,
-            ))
+            self.devices.append(
+                _Device(
+                    index=i,
+                    handle=h,
+                    name=self._call(pynvml.nvmlDeviceGetName, h),
+                    uuid=self._call(pynvml.nvmlDeviceGetUUID, h),
+                    mem_total_mb=mem.total / 2**20 if mem is not None else None,
+                )
+            )
         if count == 0:
             self.error = f"the NVIDIA driver reports no GPUs on this node; {NO_DRIVER_HINT}"
 
     def _init_error(self, e: BaseException) -> str:
         nv = self._nv
         if isinstance(e, (nv.NVMLError_LibraryNotFound, nv.NVMLError_DriverNotLoaded)):
-            return f"no NVIDIA driver found (NVML: {_err_text(e)}), so no GPUs to show; {NO_DRIVER_HINT}"
+            why = _err_text(e)
+            return f"no NVIDIA driver found (NVML: {why}), so no GPUs to show; {NO_DRIVER_HINT}"
         if isinstance(e, nv.NVMLError_NoPermission):
             return f"no permission to open NVML (check /dev/nvidia* access); {NO_DRIVER_HINT}"
         return f"NVML did not start ({_err_text(e)}); {NO_DRIVER_HINT}"
@@ -108,8 +113,10 @@ class NvmlReader:
         power = q("power_w", nv.nvmlDeviceGetPowerUsage)
         limit = q("power_limit_w", nv.nvmlDeviceGetEnforcedPowerLimit)
         mem = q("mem_used_mb", nv.nvmlDeviceGetMemoryInfo)
-        events_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-            nv, "nvmlDeviceGetCurrentClocksThrottleReasons")
+        events_fn = (
+            getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or nv.nvmlDeviceGetCurrentClocksThrottleReasons
+        )
         procs = q("pids", nv.nvmlDeviceGetComputeRunningProcesses) or []
         proc_mem = tuple(
             (int(p.pid), p.usedGpuMemory / 2**20 if isinstance(p.usedGpuMemory, int) else None)

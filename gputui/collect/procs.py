@@ -90,8 +90,15 @@ class ProcessReader:
         for pid, (gpus, gpu_mem) in pids.items():
             st = self._static(pid)
             if st is None:
-                out.append(ProcessInfo(pid=pid, name="(not visible from here: other PID namespace?)",
-                                       gpus=gpus, gpu_mem_mb=gpu_mem, state="unknown"))
+                out.append(
+                    ProcessInfo(
+                        pid=pid,
+                        name="(not visible from here: other PID namespace?)",
+                        gpus=gpus,
+                        gpu_mem_mb=gpu_mem,
+                        state="unknown",
+                    )
+                )
                 continue
             try:
                 with st.proc.oneshot():
@@ -101,12 +108,24 @@ class ProcessReader:
             except psutil.Error:
                 self._cache.pop(pid, None)
                 continue  # exited between NVML's list and now
-            out.append(ProcessInfo(
-                pid=pid, create_time=st.create_time, user=st.user, name=st.name,
-                cmdline=st.cmdline, state=state, cpu_percent=cpu, rss_mb=rss, ppid=st.ppid,
-                parent_cmd=st.parent_cmd, gpus=gpus, gpu_mem_mb=gpu_mem, rank=st.rank,
-                env_error=st.env_error,
-            ))
+            out.append(
+                ProcessInfo(
+                    pid=pid,
+                    create_time=st.create_time,
+                    user=st.user,
+                    name=st.name,
+                    cmdline=st.cmdline,
+                    state=state,
+                    cpu_percent=cpu,
+                    rss_mb=rss,
+                    ppid=st.ppid,
+                    parent_cmd=st.parent_cmd,
+                    gpus=gpus,
+                    gpu_mem_mb=gpu_mem,
+                    rank=st.rank,
+                    env_error=st.env_error,
+                )
+            )
         alive = set(pids)
         for pid in [p for p in self._cache if p not in alive]:
             del self._cache[pid]

@@ -160,8 +160,14 @@ def _gpu_from_dict(d: dict[str, Any]) -> GpuSample:
             kw[k] = int(kw[k])
     pids = tuple(int(p) for p in d.get("pids") or ())
     proc_mem = tuple((int(p), m) for p, m in d.get("proc_mem") or ())
-    return GpuSample(index=int(d["gpu"]), name=d.get("name"), uuid=d.get("uuid"),
-                     pids=pids, proc_mem_mb=proc_mem, **kw)
+    return GpuSample(
+        index=int(d["gpu"]),
+        name=d.get("name"),
+        uuid=d.get("uuid"),
+        pids=pids,
+        proc_mem_mb=proc_mem,
+        **kw,
+    )
 
 
 def _build_snapshot(t: float, phase: str | None, rows: list[dict[str, Any]]) -> Snapshot:
@@ -182,8 +188,14 @@ def _build_snapshot(t: float, phase: str | None, rows: list[dict[str, Any]]) -> 
                 p = _merge_gpus(old, p)
             procs[pid] = p
     processes = tuple(sorted(procs.values(), key=lambda p: (p.gpus, p.pid)))
-    return Snapshot(t=t, gpus=gpus, processes=processes, jobs=group_jobs(processes),
-                    source="replay", phase=phase)
+    return Snapshot(
+        t=t,
+        gpus=gpus,
+        processes=processes,
+        jobs=group_jobs(processes),
+        source="replay",
+        phase=phase,
+    )
 
 
 def _merge_gpus(a: ProcessInfo, b: ProcessInfo) -> ProcessInfo:
@@ -226,7 +238,9 @@ def read_trace(path: str | Path) -> list[Snapshot]:
     try:
         with open_text(path, "r") as f:
             for d in _iter_rows(path, f):
-                if rows and (d["gpu"] in {r["gpu"] for r in rows} or abs(d["t"] - t0) > _SAME_SAMPLE_S):
+                if rows and (
+                    d["gpu"] in {r["gpu"] for r in rows} or abs(d["t"] - t0) > _SAME_SAMPLE_S
+                ):
                     snaps.append(_build_snapshot(t0, rows[0].get("phase"), rows))
                     rows = []
                 if not rows:

@@ -34,23 +34,51 @@ def add_source_args(p: argparse.ArgumentParser, interval: float = 1.0) -> None:
     """--replay FILE | --demo, and --interval for live sampling."""
     g = p.add_mutually_exclusive_group()
     g.add_argument("--replay", metavar="FILE", help="read a recorded trace instead of NVML")
-    g.add_argument("--demo", action="store_true",
-                   help="replay the bundled real recording of an NCCL hang on 2 x H200")
-    p.add_argument("--interval", type=positive_float, default=interval, metavar="S",
-                   help=f"seconds between live samples (default {interval:g})")
+    g.add_argument(
+        "--demo",
+        action="store_true",
+        help="replay the bundled real recording of an NCCL hang on 2 x H200",
+    )
+    p.add_argument(
+        "--interval",
+        type=positive_float,
+        default=interval,
+        metavar="S",
+        help=f"seconds between live samples (default {interval:g})",
+    )
 
 
 def add_app_args(p: argparse.ArgumentParser) -> None:
     add_source_args(p)
-    p.add_argument("--speed", type=positive_float, default=1.0, metavar="X",
-                   help="replay speed factor (default 1)")
-    p.add_argument("--start", type=non_negative_float, default=None, metavar="S",
-                   help="start a replay S seconds into the file")
+    p.add_argument(
+        "--speed",
+        type=positive_float,
+        default=1.0,
+        metavar="X",
+        help="replay speed factor (default 1)",
+    )
+    p.add_argument(
+        "--start",
+        type=non_negative_float,
+        default=None,
+        metavar="S",
+        help="start a replay S seconds into the file",
+    )
     p.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
-    p.add_argument("--stall-after", type=positive_float, default=10.0, metavar="S",
-                   help="seconds of spinning before a job is reported stalled (default 10)")
-    p.add_argument("--hang-after", type=positive_float, default=60.0, metavar="S",
-                   help="seconds of spinning before a job is reported hung (default 60)")
+    p.add_argument(
+        "--stall-after",
+        type=positive_float,
+        default=10.0,
+        metavar="S",
+        help="seconds of spinning before a job is reported stalled (default 10)",
+    )
+    p.add_argument(
+        "--hang-after",
+        type=positive_float,
+        default=60.0,
+        metavar="S",
+        help="seconds of spinning before a job is reported hung (default 60)",
+    )
 
 
 def open_source(args: argparse.Namespace, realtime: bool = True) -> Source:

@@ -16,14 +16,27 @@ from gputui.errors import GputuiError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("record", help="record live samples to FILE (JSON lines, .gz to compress)",
-                       description="Record live GPU and process samples to FILE until Ctrl-C or "
-                                   "--duration. The file replays with `gputui --replay FILE`.")
+    p = sub.add_parser(
+        "record",
+        help="record live samples to FILE (JSON lines, .gz to compress)",
+        description="Record live GPU and process samples to FILE until Ctrl-C or "
+        "--duration. The file replays with `gputui --replay FILE`.",
+    )
     p.add_argument("file", metavar="FILE", help="output file; gzip when it ends in .gz")
-    p.add_argument("--interval", type=positive_float, default=1.0, metavar="S",
-                   help="seconds between samples (default 1)")
-    p.add_argument("--duration", type=positive_float, default=None, metavar="S",
-                   help="stop after S seconds (default: until Ctrl-C)")
+    p.add_argument(
+        "--interval",
+        type=positive_float,
+        default=1.0,
+        metavar="S",
+        help="seconds between samples (default 1)",
+    )
+    p.add_argument(
+        "--duration",
+        type=positive_float,
+        default=None,
+        metavar="S",
+        help="stop after S seconds (default: until Ctrl-C)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     p.set_defaults(func=run)
 
@@ -50,8 +63,11 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     writer = TraceWriter(path)
     deadline = time.monotonic() + args.duration if args.duration else None
-    print(f"recording {len(source.nvml.devices)} GPU(s) to {path} every {args.interval:g} s "
-          f"(Ctrl-C to stop)", file=sys.stderr)
+    print(
+        f"recording {len(source.nvml.devices)} GPU(s) to {path} every {args.interval:g} s "
+        f"(Ctrl-C to stop)",
+        file=sys.stderr,
+    )
     try:
         while not stop.is_set():
             started = time.monotonic()

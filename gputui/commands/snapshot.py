@@ -15,14 +15,27 @@ from gputui.errors import GputuiError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("snapshot", help="print one snapshot (table or --json) and exit",
-                       description="Print one snapshot of the GPUs, their processes and jobs.")
+    p = sub.add_parser(
+        "snapshot",
+        help="print one snapshot (table or --json) and exit",
+        description="Print one snapshot of the GPUs, their processes and jobs.",
+    )
     add_source_args(p)
     p.add_argument("--json", action="store_true", help="print JSON: gpus, processes, jobs")
-    p.add_argument("--at", type=non_negative_float, default=None, metavar="S",
-                   help="with --replay/--demo: the sample S seconds into the file (default: last)")
-    p.add_argument("--timeout", type=positive_float, default=10.0, metavar="S",
-                   help="give up if NVML does not answer within S seconds (default 10)")
+    p.add_argument(
+        "--at",
+        type=non_negative_float,
+        default=None,
+        metavar="S",
+        help="with --replay/--demo: the sample S seconds into the file (default: last)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=10.0,
+        metavar="S",
+        help="give up if NVML does not answer within S seconds (default 10)",
+    )
     p.set_defaults(func=run)
 
 
@@ -40,7 +53,9 @@ def sample_bounded(source: Source, timeout: float) -> Snapshot | None:
     th.start()
     th.join(timeout)
     if th.is_alive():
-        raise GputuiError(f"NVML did not answer within {timeout:g} s (a GPU may have fallen off the bus)")
+        raise GputuiError(
+            f"NVML did not answer within {timeout:g} s (a GPU may have fallen off the bus)"
+        )
     if "err" in box:
         raise GputuiError(f"sampling failed: {box['err']}")
     return box.get("snap")
@@ -49,13 +64,26 @@ def sample_bounded(source: Source, timeout: float) -> Snapshot | None:
 def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
     gpus = []
     for g in snap.gpus:
-        gpus.append({
-            "index": g.index, "name": g.name, "uuid": g.uuid, "util": g.util,
-            "mem_util": g.mem_util, "power_w": g.power_w, "power_limit_w": g.power_limit_w,
-            "mem_used_mb": g.mem_used_mb, "mem_total_mb": g.mem_total_mb, "temp_c": g.temp_c,
-            "sm_mhz": g.sm_mhz, "mem_mhz": g.mem_mhz, "pstate": g.pstate, "events": g.events,
-            "pids": list(g.pids), "not_available": g.na,
-        })
+        gpus.append(
+            {
+                "index": g.index,
+                "name": g.name,
+                "uuid": g.uuid,
+                "util": g.util,
+                "mem_util": g.mem_util,
+                "power_w": g.power_w,
+                "power_limit_w": g.power_limit_w,
+                "mem_used_mb": g.mem_used_mb,
+                "mem_total_mb": g.mem_total_mb,
+                "temp_c": g.temp_c,
+                "sm_mhz": g.sm_mhz,
+                "mem_mhz": g.mem_mhz,
+                "pstate": g.pstate,
+                "events": g.events,
+                "pids": list(g.pids),
+                "not_available": g.na,
+            }
+        )
     procs = []
     for p in snap.processes:
         d = process_to_dict(p)
@@ -63,11 +91,28 @@ def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
         d["rank"] = p.rank.rank if p.rank else None
         d["live"] = p.live
         procs.append(d)
-    jobs = [{"key": j.key, "label": j.label, "pids": list(j.pids), "gpus": list(j.gpus),
-             "world_size": j.world_size, "how": j.how} for j in snap.jobs]
-    return {"t": snap.t, "source": snap.source, "hostname": snap.hostname, "driver": snap.driver,
-            "gpu_error": snap.gpu_error, "phase": snap.phase, "gpus": gpus, "processes": procs,
-            "jobs": jobs}
+    jobs = [
+        {
+            "key": j.key,
+            "label": j.label,
+            "pids": list(j.pids),
+            "gpus": list(j.gpus),
+            "world_size": j.world_size,
+            "how": j.how,
+        }
+        for j in snap.jobs
+    ]
+    return {
+        "t": snap.t,
+        "source": snap.source,
+        "hostname": snap.hostname,
+        "driver": snap.driver,
+        "gpu_error": snap.gpu_error,
+        "phase": snap.phase,
+        "gpus": gpus,
+        "processes": procs,
+        "jobs": jobs,
+    }
 
 
 def _fmt(v: float | None, unit: str = "", nd: int = 0) -> str:
@@ -79,24 +124,32 @@ def snapshot_to_text(snap: Snapshot) -> str:
     if snap.gpu_error:
         lines.append(f"No GPUs: {snap.gpu_error}")
     if snap.gpus:
-        lines.append(f"{'GPU':>3} {'name':<22} {'util':>5} {'mem%':>5} {'power/limit W':>14} "
-                     f"{'memory MiB':>17} {'temp':>5} {'SM MHz':>7} pids")
+        lines.append(
+            f"{'GPU':>3} {'name':<22} {'util':>5} {'mem%':>5} {'power/limit W':>14} "
+            f"{'memory MiB':>17} {'temp':>5} {'SM MHz':>7} pids"
+        )
     for g in snap.gpus:
         power = f"{_fmt(g.power_w)}/{_fmt(g.power_limit_w)}"
         mem = f"{_fmt(g.mem_used_mb)}/{_fmt(g.mem_total_mb)}"
-        lines.append(f"{g.index:>3} {(g.name or '?')[:22]:<22} {_fmt(g.util, '%'):>5} "
-                     f"{_fmt(g.mem_util, '%'):>5} {power:>14} {mem:>17} {_fmt(g.temp_c, 'C'):>5} "
-                     f"{_fmt(g.sm_mhz):>7} {','.join(map(str, g.pids)) or '-'}")
+        lines.append(
+            f"{g.index:>3} {(g.name or '?')[:22]:<22} {_fmt(g.util, '%'):>5} "
+            f"{_fmt(g.mem_util, '%'):>5} {power:>14} {mem:>17} {_fmt(g.temp_c, 'C'):>5} "
+            f"{_fmt(g.sm_mhz):>7} {','.join(map(str, g.pids)) or '-'}"
+        )
     if snap.processes:
         lines.append("")
-        lines.append(f"{'PID':>7} {'GPU':>5} {'rank':>4} {'user':<10} {'CPU%':>6} {'RSS MiB':>8} "
-                     f"{'state':<9} command")
+        lines.append(
+            f"{'PID':>7} {'GPU':>5} {'rank':>4} {'user':<10} {'CPU%':>6} {'RSS MiB':>8} "
+            f"{'state':<9} command"
+        )
         for p in snap.processes:
             rank = p.rank.rank if p.rank and p.rank.rank is not None else "-"
             gpus = ",".join(map(str, p.gpus)) or "-"
-            lines.append(f"{p.pid:>7} {gpus:>5} {rank!s:>4} {(p.user or '?')[:10]:<10} "
-                         f"{_fmt(p.cpu_percent, '', 1):>6} {_fmt(p.rss_mb):>8} "
-                         f"{(p.state or '?'):<9} {p.command[:80]}")
+            lines.append(
+                f"{p.pid:>7} {gpus:>5} {rank!s:>4} {(p.user or '?')[:10]:<10} "
+                f"{_fmt(p.cpu_percent, '', 1):>6} {_fmt(p.rss_mb):>8} "
+                f"{(p.state or '?'):<9} {p.command[:80]}"
+            )
     for j in snap.jobs:
         lines.append(f"job {j.label}: GPUs {','.join(map(str, j.gpus))} ({j.how})")
     return "\n".join(lines)

@@ -1,0 +1,20 @@
+"""Start the dashboard (the default when no subcommand is given)."""
+
+from __future__ import annotations
+
+import argparse
+
+from gputui.commands.common import open_source
+
+
+def run(args: argparse.Namespace) -> int:
+    source = open_source(args, realtime=True)
+    from gputui.ui.app import GputuiApp
+
+    app = GputuiApp(source, stall_after=args.stall_after, hang_after=args.hang_after)
+    try:
+        app.run(mouse=not args.no_mouse)
+    finally:
+        app.sampler.stop()
+        source.close()
+    return 0
