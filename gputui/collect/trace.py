@@ -234,7 +234,6 @@ def read_trace(path: str | Path) -> list[Snapshot]:
     snaps: list[Snapshot] = []
     rows: list[dict[str, Any]] = []
     t0 = 0.0
-    truncated = False
     try:
         with open_text(path, "r") as f:
             for d in _iter_rows(path, f):
@@ -246,14 +245,15 @@ def read_trace(path: str | Path) -> list[Snapshot]:
                 if not rows:
                     t0 = float(d["t"])
                 rows.append(d)
+            if rows:
+                snaps.append(_build_snapshot(t0, rows[0].get("phase"), rows))
+                rows = []
     except EOFError:
-        truncated = True  # a gzip recording cut short: keep the complete samples before it
+        pass  # a gzip recording cut short: keep the complete samples before it
     except (OSError, UnicodeDecodeError, zlib.error) as e:
         raise GputuiError(f"{path}: not a readable trace ({e})") from None
     except (KeyError, TypeError, ValueError) as e:
         raise GputuiError(f"{path}: malformed trace field ({e})") from None
-    if rows and not truncated:
-        snaps.append(_build_snapshot(t0, rows[0].get("phase"), rows))
     if not snaps:
         raise GputuiError(f"{path}: no samples in file")
     return snaps

@@ -88,6 +88,7 @@ class GputuiApp(App[None]):
             on_error=lambda e: self.post_message(SamplerFailed(str(e))),
         )
         self._status_text = ""
+        self._gpu_layout: tuple[int, ...] | None = None  # GPU indices the panels show
 
     # -- sampler thread side: never touches widgets
     def _from_sampler(self, snap: Snapshot) -> None:
@@ -162,7 +163,9 @@ class GputuiApp(App[None]):
         assert snap is not None
         grid = self.query_one("#gpus", Grid)
         panels = {p.index: p for p in grid.query(GpuPanel)}
-        if sorted(panels) != [g.index for g in snap.gpus]:
+        layout = tuple(g.index for g in snap.gpus)
+        if layout != self._gpu_layout:
+            self._gpu_layout = layout
             grid.remove_children()
             panels = {g.index: GpuPanel(g.index) for g in snap.gpus}
             if panels:
