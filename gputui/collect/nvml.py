@@ -43,6 +43,7 @@ class NvmlReader:
         self.driver: str | None = None
         self.devices: list[_Device] = []
         self._nv: Any = None
+        self._mem_v2 = True
         try:
             import pynvml
         except ImportError:
@@ -95,6 +96,22 @@ class NvmlReader:
             return None
         return v.decode() if isinstance(v, bytes) else v
 
+    def _memory_info(self, h: Any) -> Any:
+        """Memory info v2 where the driver has it: its `used` excludes driver-reserved memory
+        and so matches nvidia-smi (v1 counts ~615 MiB on an idle H200 as used)."""
+        nv = self._nv
+        if self._mem_v2:
+            try:
+                return nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2)
+            except (
+                nv.NVMLError_FunctionNotFound,
+                nv.NVMLError_NotSupported,
+                nv.NVMLError_ArgumentVersionMismatch,
+                AttributeError,
+            ):
+                self._mem_v2 = False
+        return nv.nvmlDeviceGetMemoryInfo(h)
+
     def read(self) -> list[GpuSample]:
         return [self._read_one(d) for d in self.devices]
 
@@ -112,7 +129,7 @@ class NvmlReader:
         util = q("util", nv.nvmlDeviceGetUtilizationRates)
         power = q("power_w", nv.nvmlDeviceGetPowerUsage)
         limit = q("power_limit_w", nv.nvmlDeviceGetEnforcedPowerLimit)
-        mem = q("mem_used_mb", nv.nvmlDeviceGetMemoryInfo)
+        mem = q("mem_used_mb", self._memory_info)
         events_fn = (
             getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
             or nv.nvmlDeviceGetCurrentClocksThrottleReasons

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from typing import Any
 
 from rich.text import Text
@@ -17,11 +18,11 @@ from textual.binding import Binding
 from textual.containers import Grid
 from textual.widgets import Footer, Input, Static
 
-from gputui.collect.model import ProcessInfo, Snapshot
+from gputui.collect.model import GpuSample, ProcessInfo, Snapshot
 from gputui.collect.sampler import Sampler
 from gputui.collect.source import Source
 from gputui.ui.banner import VerdictBanner
-from gputui.ui.gpu_panel import GpuPanel
+from gputui.ui.gpu_panel import HISTORY, GpuPanel
 from gputui.ui.help_screen import HelpScreen
 from gputui.ui.messages import SamplerFailed, SnapshotReady, SourceEnded
 from gputui.ui.process_table import ProcessTable
@@ -88,12 +89,17 @@ class GputuiApp(App[None]):
             on_error=lambda e: self.post_message(SamplerFailed(str(e))),
         )
         self._status_text = ""
+        self._hist: dict[int, deque[GpuSample]] = {}  # owned by the sampler thread
+        self.history: dict[int, tuple[GpuSample, ...]] = {}
         self._gpu_layout: tuple[int, ...] | None = None  # GPU indices the panels show
 
     # -- sampler thread side: never touches widgets
     def _from_sampler(self, snap: Snapshot) -> None:
         verdict = self.detector.update(snap) if self.detector is not None else None
-        self.post_message(SnapshotReady(snap, verdict))
+        for g in snap.gpus:
+            self._hist.setdefault(g.index, deque(maxlen=HISTORY)).append(g)
+        history = {i: tuple(h) for i, h in self._hist.items()}
+        self.post_message(SnapshotReady(snap, verdict, history))
 
     def _ended(self) -> None:
         self.post_message(SourceEnded())
@@ -121,7 +127,7 @@ class GputuiApp(App[None]):
         self.sampler.stop()
 
     def on_snapshot_ready(self, msg: SnapshotReady) -> None:
-        self.snapshot, self.verdict = msg.snapshot, msg.verdict
+        self.snapshot, self.verdict, self.history = msg.snapshot, msg.verdict, msg.history
         self.received_at = time.monotonic()
         self._render_snapshot()
         self.first_snapshot.set()
@@ -176,7 +182,7 @@ class GputuiApp(App[None]):
         tags = self._gpu_tags()
         for g in snap.gpus:
             tag, detail = tags.get(g.index, (None, ""))
-            panels[g.index].push(g, tag, detail)
+            panels[g.index].show(self.history.get(g.index) or (g,), tag, detail)
         self.query_one(VerdictBanner).show(self.verdict, snap.t)
         self.query_one(ProcessTable).apply(snap.processes, snap.jobs, snap.t, self._row_flags())
         self._refresh_status()
@@ -218,7 +224,7 @@ class GputuiApp(App[None]):
             when = time.strftime("%H:%M:%S", time.localtime(snap.t))
             parts = ["gputui", host, src, f"sample {when}"]
             if self.source.kind == "replay":
-                parts.append(f"phase {snap.phase}" if snap.phase else "")
+                parts.append(f"recorded phase: {snap.phase}" if snap.phase else "")
                 if self.ended:
                     parts.append("replay ended (q to quit)")
             else:

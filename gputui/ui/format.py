@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-_SPARK = " ▁▂▃▄▅▆▇█"
+_SPARK = "▁▂▃▄▅▆▇█"
 
 
 def bar(frac: float | None, width: int = 10) -> str:

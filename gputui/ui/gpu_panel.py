@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 
 from rich.text import Text
 from textual.widgets import Static
@@ -42,19 +43,19 @@ class GpuPanel(Static):
     def __init__(self, index: int) -> None:
         super().__init__(id=f"gpu-{index}")
         self.index = index
-        self.util_hist: deque[float | None] = deque(maxlen=HISTORY)
-        self.mem_hist: deque[float | None] = deque(maxlen=HISTORY)
-        self.power_hist: deque[float | None] = deque(maxlen=HISTORY)
+        self.history: Sequence[GpuSample] = ()
         self.tag: str | None = None
         self.tag_detail = ""
         self.sample: GpuSample | None = None
 
-    def push(self, g: GpuSample, tag: str | None = None, tag_detail: str = "") -> None:
-        """Add a sample and redraw; `tag` is the detector's word for this GPU, if any."""
-        self.sample = g
-        self.util_hist.append(g.util)
-        self.mem_hist.append(g.mem_util)
-        self.power_hist.append(g.power_frac if g.power_frac is not None else g.power_w)
+    def show(
+        self, history: Sequence[GpuSample], tag: str | None = None, tag_detail: str = ""
+    ) -> None:
+        """Redraw from this GPU's recent samples (newest last); `tag` is the detector's word
+        for this GPU, if any. The history is kept by the sampler thread, so samples the UI
+        skipped while busy still appear in the sparklines."""
+        self.history = history
+        self.sample = history[-1] if history else None
         self.tag, self.tag_detail = tag, tag_detail
         self.set_class(tag == "spinning", "-spinning")
         self.set_class(tag == "suspect", "-suspect")
@@ -74,15 +75,19 @@ class GpuPanel(Static):
         u = None if g.util is None else g.util / 100
         m = None if g.mem_util is None else g.mem_util / 100
         t.append("util  ").append(bar(u), style=_level(u)).append(f" {num(g.util, '%'):>4}  ")
-        t.append(sparkline(self.util_hist, 100, SPARK_W), style="cyan").append("\n")
+        t.append(sparkline([h.util for h in self.history], 100, SPARK_W), style="cyan").append("\n")
         t.append("mem%  ").append(bar(m), style=_level(m)).append(f" {num(g.mem_util, '%'):>4}  ")
-        t.append(sparkline(self.mem_hist, 100, SPARK_W), style="magenta").append("\n")
+        t.append(sparkline([h.mem_util for h in self.history], 100, SPARK_W), style="magenta").append("\n")
         pf = g.power_frac
         t.append("power ").append(bar(pf), style=_level(pf))
         pct = f" {pf * 100:.0f}%" if pf is not None else ""
         t.append(f" {num(g.power_w)}/{num(g.power_limit_w)} W{pct}  ")
-        top = 1.0 if pf is not None else max((p for p in self.power_hist if p), default=1.0)
-        t.append(sparkline(self.power_hist, top, SPARK_W), style="yellow").append("\n")
+        if pf is not None:
+            top, powers = 1.0, [h.power_frac for h in self.history]
+        else:
+            powers = [h.power_w for h in self.history]
+            top = max((p for p in powers if p), default=1.0)
+        t.append(sparkline(powers, top, SPARK_W), style="yellow").append("\n")
         mf = (
             (g.mem_used_mb / g.mem_total_mb)
             if g.mem_used_mb is not None and g.mem_total_mb

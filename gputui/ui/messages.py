@@ -14,10 +14,11 @@ from gputui.collect.model import Snapshot
 
 
 class SnapshotReady(Message):
-    def __init__(self, snapshot: Snapshot, verdict: Any | None) -> None:
+    def __init__(self, snapshot: Snapshot, verdict: Any | None, history: Any = None) -> None:
         super().__init__()
         self.snapshot = snapshot
         self.verdict = verdict
+        self.history = history  # per-GPU recent samples, built in the sampler thread
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SnapshotReady)

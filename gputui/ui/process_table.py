@@ -118,7 +118,7 @@ class ProcessTable(DataTable):
                 elif old != cells:
                     for col, (a, b) in zip(COLUMNS, zip(old, cells, strict=False), strict=False):
                         if a != b:
-                            self.update_cell(key, col, b)
+                            self.update_cell(key, col, b, update_width=True)
                 self.rows_shown[key] = cells
             self.procs = wanted
             self._resort(now)

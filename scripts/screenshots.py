@@ -1,0 +1,70 @@
+"""Generate the README's SVG screenshots from the bundled demo recording.
+
+    python scripts/screenshots.py            # writes screenshots/*.svg
+
+Each shot replays a window of the real 2 x H200 recording as fast as possible (so the
+result does not depend on timing), waits for the replay to end, presses keys as a person
+would, and saves what the terminal shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+os.environ["TZ"] = "UTC"
+
+from gputui.collect.model import Snapshot  # noqa: E402
+from gputui.collect.source import ReplaySource, demo_path  # noqa: E402
+from gputui.collect.trace import read_trace  # noqa: E402
+from gputui.ui.app import GputuiApp  # noqa: E402
+
+OUT = Path(__file__).resolve().parent.parent / "screenshots"
+SIZE = (140, 42)
+
+
+def window(snaps: list[Snapshot], phase: str, seconds: float) -> ReplaySource:
+    """`seconds` of the recording from the start of `phase`, replayed back to back."""
+    start = next(i for i, s in enumerate(snaps) if s.phase == phase)
+    t0 = snaps[start].t
+    part = [s for s in snaps[max(0, start - 60) :] if s.t - t0 <= seconds]
+    return ReplaySource(part, name="demo (real 2 x H200 NCCL hang)", realtime=False)
+
+
+async def shoot(
+    name: str,
+    source: ReplaySource,
+    keys: tuple[str, ...] = (),
+    then: Callable[[GputuiApp], Awaitable[None]] | None = None,
+) -> Path:
+    app = GputuiApp(source)
+    async with app.run_test(size=SIZE) as pilot:
+        await asyncio.wait_for(app.ended_event.wait(), 60)
+        await pilot.pause()
+        if keys:
+            await pilot.press(*keys)
+        if then is not None:
+            await then(app)
+        await pilot.pause()
+        path = OUT / f"{name}.svg"
+        app.save_screenshot(filename=path.name, path=str(OUT))
+    return path
+
+
+async def main() -> None:
+    OUT.mkdir(exist_ok=True)
+    snaps = read_trace(demo_path())
+    made = [
+        await shoot("dashboard-hang", window(snaps, "stall_in_loop", 20.0), keys=("j",)),
+        await shoot("dashboard-healthy", window(snaps, "comm_heavy", 10.0)),
+        await shoot("help", window(snaps, "train", 3.0), keys=("question_mark",)),
+    ]
+    for p in made:
+        print(p)
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
