@@ -20,7 +20,7 @@ for name in "$@"; do
   timeout -k 10 "${LIMIT:-240}" bash "device/$name.sh" >"$OUT/$name.log" 2>&1
   rc=$?
   end=$(date +%s.%N)
-  printf '===== %s rc=%s %.1fs\n' "$name" "$rc" "$(echo "$end - $start" | bc)" | tee -a "$OUT/summary.txt"
+  printf '===== %s rc=%s %.1fs\n' "$name" "$rc" "$(awk "BEGIN{print $end - $start}")" | tee -a "$OUT/summary.txt"
   tail -25 "$OUT/$name.log"
 done
 tar czf "$REAL_OUT/results-$tag.tgz" -C /tmp "results-$tag"
