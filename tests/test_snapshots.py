@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from screenshots import SIZE, window  # noqa: E402
-
 from gputui.ui.app import GputuiApp  # noqa: E402
+from screenshots import SIZE, window  # noqa: E402
 
 
 async def _until_replay_ends(pilot) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 
 from rich.text import Text
@@ -77,7 +76,8 @@ class GpuPanel(Static):
         t.append("util  ").append(bar(u), style=_level(u)).append(f" {num(g.util, '%'):>4}  ")
         t.append(sparkline([h.util for h in self.history], 100, SPARK_W), style="cyan").append("\n")
         t.append("mem%  ").append(bar(m), style=_level(m)).append(f" {num(g.mem_util, '%'):>4}  ")
-        t.append(sparkline([h.mem_util for h in self.history], 100, SPARK_W), style="magenta").append("\n")
+        mem_hist = sparkline([h.mem_util for h in self.history], 100, SPARK_W)
+        t.append(mem_hist, style="magenta").append("\n")
         pf = g.power_frac
         t.append("power ").append(bar(pf), style=_level(pf))
         pct = f" {pf * 100:.0f}%" if pf is not None else ""

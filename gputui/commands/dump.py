@@ -1,0 +1,158 @@
+"""`gputui dump`: stacks of processes (py-spy, or gdb/cuda-gdb), or of every rank of a job.
+
+Exit status: 0 when every dump worked, 1 when some failed (one line each on stderr), 2 on
+bad input (not a number, no such process, --job with more than one PID).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import psutil
+
+from gputui.collect.model import Snapshot
+from gputui.commands.common import positive_float
+from gputui.errors import GputuiError
+from gputui.tools.dumpall import DumpAll, dump_all
+from gputui.tools.jobfind import JobMembers, find_job
+from gputui.tools.redact import redact_text
+from gputui.tools.result import ToolResult
+from gputui.tools.stacks import gdb_backtrace
+
+LIVE_SAMPLE_TIMEOUT_S = 5.0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "dump",
+        help="Python (py-spy) or native (gdb/cuda-gdb) stacks of processes or of a whole job",
+        description=(
+            "Dump the stacks of running processes with py-spy (--native adds C/C++ frames), or "
+            "a native backtrace of every thread with gdb (cuda-gdb when gdb is absent). With "
+            "--job, dump every rank of PID's job in parallel and group identical stacks so "
+            "the odd rank stands out. Exit 0: all dumps worked; 1: some failed; 2: bad input."
+        ),
+    )
+    p.add_argument("pids", nargs="*", metavar="PID", help="process id(s) to dump")
+    p.add_argument(
+        "--job",
+        action="store_true",
+        help="dump all ranks of the job PID belongs to, grouped by stack",
+    )
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--native", action="store_true", help="py-spy --native: C/C++ frames too")
+    how.add_argument(
+        "--gdb",
+        action="store_true",
+        help="native backtrace of every thread with gdb, or cuda-gdb if gdb is absent",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON results")
+    p.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=None,
+        metavar="S",
+        help="time limit per dump (default: py-spy 10, --native 20, --gdb 60 s)",
+    )
+    p.set_defaults(func=run)
+
+
+def parse_pids(texts: list[str]) -> list[int]:
+    """PIDs from the command line; GputuiError (exit 2) for a non-number or a missing pid."""
+    if not texts:
+        raise GputuiError("dump: give at least one PID")
+    pids = []
+    for t in texts:
+        try:
+            pid = int(t)
+        except ValueError:
+            raise GputuiError(f"not a process id: {t!r}") from None
+        if pid <= 0:
+            raise GputuiError(f"not a process id: {t!r}")
+        if not psutil.pid_exists(pid):
+            raise GputuiError(f"no process with pid {pid}")
+        if pid not in pids:
+            pids.append(pid)
+    return pids
+
+
+def _live_snapshot() -> Snapshot | None:
+    """One live sample to find jobs from, or None when NVML is absent or slow."""
+    try:
+        from gputui.collect.live import LiveSource
+        from gputui.commands.snapshot import sample_bounded
+
+        src = LiveSource()
+        try:
+            if not src.nvml.devices:
+                return None  # no GPU: jobs come from the host's processes
+            return sample_bounded(src, LIVE_SAMPLE_TIMEOUT_S)
+        finally:
+            src.close()
+    except Exception:  # any sampling trouble: fall back to the host's processes
+        return None
+
+
+def _fail_lines(results: list[ToolResult]) -> int:
+    bad = [r for r in results if not r.ok]
+    for r in bad:
+        print(f"gputui: {redact_text(r.summary())}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def _run_job(args: argparse.Namespace, pid: int) -> int:
+    job: JobMembers = find_job(pid, _live_snapshot())
+    targets: list[Any] = list(job.processes) if job.processes else list(job.pids)
+    res: DumpAll = dump_all(
+        targets, ranks=job.ranks, native=args.native, timeout=args.timeout, how=job.how
+    )
+    if args.json:
+        doc = {"job": {"pid": pid, "pids": list(job.pids), "how": job.how}, **res.to_json()}
+        for r in doc["results"]:
+            r["lines"] = [redact_text(ln) for ln in r["lines"]]
+        print(json.dumps(doc, indent=2))
+    else:
+        for text, _kind in res.render():
+            print(redact_text(text))
+    return _fail_lines([d.result for d in res.dumps])
+
+
+def run(args: argparse.Namespace) -> int:
+    pids = parse_pids(args.pids)
+    if args.job:
+        if len(pids) != 1:
+            raise GputuiError(f"--job takes exactly one PID (got {len(pids)})")
+        if args.gdb:
+            raise GputuiError("--job dumps with py-spy; use --gdb on single PIDs")
+        return _run_job(args, pids[0])
+
+    results: list[ToolResult] = []
+    if args.gdb:
+        for pid in pids:  # one at a time: cuda-gdb is heavy (11-14 s on a hung rank)
+            if len(pids) > 1 and not args.json:
+                print(f"==> pid {pid} <==", flush=True)
+            on_line = None if args.json else (lambda ln: print(redact_text(ln), flush=True))
+            kw: dict[str, Any] = {"on_line": on_line}
+            if args.timeout:
+                kw["timeout"] = args.timeout
+            results.append(gdb_backtrace(pid, **kw))
+    else:  # py-spy is fast: in parallel, printed in the order given once done
+        res = dump_all(pids, native=args.native, timeout=args.timeout)
+        order = {d.pid: d for d in res.dumps}
+        for pid in pids:
+            r = order[pid].result
+            results.append(r)
+            if not args.json and r.ok:
+                if len(pids) > 1:
+                    print(f"==> pid {pid} <==")
+                for ln in r.lines:
+                    print(redact_text(ln))
+    if args.json:
+        out = [r.to_json() for r in results]
+        for o in out:
+            o["lines"] = [redact_text(ln) for ln in o["lines"]]
+        print(json.dumps({"results": out}, indent=2))
+    return _fail_lines(results)

@@ -1,0 +1,327 @@
+"""The incident bundle: everything needed to look at a hang later, in one directory.
+
+When a job hangs, the person on the node has minutes before someone kills it. The bundle
+freezes what gputui knows at that moment: recent samples (a replayable trace), the
+detector's verdict, every GPU process's Python stacks, command line, environment (secrets
+redacted), the CUDA/NCCL/torch libraries it actually loaded, and the node's topology.
+Every part is optional: what could not be had is written down as a note, never skipped
+silently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from gputui import __version__
+from gputui.collect.model import ProcessInfo, Snapshot
+from gputui.collect.trace import TraceWriter
+from gputui.errors import GputuiError
+from gputui.tools import ptrace
+from gputui.tools.dumpall import dump_all
+from gputui.tools.ptrace import Target
+from gputui.tools.redact import redact_argv, redact_env, redact_text
+from gputui.tools.result import Cancel, LineSink, Outcome
+from gputui.tools.runner import run_tool
+from gputui.tools.which import available_tools, find_tool
+
+TOPO_TIMEOUT_S = 10.0
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+# (name, pattern on the file name in /proc/PID/maps); group 1 is the version in the name.
+_LIBS = (
+    ("nccl", re.compile(r"^libnccl\.so(?:\.([\d.]+))?$")),
+    ("cudart", re.compile(r"^libcudart\.so(?:\.([\d.]+))?$")),
+    ("cuda_driver", re.compile(r"^libcuda\.so(?:\.([\d.]+))?$")),
+    ("cublas", re.compile(r"^libcublas\.so(?:\.([\d.]+))?$")),
+    ("cudnn", re.compile(r"^libcudnn\.so(?:\.([\d.]+))?$")),
+    ("nvshmem", re.compile(r"^libnvshmem_host\.so(?:\.([\d.]+))?$")),
+    ("torch", re.compile(r"^libtorch_python\.so$")),
+)
+# pip wheels ship sonames only (libnccl.so.2): the wheel's dist-info names the version.
+_WHEELS = {"nccl": "nvidia_nccl", "cudart": "nvidia_cuda_runtime", "cublas": "nvidia_cublas"}
+
+
+def _wheel_version(lib: Path, prefix: str) -> str | None:
+    for parent in lib.parents:
+        if parent.name in ("site-packages", "dist-packages"):
+            for d in sorted(parent.glob(prefix + "*.dist-info")):
+                return d.name[: -len(".dist-info")].rpartition("-")[2]
+            return None
+    return None
+
+
+def _torch_version(lib: Path) -> str | None:
+    try:
+        text = (lib.parent.parent / "version.py").read_text()
+    except OSError:
+        return None
+    m = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", text)
+    return m.group(1) if m else None
+
+
+def process_libraries(pid: int) -> dict[str, dict[str, str | None]]:
+    """CUDA/NCCL/torch libraries a process has mapped: {name: {path, version}}.
+
+    The loaded library is what matters, not what is installed: a job can carry its own NCCL.
+    """
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            paths = {ln.split(None, 5)[5].strip() for ln in f if ln.count(" ") >= 5 and "/" in ln}
+    except (OSError, IndexError):
+        return {}
+    found: dict[str, dict[str, str | None]] = {}
+    for path in sorted(paths):
+        base = os.path.basename(path.replace(" (deleted)", ""))
+        for name, rx in _LIBS:
+            m = rx.match(base)
+            if not m or name in found:
+                continue
+            version = m.group(1) if m.groups() else None
+            lib = Path(path)
+            if name == "torch":
+                version = _torch_version(lib)
+            elif name in _WHEELS and (version is None or "." not in version):
+                version = _wheel_version(lib, _WHEELS[name]) or version
+            found[name] = {"path": path, "version": version}
+    return found
+
+
+def process_record(p: ProcessInfo | int) -> dict[str, Any]:
+    """Command line, environment (redacted) and libraries of one process, for the bundle."""
+    info = p if isinstance(p, ProcessInfo) else None
+    pid = p.pid if isinstance(p, ProcessInfo) else int(p)
+    rec: dict[str, Any] = {"pid": pid}
+    if info is not None:
+        rec.update(create_time=info.create_time, user=info.user, gpus=list(info.gpus))
+        rec["cmdline"] = redact_argv(info.cmdline)
+        if info.rank is not None:
+            rec["rank"] = info.rank.rank
+    if info is not None and not info.live:
+        rec["note"] = "from a recording: environment and libraries are not available"
+        return rec
+    problem = ptrace.preflight(Target.of(p))
+    if problem is not None:
+        rec["note"] = problem[1]
+        return rec
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            rec["create_time"] = proc.create_time()
+            rec["cmdline"] = redact_argv(proc.cmdline())
+            rec["user"] = proc.username()
+            rec["state"] = proc.status()
+            rec["cwd"] = proc.cwd()
+    except psutil.Error as e:
+        rec.setdefault("note", f"process details not readable ({type(e).__name__})")
+    try:
+        env = psutil.Process(pid).environ()
+        rec["environ"] = redact_env(env)
+        if "rank" not in rec and env.get("RANK", "").isdigit():
+            rec["rank"] = int(env["RANK"])
+    except psutil.Error as e:
+        rec["environ_error"] = f"not readable ({type(e).__name__}): run as the job's user or root"
+    rec["libraries"] = process_libraries(pid)
+    return rec
+
+
+def _redacted_snapshot(s: Snapshot) -> Snapshot:
+    procs = tuple(
+        replace(
+            p,
+            cmdline=tuple(redact_argv(p.cmdline)),
+            parent_cmd=redact_text(p.parent_cmd) if p.parent_cmd else p.parent_cmd,
+        )
+        for p in s.processes
+    )
+    return replace(s, processes=procs)
+
+
+def default_bundle_dir(host: str | None = None, now: float | None = None) -> Path:
+    stamp = datetime.fromtimestamp(now if now is not None else time.time()).strftime(
+        "%Y%m%d-%H%M%S"
+    )
+    return Path(f"gputui-bundle-{host or socket.gethostname()}-{stamp}")
+
+
+def detector_verdict(snapshots: Sequence[Snapshot], stall_after: float, hang_after: float) -> Any:
+    """Run the hang detector over the snapshots; raises ImportError when it is not built."""
+    from gputui.diagnose.detector import Detector  # lazily: diagnose is optional here
+
+    det = Detector(stall_after=stall_after, hang_after=hang_after)
+    verdict = None
+    for s in snapshots:
+        verdict = det.update(s)
+    return verdict
+
+
+@dataclass
+class BundleReport:
+    path: Path
+    files: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    failed_dumps: int = 0
+
+    outcome = Outcome.DONE
+
+    @property
+    def ok(self) -> bool:
+        return True
+
+    def summary_lines(self) -> list[str]:
+        head = f"bundle written to {self.path} ({len(self.files)} files, {self.elapsed_s:.1f} s)"
+        return [head, *(f"note: {n}" for n in self.notes)]
+
+
+def write_bundle(
+    out_dir: str | Path | None = None,
+    *,
+    snapshots: Sequence[Snapshot] = (),
+    processes: Sequence[ProcessInfo | int] | None = None,
+    verdict: Any | None = None,
+    stall_after: float = 10.0,
+    hang_after: float = 60.0,
+    dump_timeout: float | None = None,
+    topo_timeout: float = TOPO_TIMEOUT_S,
+    on_line: LineSink | None = None,
+    cancel: Cancel | None = None,
+    tool_path: str | None = None,
+) -> BundleReport:
+    """Write the bundle; `processes` defaults to every GPU process of the newest snapshot."""
+    start = time.monotonic()
+    last = snapshots[-1] if snapshots else None
+    host = (last.hostname if last and last.hostname else None) or socket.gethostname()
+    out = Path(out_dir) if out_dir is not None else default_bundle_dir(host)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise GputuiError(f"{out} already exists and is not an empty directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise GputuiError(f"cannot create {out}: {e.strerror or e}") from e
+    rep = BundleReport(out)
+    say = on_line or (lambda _s: None)
+
+    def write(name: str, text: str) -> None:
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        rep.files.append(name)
+
+    def dump_json(name: str, obj: Any) -> None:
+        write(name, json.dumps(obj, indent=2, default=str))
+
+    # Samples: the same format `gputui --replay` reads.
+    if snapshots:
+        say(f"writing {len(snapshots)} samples to trace.jsonl.gz")
+        w = TraceWriter(out / "trace.jsonl.gz")
+        for s in snapshots:
+            w.write(_redacted_snapshot(s))
+        w.close()
+        rep.files.append("trace.jsonl.gz")
+        if not any(s.gpus for s in snapshots):
+            rep.notes.append("no GPU readings in the samples: trace.jsonl.gz has no rows")
+    else:
+        rep.notes.append("no samples: trace.jsonl.gz not written")
+
+    # Verdict.
+    try:
+        if verdict is None and snapshots:
+            verdict = detector_verdict(snapshots, stall_after, hang_after)
+        if verdict is not None:
+            to_json = getattr(verdict, "to_json", None)
+            dump_json("verdict.json", to_json() if callable(to_json) else {"verdict": str(verdict)})
+        else:
+            rep.notes.append("no verdict: there were no samples to judge")
+    except ImportError:
+        rep.notes.append("no verdict: the hang detector (gputui.diagnose) is not in this build")
+    except (
+        Exception
+    ) as e:  # the detector is another team's code: a bug there must not lose the bundle
+        rep.notes.append(f"no verdict: the detector failed ({type(e).__name__}: {e})")
+
+    # Which processes.
+    if processes is None:
+        processes = [p for p in (last.processes if last else ()) if p.gpus]
+    if not processes:
+        rep.notes.append("no GPU processes: no stacks to take")
+
+    # Stacks, in parallel.
+    if processes:
+        say(f"dumping the Python stacks of {len(processes)} process(es) with py-spy")
+        res = dump_all(
+            list(processes), timeout=dump_timeout, cancel=cancel, tool_path=tool_path, on_line=say
+        )
+        for d in res.dumps:
+            body = [redact_text(ln) for ln in d.result.lines] + ["", d.result.summary()]
+            write(f"stacks/pid-{d.pid}.txt", "\n".join(body))
+            if not d.result.ok:
+                rep.failed_dumps += 1
+                rep.notes.append(redact_text(d.result.summary()))
+        write("stacks/groups.txt", "\n".join(redact_text(t) for t, _ in res.render()))
+
+        say("reading command lines, environments and libraries")
+        dump_json("processes.json", [process_record(p) for p in processes])
+
+    # Topology.
+    smi = find_tool("nvidia-smi", tool_path)
+    if smi is None:
+        write("topology.txt", "nvidia-smi not found: topology missing\n")
+        rep.notes.append("nvidia-smi not found: topology missing")
+    else:
+        say("nvidia-smi topo -m")
+        topo = run_tool([smi, "topo", "-m"], timeout=topo_timeout, cancel=cancel)
+        text = "\n".join(_ANSI.sub("", ln) for ln in topo.lines)
+        if not topo.ok:
+            rep.notes.append(f"nvidia-smi topo -m: {topo.outcome}: {topo.message}")
+        write("topology.txt", text + f"\n\n# nvidia-smi topo -m: {topo.summary()}")
+
+    # The node and gputui itself.
+    u = os.uname()
+    dump_json(
+        "host.json",
+        {
+            "hostname": host,
+            "kernel": f"{u.sysname} {u.release} {u.machine}",
+            "written_at": datetime.now().isoformat(timespec="seconds"),
+            "gputui": __version__,
+            "python": sys.version.split()[0],
+            "euid": os.geteuid(),
+            "ptrace_scope": ptrace.ptrace_scope(),
+            "cap_sys_ptrace": ptrace.has_cap_sys_ptrace(),
+            "tools": available_tools(tool_path),
+            "driver": last.driver if last else None,
+            "source": last.source if last else None,
+            "samples": len(snapshots),
+        },
+    )
+    rep.elapsed_s = time.monotonic() - start
+    what = {
+        "trace.jsonl.gz": "recent samples; replay with: gputui --replay trace.jsonl.gz",
+        "verdict.json": "the hang detector's verdict at the last sample",
+        "stacks/groups.txt": "identical stacks grouped, the odd group marked",
+        "processes.json": "command line, environment (secrets redacted), CUDA/NCCL libs",
+        "topology.txt": "nvidia-smi topo -m",
+        "host.json": "node, gputui version, attach tools present, ptrace settings",
+    }
+    readme = [
+        f"gputui incident bundle, {datetime.now().isoformat(timespec='seconds')} on {host}",
+        "",
+        *(f"{name:<20} {text}" for name, text in what.items() if name in rep.files),
+        *(f"{name:<20} py-spy dump" for name in rep.files if name.startswith("stacks/pid-")),
+        "",
+        *(f"note: {n}" for n in rep.notes),
+    ]
+    write("README.txt", "\n".join(readme))
+    return rep

@@ -1,0 +1,1 @@
+"""The Textual UI: the only layer that imports textual."""
