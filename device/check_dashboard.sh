@@ -23,3 +23,12 @@ python3 -m gputui snapshot | tee "$O/dash_snapshot.txt"
 python3 -m gputui record "$O/dash_record.jsonl.gz" --duration 6 --interval 0.5
 python3 -m gputui snapshot --replay "$O/dash_record.jsonl.gz" | head -5
 python3 device/app_frame.py "$O/dash_app.svg" 4 | tee "$O/dash_app.txt"
+# The real app in a real terminal, as a person would run it over ssh.
+tmux kill-server 2>/dev/null
+tmux new-session -d -s gputui -x 160 -y 48 "env PYTHONPATH=$PYTHONPATH PATH=$PATH python3 -m gputui"
+sleep 5
+tmux capture-pane -p -t gputui >"$O/dash_tmux.txt"
+tmux send-keys -t gputui q
+sleep 2
+tmux has-session -t gputui 2>/dev/null && echo "tmux: gputui still running after q" || echo "tmux: gputui quit on q"
+head -30 "$O/dash_tmux.txt"

@@ -15,7 +15,7 @@ SUMMARY="$O/tools_summary.txt"
 : >"$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 secs() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$1" "$2"; }
-left() { python3 -c "import sys, time; print(max(5, int(180 - (time.time() - float(sys.argv[1])))))" "$START"; }
+left() { python3 -c "import sys, time; print(max(5, int(220 - (time.time() - float(sys.argv[1])))))" "$START"; }
 
 python3 -c "import gputui, psutil, torch" 2>"$O/tools_import.err" \
   || { say "tools: gputui/psutil/torch not importable: $(tail -1 "$O/tools_import.err")"; exit 1; }
@@ -30,7 +30,7 @@ say "tools: $(sed -n 2p "$O/tools_which.txt")"
 
 PORT=$((29700 + RANDOM % 200))
 setsid python3 -m torch.distributed.run --nproc-per-node 2 --master-port "$PORT" \
-  device/tools_worker.py 170 1 >"$O/tools_job.txt" 2>&1 &
+  device/tools_worker.py 230 1 >"$O/tools_job.txt" 2>&1 &
 JOB=$!
 cleanup() {
   kill -TERM -- -"$JOB" 2>/dev/null
@@ -81,6 +81,19 @@ step "dump rank0 --gdb (cuda-gdb)" tools_dump_gdb.txt -- python3 -m gputui dump 
 step "dump both --json" tools_dump_both.json -- python3 -m gputui dump "$PID0" "$PID1" --json
 rm -rf "$O/bundle"
 step "bundle" tools_bundle.txt -- python3 -m gputui bundle --out "$O/bundle" --seconds 3
+
+# The app in a real terminal on the hung job: wait for the alert, j selects the suspect,
+# p dumps its stack, a dumps all ranks. Each screen is captured.
+tmux kill-server 2>/dev/null
+tmux new-session -d -s gt -x 170 -y 50 "env PYTHONPATH=$PYTHONPATH PATH=$PATH python3 -m gputui"
+cap() { sleep "$1"; tmux capture-pane -p -t gt >"$O/tools_tmux_$2.txt"; }
+cap 14 alert
+tmux send-keys -t gt j; tmux send-keys -t gt p; cap 4 py_spy
+tmux send-keys -t gt Escape; tmux send-keys -t gt a; cap 5 dump_all
+tmux send-keys -t gt Escape; tmux send-keys -t gt g; cap 20 gdb
+tmux send-keys -t gt Escape; sleep 1; tmux send-keys -t gt q; sleep 2
+tmux kill-server 2>/dev/null
+say "tools: tmux screens captured: $(ls "$O"/tools_tmux_*.txt | wc -l)"
 
 # What came out.
 {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gputui.tools.redact import (
+from gputui.redact import (
     REDACTED,
     is_secret_name,
     redact_argv,

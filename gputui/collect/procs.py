@@ -15,6 +15,7 @@ import psutil
 
 from gputui.collect.jobs import RANK_ENV_VARS, rank_from_env
 from gputui.collect.model import ProcessInfo, RankInfo
+from gputui.redact import redact_argv
 
 ENV_DENIED = "environment not readable (permission denied): run gputui as the job's user or root"
 
@@ -58,7 +59,7 @@ class ProcessReader:
                 except (psutil.Error, KeyError):
                     user = None
                 try:
-                    cmd = tuple(p.cmdline())
+                    cmd = tuple(redact_argv(p.cmdline()))  # shown, recorded, bundled
                 except psutil.AccessDenied:
                     cmd = ()
         except psutil.Error:
@@ -73,7 +74,7 @@ class ProcessReader:
             env_error = f"environment not readable ({type(e).__name__})"
         parent_cmd = None
         try:
-            parent_cmd = " ".join(psutil.Process(ppid).cmdline()) or None
+            parent_cmd = " ".join(redact_argv(psutil.Process(ppid).cmdline())) or None
         except psutil.Error:
             pass
         st = _Static(p, ct, user, name, cmd, ppid, parent_cmd, rank, env_error)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 
 from gputui.commands.common import open_source
+from gputui.errors import GputuiError
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.hang_after < args.stall_after:
+        raise GputuiError("--hang-after must be at least --stall-after")
     source = open_source(args, realtime=True)
     from gputui.ui.app import GputuiApp
 

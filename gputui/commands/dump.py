@@ -16,9 +16,9 @@ import psutil
 from gputui.collect.model import Snapshot
 from gputui.commands.common import positive_float
 from gputui.errors import GputuiError
+from gputui.redact import redact_text
 from gputui.tools.dumpall import DumpAll, dump_all
 from gputui.tools.jobfind import JobMembers, find_job
-from gputui.tools.redact import redact_text
 from gputui.tools.result import ToolResult
 from gputui.tools.stacks import gdb_backtrace
 

@@ -28,10 +28,10 @@ from gputui import __version__
 from gputui.collect.model import ProcessInfo, Snapshot
 from gputui.collect.trace import TraceWriter
 from gputui.errors import GputuiError
+from gputui.redact import redact_argv, redact_env, redact_text
 from gputui.tools import ptrace
 from gputui.tools.dumpall import dump_all
 from gputui.tools.ptrace import Target
-from gputui.tools.redact import redact_argv, redact_env, redact_text
 from gputui.tools.result import Cancel, LineSink, Outcome
 from gputui.tools.runner import run_tool
 from gputui.tools.which import available_tools, find_tool

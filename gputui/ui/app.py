@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -21,6 +22,7 @@ from textual.widgets import Footer, Input, Static
 from gputui.collect.model import GpuSample, ProcessInfo, Snapshot
 from gputui.collect.sampler import Sampler
 from gputui.collect.source import Source
+from gputui.ui.actions import RECENT, ProcessActions
 from gputui.ui.banner import VerdictBanner
 from gputui.ui.gpu_panel import HISTORY, GpuPanel
 from gputui.ui.help_screen import HelpScreen
@@ -38,7 +40,7 @@ def make_detector(stall_after: float, hang_after: float) -> Any | None:
     return Detector(stall_after=stall_after, hang_after=hang_after)
 
 
-class GputuiApp(App[None]):
+class GputuiApp(ProcessActions, App[None]):
     TITLE = "gputui"
     CSS = """
     Screen { layout: vertical; }
@@ -71,9 +73,13 @@ class GputuiApp(App[None]):
         stall_after: float = 10.0,
         hang_after: float = 60.0,
         probe_args: dict[str, Any] | None = None,
+        bundle_dir: Path | None = None,
     ) -> None:
         super().__init__()
         self.source = source
+        self.stall_after, self.hang_after = stall_after, hang_after
+        self.bundle_dir = bundle_dir
+        self.recent_snapshots: deque[Snapshot] = deque(maxlen=RECENT)
         self.detector = make_detector(stall_after, hang_after)
         self.probe_args = probe_args or {}
         self.snapshot: Snapshot | None = None
@@ -128,6 +134,7 @@ class GputuiApp(App[None]):
 
     def on_snapshot_ready(self, msg: SnapshotReady) -> None:
         self.snapshot, self.verdict, self.history = msg.snapshot, msg.verdict, msg.history
+        self.recent_snapshots.append(msg.snapshot)
         self.received_at = time.monotonic()
         self._render_snapshot()
         self.first_snapshot.set()
@@ -313,27 +320,3 @@ class GputuiApp(App[None]):
         if p is None:
             self.notify("select a process first (up/down in the table)", timeout=3)
         return p
-
-    def _tools_missing(self, what: str) -> None:
-        self.notify(f"{what}: the tools layer is not available in this build", severity="warning")
-
-    def action_py_spy(self) -> None:
-        self._tools_missing("py-spy dump")
-
-    def action_py_spy_native(self) -> None:
-        self._tools_missing("py-spy --native")
-
-    def action_gdb(self) -> None:
-        self._tools_missing("gdb backtrace")
-
-    def action_strace(self) -> None:
-        self._tools_missing("strace")
-
-    def action_dump_all(self) -> None:
-        self._tools_missing("dump all ranks")
-
-    def action_bundle(self) -> None:
-        self._tools_missing("incident bundle")
-
-    def action_probe(self) -> None:
-        self._tools_missing("probe")

@@ -26,7 +26,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, RichLog, Static
 
 from gputui.collect.model import Job, ProcessInfo, Snapshot
-from gputui.tools.redact import redact_text
+from gputui.redact import redact_text
 from gputui.tools.result import Cancel, LineSink, Outcome, ToolResult
 
 ToolCall = Callable[[LineSink, Cancel], Any]
@@ -220,6 +220,7 @@ def bundle_pane(
     out_dir: Path | None = None,
     stall_after: float = 10.0,
     hang_after: float = 60.0,
+    processes: Sequence[ProcessInfo | int] | None = None,
 ) -> ToolPane:
     from gputui.tools.bundle import write_bundle
 
@@ -228,6 +229,7 @@ def bundle_pane(
         lambda on_line, cancel: write_bundle(
             out_dir,
             snapshots=list(snapshots),
+            processes=processes,
             verdict=verdict,
             stall_after=stall_after,
             hang_after=hang_after,

@@ -1,0 +1,105 @@
+"""The dashboard's actions on processes: stacks, strace, dump-all, bundle and probe.
+
+Kept apart from the app's layout and data flow. Every action acts on the process the user
+selected, and only when that process can really be attached to: in a replay the pids are
+those of the recording's node, and a pid that happens to exist here is someone else's
+process, so the tools are refused with a message that says why.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gputui.collect.model import Job, ProcessInfo, Snapshot
+
+if TYPE_CHECKING:
+    from gputui.ui.app import GputuiApp
+
+RECENT = 240  # snapshots kept for the incident bundle (4 min at the default 1 s)
+
+
+class ProcessActions:
+    """Mixin for GputuiApp: the tool keys. Panes run their tool in a thread worker."""
+
+    recent_snapshots: deque[Snapshot]
+    probe_args: dict[str, Any]
+    bundle_dir: Path | None
+
+    def _live_target(self: GputuiApp, what: str) -> ProcessInfo | None:
+        """The selected process, if a tool can be run on it here; otherwise say why."""
+        if self.source.kind == "replay":
+            self.notify(
+                f"{what}: this is a replay; its processes ran on the recorded node, not here. "
+                "Run gputui on a live node to attach to a worker.",
+                severity="warning",
+                timeout=6,
+            )
+            return None
+        return self.selected_process()
+
+    def action_py_spy(self: GputuiApp) -> None:
+        from gputui.ui.tool_pane import py_spy_pane
+
+        if (p := self._live_target("py-spy dump")) is not None:
+            self.push_screen(py_spy_pane(p))
+
+    def action_py_spy_native(self: GputuiApp) -> None:
+        from gputui.ui.tool_pane import py_spy_pane
+
+        if (p := self._live_target("py-spy --native")) is not None:
+            self.push_screen(py_spy_pane(p, native=True))
+
+    def action_gdb(self: GputuiApp) -> None:
+        from gputui.ui.tool_pane import gdb_pane
+
+        if (p := self._live_target("gdb backtrace")) is not None:
+            self.push_screen(gdb_pane(p))
+
+    def action_strace(self: GputuiApp) -> None:
+        from gputui.ui.tool_pane import strace_pane
+
+        if (p := self._live_target("strace")) is not None:
+            self.push_screen(strace_pane(p))
+
+    def _job_of(self: GputuiApp, p: ProcessInfo) -> Job:
+        snap = self.snapshot
+        for job in snap.jobs if snap else ():
+            if p.pid in job.pids:
+                return job
+        return Job(key=f"pid:{p.pid}", label=f"pid {p.pid}", pids=(p.pid,), gpus=p.gpus)
+
+    def action_dump_all(self: GputuiApp) -> None:
+        from gputui.ui.tool_pane import dump_all_pane
+
+        p = self._live_target("dump all ranks")
+        if p is not None and self.snapshot is not None:
+            self.push_screen(dump_all_pane(self._job_of(p), self.snapshot))
+
+    def action_bundle(self: GputuiApp) -> None:
+        from gputui.ui.tool_pane import bundle_pane
+
+        if not self.recent_snapshots:
+            self.notify("no sample yet: nothing to bundle", timeout=3)
+            return
+        replay = self.source.kind == "replay"
+        self.push_screen(
+            bundle_pane(
+                list(self.recent_snapshots),
+                verdict=self.verdict,
+                out_dir=self.bundle_dir,
+                stall_after=self.stall_after,
+                hang_after=self.hang_after,
+                # A replay's pids are not processes of this node: samples and verdict only.
+                processes=[] if replay else None,
+            )
+        )
+
+    def action_probe(self: GputuiApp) -> None:
+        try:
+            from gputui.ui.probe_screen import ProbeScreen
+        except ImportError as e:  # the probe module itself is missing from this build
+            self.notify(f"probe unavailable: {e}", severity="error")
+            return
+        self.push_screen(ProbeScreen(**self.probe_args))

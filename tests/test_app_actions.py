@@ -1,0 +1,104 @@
+"""The tool keys of the dashboard, pressed on a real process and on a replayed one.
+
+A live node is stood in for by a source that reports real child processes of this test (no
+GPU needed): the keys must open a pane that runs the real tool on the selected worker. In a
+replay the pids belong to the recorded node, so the keys must refuse with a clear message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from targets.launch import Targets
+from test_app import hang_window, run_to_end
+from test_tool_pane import log_text, needs_py_spy
+
+from gputui.collect.jobs import group_jobs
+from gputui.collect.model import Snapshot
+from gputui.collect.procs import ProcessReader
+from gputui.ui.app import GputuiApp
+from gputui.ui.process_table import ProcessTable
+from gputui.ui.tool_pane import DumpAllPane, ToolPane
+
+
+class LiveProcesses:
+    """A live source over given pids: real psutil readings each tick, no GPU readings."""
+
+    kind = "host"
+    description = "test: live host processes"
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids, self.reader = pids, ProcessReader()
+
+    def sample(self) -> Snapshot | None:
+        procs = tuple(self.reader.read({pid: ((0,), None) for pid in self.pids}))
+        return Snapshot(t=time.time(), processes=procs, jobs=group_jobs(procs), source="host")
+
+    def next_delay(self) -> float:
+        return 0.2
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def targets() -> Iterator[Targets]:
+    t = Targets()
+    yield t
+    t.close()
+
+
+async def until(pilot, cond: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await pilot.pause(0.05)
+
+
+@needs_py_spy
+async def test_p_dumps_the_python_stack_of_the_selected_worker(targets):
+    worker = targets.start("loader")
+    app = GputuiApp(LiveProcesses([worker.pid]))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: app.query_one(ProcessTable).row_count == 1)
+        await pilot.press("p")
+        assert isinstance(app.screen, ToolPane)
+        pane = app.screen
+        await until(pilot, lambda: "wait_for_the_data_loader" in log_text(pane))
+        await pilot.press("escape")
+        assert not isinstance(app.screen, ToolPane)
+
+
+@needs_py_spy
+async def test_a_dumps_every_rank_of_the_job_and_groups_identical_stacks(targets):
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29511", "WORLD_SIZE": "3"}
+    ranks = [
+        targets.start("allreduce", env={**env, "RANK": "0"}),
+        targets.start("allreduce", env={**env, "RANK": "1"}),
+        targets.start("loader", env={**env, "RANK": "2"}),
+    ]
+    app = GputuiApp(LiveProcesses([p.pid for p in ranks]))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: app.query_one(ProcessTable).row_count == 3)
+        await pilot.press("a")
+        assert isinstance(app.screen, DumpAllPane)
+        pane = app.screen
+        await until(pilot, lambda: "wait_for_the_data_loader" in log_text(pane))
+        text = log_text(pane)
+        assert "ranks 0,1 (2 processes)" in text and "all_reduce" in text
+        assert "2 distinct stacks" in text
+        assert "stands out: rank 2" in text
+
+
+async def test_tool_keys_on_a_replay_say_the_process_is_not_here(demo_snaps):
+    app = GputuiApp(hang_window(demo_snaps, seconds=3))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await run_to_end(app, pilot)
+        for key in ("p", "n", "g", "t", "a"):
+            await pilot.press(key)
+            assert not isinstance(app.screen, ToolPane), key
+        messages = [n.message for n in app._notifications]
+        assert len(messages) >= 1
+        assert all("replay" in m and "not here" in m for m in messages)
