@@ -1,0 +1,339 @@
+"""Figures 2 and 3: CPU and peak RSS of the running app, and time to the first frame that
+shows the GPU panels, gputui against nvitop, each in a terminal of the same fixed size.
+
+Each app runs in its own terminal: a detached tmux session (`--runner tmux`, polled with
+`tmux capture-pane -p` every --poll s) or, where tmux is absent, a pseudo-terminal this
+script opens itself (`--runner pty`: the app's output is read as it comes, escape sequences
+are dropped, and the marker is searched in the text; resolution is the time of the read
+that completed the marker, well under 1 ms). `auto` takes tmux when it is installed.
+
+- first frame: from just before the app is started to the first screen (tmux) or output
+  (pty) holding all of the app's markers: "GPU 0" and the GPU name for gputui (its panel),
+  the GPU name and "MiB" for nvitop (its device table). Python's start-up is included.
+- CPU: user + system seconds of the app's process (and its children) over --duration s,
+  after --warmup s, as a percentage of one core; the start-up CPU is reported apart.
+- memory: the app's peak RSS (VmHWM from /proc/PID/status: the high-water mark, not a sample).
+
+All apps given run at the same time (`--together`, the default: the same 60 s for both, on a
+GPU node with cores to spare) or one after the other (`--one-by-one`).
+
+    python bench/app_cpu.py --duration 60                  # gputui and nvitop, live NVML
+    python bench/app_cpu.py --demo --duration 20           # CPU box: gputui replaying the demo
+    python bench/app_cpu.py --apps gputui --duration 20    # CPU box: live, host processes
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shlex
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+from common import fmt, gpu_names, machine, machine_line, median, table, write_json
+from terminals import TmuxRunner, exited, make_runner, peak_rss_mb, pick_runner, proc_cpu, tail
+
+
+@dataclass
+class AppSpec:
+    name: str
+    argv: list[str]
+    markers: tuple[str, ...]
+
+
+@dataclass
+class Run:
+    spec: AppSpec
+    runner: Any
+    t0: float = 0.0
+    first_frame_s: float | None = None
+    pid: int | None = None
+    error: str | None = None
+    cpu_at_frame: float | None = None
+    cpu: list[tuple[float, float]] = field(default_factory=list)  # (wall, cpu seconds)
+    rss_samples: list[float] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def app_specs(
+    apps: list[str], demo: bool, interval: float, nvitop: str | None, gputui: str | None
+) -> tuple[list[AppSpec], list[str]]:
+    specs, skipped = [], []
+    names = gpu_names()
+    have_gpu = bool(names)
+    # the GPU's name as both apps show it ("NVIDIA H200" -> "H200"): the panels are drawn
+    short = names[0].removeprefix("NVIDIA ").split()[0] if names else "H200"
+    for name in apps:
+        if name == "gputui":
+            argv = shlex.split(gputui) if gputui else [sys.executable, "-m", "gputui"]
+            argv += ["--interval", f"{interval:g}"]
+            if demo:
+                argv.append("--demo")
+                markers: tuple[str, ...] = ("GPU 0", "H200")  # the demo is 2 x H200
+            elif have_gpu:
+                markers = ("GPU 0", short)
+            else:
+                markers = ("No GPUs",)  # host mode: its first frame has the explanation panel
+            specs.append(AppSpec("gputui", argv, markers))
+        elif name == "nvitop":
+            exe = nvitop or shutil.which("nvitop")
+            if exe is None:
+                skipped.append("nvitop: not installed (pip install nvitop)")
+            elif not have_gpu:
+                skipped.append("nvitop: no NVIDIA GPU here, it shows nothing without one")
+            else:
+                argv = [*shlex.split(exe), "--monitor", "full", "--interval", f"{interval:g}"]
+                specs.append(AppSpec("nvitop", argv, (short, "MiB")))
+        else:
+            raise SystemExit(f"unknown app {name!r}")
+    return specs, skipped
+
+
+def measure(
+    specs: list[AppSpec],
+    runner: str,
+    cols: int,
+    rows: int,
+    duration: float,
+    warmup: float,
+    poll: float,
+    frame_timeout: float,
+) -> list[Run]:
+    socket = f"gputui-bench-{os.getpid()}"
+    runs: list[Run] = []
+    try:
+        for s in specs:
+            r = make_runner(runner, s.name, s.argv, cols, rows, socket)
+            run = Run(s, r)
+            runs.append(run)
+            run.t0 = time.perf_counter()
+            r.start()
+            run.pid = r.pid()
+        # first frames
+        deadline = time.perf_counter() + frame_timeout
+        waiting = list(runs)
+        while waiting and time.perf_counter() < deadline:
+            for run in list(waiting):
+                at = run.runner.found(run.spec.markers)
+                if at is not None:
+                    run.first_frame_s = at - run.t0
+                    run.cpu_at_frame = proc_cpu(run.pid) if run.pid else None
+                    waiting.remove(run)
+                elif run.pid is None or not psutil.pid_exists(run.pid) or exited(run.pid):
+                    run.error = "exited before its first frame: " + tail(run.runner.screen())
+                    waiting.remove(run)
+            time.sleep(poll)
+        for run in waiting:
+            run.error = f"no first frame within {frame_timeout:g} s: " + tail(run.runner.screen())
+        live = [r for r in runs if r.error is None and r.pid]
+        # steady state
+        time.sleep(warmup)
+        t_end = time.perf_counter() + duration
+        for run in live:
+            c = proc_cpu(run.pid)  # type: ignore[arg-type]
+            if c is not None:
+                run.cpu.append((time.perf_counter(), c))
+        while time.perf_counter() < t_end:
+            time.sleep(min(1.0, max(0.0, t_end - time.perf_counter())))
+            for run in live:
+                with contextlib.suppress(psutil.Error):
+                    rss = psutil.Process(run.pid).memory_info().rss / 2**20
+                    run.rss_samples.append(rss)
+        for run in live:
+            c = proc_cpu(run.pid)  # type: ignore[arg-type]
+            if c is None or exited(run.pid):  # type: ignore[arg-type]
+                run.error = "exited during the measurement: " + tail(run.runner.screen())
+                continue
+            run.cpu.append((time.perf_counter(), c))
+            run.rss_samples.append(peak_rss_mb(run.pid) or 0.0)  # type: ignore[arg-type]
+    finally:
+        for run in runs:
+            with contextlib.suppress(Exception):
+                run.runner.stop()
+        if runner == "tmux":
+            TmuxRunner.shutdown(socket)
+    return runs
+
+
+def summarize(runs: list[Run]) -> list[dict[str, Any]]:
+    out = []
+    for run in runs:
+        d: dict[str, Any] = {
+            "app": run.spec.name,
+            "argv": shlex.join(run.spec.argv),
+            "markers": list(run.spec.markers),
+            "runner": run.runner.kind,
+            "first_frame_s": run.first_frame_s,
+            "startup_cpu_s": run.cpu_at_frame,
+            "error": run.error,
+        }
+        if len(run.cpu) == 2 and run.error is None:
+            (w0, c0), (w1, c1) = run.cpu
+            d["window_s"] = w1 - w0
+            d["cpu_s"] = c1 - c0
+            d["cpu_percent"] = 100 * (c1 - c0) / (w1 - w0)
+            d["total_cpu_s"] = c1
+            d["peak_rss_mb"] = run.rss_samples[-1]
+            d["max_sampled_rss_mb"] = max(run.rss_samples)
+        out.append(d)
+    return out
+
+
+def run(
+    apps: list[str] | None = None,
+    demo: bool = False,
+    duration: float = 60.0,
+    warmup: float = 3.0,
+    interval: float = 1.0,
+    size: str = "160x50",
+    runner: str = "auto",
+    together: bool = True,
+    poll: float = 0.02,
+    frame_timeout: float = 30.0,
+    nvitop: str | None = None,
+    gputui: str | None = None,
+    frames: int = 0,
+) -> dict[str, Any]:
+    """The CPU/RSS run (skipped with duration 0), then `frames` first-frame starts of each app,
+    one app at a time (alternating which goes first), so start-ups never compete."""
+    cols, rows = (int(x) for x in size.lower().split("x"))
+    kind = pick_runner(runner)
+    specs, skipped = app_specs(apps or ["gputui", "nvitop"], demo, interval, nvitop, gputui)
+    results: list[dict[str, Any]] = []
+    groups = [specs] if together else [[s] for s in specs]
+    for group in groups if duration > 0 else []:
+        if group:
+            runs = measure(group, kind, cols, rows, duration, warmup, poll, frame_timeout)
+            results.extend(summarize(runs))
+    starts: dict[str, list[float]] = {s.name: [] for s in specs}
+    start_errors: list[str] = []
+    for i in range(frames):
+        for s in specs[i % len(specs) :] + specs[: i % len(specs)] if specs else []:
+            (r,) = measure([s], kind, cols, rows, 0.0, 0.0, poll, frame_timeout)
+            if r.first_frame_s is not None:
+                starts[s.name].append(r.first_frame_s)
+            else:
+                start_errors.append(f"{s.name}: {r.error}")
+    res: dict[str, Any] = {
+        "runner": kind,
+        "poll_s": poll if kind == "tmux" else None,
+        "resolution": f"{poll * 1e3:.0f} ms (capture-pane poll)"
+        if kind == "tmux"
+        else "<1 ms (read on the pty; checked every poll)",
+        "size": f"{cols}x{rows}",
+        "duration_s": duration,
+        "warmup_s": warmup,
+        "interval_s": interval,
+        "demo": demo,
+        "together": together and len(specs) > 1,
+        "apps": results,
+        "skipped": skipped,
+        "first_frames_s": starts if frames else {},
+        "first_frame_median_s": {k: median(v) for k, v in starts.items() if v},
+        "first_frame_errors": start_errors,
+    }
+    fm = res["first_frame_median_s"]
+    if fm.get("gputui") and fm.get("nvitop"):
+        res["first_frame_median_ratio_gputui_over_nvitop"] = fm["gputui"] / fm["nvitop"]
+    by = {a["app"]: a for a in results}
+    g, n = by.get("gputui"), by.get("nvitop")
+    if g and n and g.get("cpu_percent") is not None and n.get("cpu_percent"):
+        res["cpu_ratio_gputui_over_nvitop"] = g["cpu_percent"] / n["cpu_percent"]
+        res["rss_ratio_gputui_over_nvitop"] = g["peak_rss_mb"] / n["peak_rss_mb"]
+    if g and n and g.get("first_frame_s") and n.get("first_frame_s"):
+        res["first_frame_ratio_gputui_over_nvitop"] = g["first_frame_s"] / n["first_frame_s"]
+    return res
+
+
+def report(res: dict[str, Any]) -> str:
+    rows = [
+        (
+            a["app"],
+            a.get("first_frame_s"),
+            a.get("startup_cpu_s"),
+            a.get("cpu_percent"),
+            a.get("peak_rss_mb"),
+            a.get("error") or "",
+        )
+        for a in res["apps"]
+    ]
+    head = ("app", "first frame s", "start-up CPU s", "CPU % of a core", "peak RSS MiB", "")
+    how = "together" if res["together"] else "one after the other"
+    lines = [
+        f"{res['size']} terminal ({res['runner']}, first-frame resolution {res['resolution']}), "
+        f"refresh {res['interval_s']:g} s, CPU over {res['duration_s']:g} s after "
+        f"{res['warmup_s']:g} s warm-up, apps run {how}",
+        table(rows, head),
+    ]
+    for k in ("cpu_ratio_gputui_over_nvitop", "rss_ratio_gputui_over_nvitop"):
+        if k in res:
+            lines.append(f"{k}: {res[k]:.2f}")
+    if "first_frame_ratio_gputui_over_nvitop" in res:
+        lines.append(
+            "first_frame_ratio_gputui_over_nvitop: "
+            f"{res['first_frame_ratio_gputui_over_nvitop']:.2f}"
+        )
+    for app, xs in res["first_frames_s"].items():
+        runs = ", ".join(f"{x:.3f}" for x in xs)
+        med = res["first_frame_median_s"].get(app)
+        lines.append(f"first frame, {app} alone: median {fmt(med, 3)} s ({runs})")
+    if "first_frame_median_ratio_gputui_over_nvitop" in res:
+        r = res["first_frame_median_ratio_gputui_over_nvitop"]
+        lines.append(f"first_frame_median_ratio_gputui_over_nvitop: {r:.2f}")
+    lines.extend(f"first frame failed: {e}" for e in res["first_frame_errors"])
+    lines.extend(f"skipped {s}" for s in res["skipped"])
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--apps", nargs="+", default=["gputui", "nvitop"])
+    ap.add_argument("--demo", action="store_true", help="gputui replays its bundled demo")
+    ap.add_argument("--duration", type=float, default=60.0)
+    ap.add_argument("--warmup", type=float, default=3.0)
+    ap.add_argument("--interval", type=float, default=1.0, help="refresh of both apps (s)")
+    ap.add_argument("--size", default="160x50", help="terminal COLSxROWS (default 160x50)")
+    ap.add_argument("--runner", choices=("auto", "tmux", "pty"), default="auto")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--together", dest="together", action="store_true", default=True)
+    g.add_argument("--one-by-one", dest="together", action="store_false")
+    ap.add_argument("--poll", type=float, default=0.02, help="screen poll period (s)")
+    ap.add_argument("--frame-timeout", type=float, default=30.0)
+    ap.add_argument("--nvitop", help="nvitop command (default: nvitop on PATH)")
+    ap.add_argument("--gputui", help="gputui command (default: python -m gputui)")
+    ap.add_argument(
+        "--frames", type=int, default=0, help="then start each app N times alone for first frame"
+    )
+    ap.add_argument("--json", metavar="PATH")
+    args = ap.parse_args(argv)
+    print(machine_line(machine()), file=sys.stderr)
+    res = run(
+        args.apps,
+        args.demo,
+        args.duration,
+        args.warmup,
+        args.interval,
+        args.size,
+        args.runner,
+        args.together,
+        args.poll,
+        args.frame_timeout,
+        args.nvitop,
+        args.gputui,
+        args.frames,
+    )
+    print(report(res))
+    write_json(args.json, "app_cpu", res)
+    ok = all(a.get("error") is None for a in res["apps"]) and not res["first_frame_errors"]
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
