@@ -1,0 +1,133 @@
+"""`gputui probe`: peer copy and 2-rank all_reduce for every pair of GPUs, as a matrix.
+
+Bad input (a GPU list that does not parse, an index not present, fewer than 2 devices, no
+torch, no GPUs for nccl) is one line and exit 2, before anything starts. Then exit 0 when every
+pair passed, 1 when any failed: scripts can gate a node on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from gputui.commands.common import positive_float
+from gputui.errors import GputuiError
+
+INSTALL_HINT = "the probe needs torch: pip install 'gputui[probe]'"
+_UNITS = {"": 1, "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g": 2**30, "gib": 2**30}
+
+
+def size_bytes(text: str) -> int:
+    """argparse type: a byte count > 0; 268435456, 256M, 256MiB and 1G all work."""
+    t = text.strip().lower()
+    num = t.rstrip("kmgib")
+    unit = t[len(num):]
+    try:
+        v = int(float(num) * _UNITS[unit])
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"size must be more than 0 bytes: {text!r}")
+    return v
+
+
+def gpu_list(text: str) -> list[int]:
+    """argparse type: '0,1,3' -> [0, 1, 3]; no duplicates, no negatives."""
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected GPU indices like 0,1,2: {text!r}") from None
+    if any(i < 0 for i in out) or len(set(out)) != len(out):
+        raise argparse.ArgumentTypeError(f"GPU indices must be distinct and >= 0: {text!r}")
+    return out
+
+
+def cpu_count(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if v < 2:
+        raise argparse.ArgumentTypeError(f"a pair needs at least 2 devices: {text!r}")
+    return v
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "probe",
+        help="probe every GPU pair: peer copy and NCCL all_reduce, as a matrix",
+        description="For every pair of GPUs: a peer copy each way and a 2-rank all_reduce, "
+        "each checked and timed, pairs isolated in their own processes with a timeout. "
+        "Exit 0 when all pairs pass, 1 when any fails. Needs torch (gputui[probe]).",
+    )
+    p.add_argument("--gpus", type=gpu_list, default=None, metavar="LIST",
+                   help="GPU indices to probe, e.g. 0,1,2,3 (default: all)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--timeout", type=positive_float, default=30.0, metavar="S",
+                   help="seconds per pair before it is killed and marked failed (default 30)")
+    p.add_argument("--size", type=size_bytes, default=None, metavar="BYTES",
+                   help="bytes per copy and all_reduce (default 256M on GPUs, 8M on gloo)")
+    p.add_argument("--backend", choices=("nccl", "gloo"), default=None,
+                   help="nccl: the GPUs; gloo: CPU processes as simulated devices "
+                   "(default nccl, or gloo with --cpu)")
+    p.add_argument("--cpu", type=cpu_count, default=None, metavar="N",
+                   help="with gloo: number of simulated devices (default 4)")
+    p.add_argument("--out", type=Path, default=None, metavar="FILE",
+                   help="also write the JSON results to FILE")
+    p.set_defaults(func=run)
+
+
+def select_devices(args: argparse.Namespace) -> tuple[str, list[int]]:
+    """(backend, devices) from the arguments; GputuiError (exit 2) when they cannot work."""
+    backend = args.backend or ("gloo" if args.cpu is not None else "nccl")
+    if backend == "nccl" and args.cpu is not None:
+        raise GputuiError("--cpu only applies with --backend gloo")
+    if backend == "gloo":
+        present = list(range(args.cpu or 4))
+        what = "simulated devices"
+    else:
+        from gputui.probe.topology import gpu_count
+
+        n, why = gpu_count()
+        if n == 0:
+            raise GputuiError(f"no GPUs to probe ({why}); to try the probe on CPU processes: "
+                              "gputui probe --backend gloo --cpu 4")
+        present = list(range(n))
+        what = "GPUs"
+    devices = args.gpus if args.gpus is not None else present
+    missing = [d for d in devices if d not in present]
+    if missing:
+        raise GputuiError(f"no such device {','.join(map(str, missing))}: there are "
+                          f"{len(present)} {what} (0-{len(present) - 1})")
+    if len(devices) < 2:
+        raise GputuiError(f"a probe needs at least 2 devices, got {len(devices)} "
+                          f"({len(present)} {what} present)")
+    return backend, devices
+
+
+def run(args: argparse.Namespace) -> int:
+    from gputui.probe.analysis import report_text
+    from gputui.probe.runner import ProbeConfig, Progress, run_probe, torch_installed
+
+    if not torch_installed():
+        raise GputuiError(INSTALL_HINT)
+    backend, devices = select_devices(args)
+    cfg = ProbeConfig(devices, backend, size=args.size, timeout=args.timeout)
+    show = not args.json and sys.stderr.isatty()
+
+    def progress(p: Progress) -> None:
+        if show and p.running and p.last is None:
+            pairs = ", ".join(f"{a}-{b}" for a, b in p.running)
+            print(f"round {p.round + 1}/{p.rounds}: {pairs}", file=sys.stderr)
+
+    report = run_probe(cfg, on_progress=progress)
+    data = report.to_json()
+    if args.out is not None:
+        try:
+            report.save(args.out)
+        except OSError as e:
+            raise GputuiError(f"cannot write {args.out}: {e.strerror or e}") from None
+    print(json.dumps(data, indent=2) if args.json else report_text(report))
+    return 0 if report.ok else 1
