@@ -1,0 +1,138 @@
+"""What the detector concludes at one sample, and the advice that goes with it.
+
+The Verdict is the one object the banner, `gputui check` and the incident bundle show, so
+it carries its own words: a one-sentence reason and next steps drawn from practice with NCCL
+hangs. Nothing here looks at NVML; it only phrases what `detector` found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+OK, STALLED, HUNG = "ok", "stalled", "hung"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The node's state at sample time `t`: the worst group, its spinning and suspect GPUs."""
+
+    t: float
+    state: str = OK  # "ok" | "stalled" | "hung"
+    spinning: tuple[int, ...] = ()  # GPUs of the stuck group that spin in a collective
+    suspects: tuple[int, ...] = ()  # GPUs of that group that do not: the likely culprits
+    suspect_pids: tuple[int, ...] = ()  # their processes (a dead rank's pid included)
+    vanished: tuple[int, ...] = ()  # suspect GPUs whose process has gone
+    reason: str = ""
+    next_steps: tuple[str, ...] = ()
+    since: float | None = None  # sample time the spinning began
+    job: str | None = None  # label of the stuck job
+    gpu_states: dict[int, str] = field(default_factory=dict)
+    power_known: bool = True  # False: judged from util and mem_util alone
+
+    @property
+    def alarm(self) -> bool:
+        return self.state != OK
+
+    def key(self) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
+        """What `gputui check --json` reports a change of."""
+        return (self.state, self.spinning, self.suspects)
+
+
+def verdict_to_json(v: Verdict) -> dict[str, Any]:
+    """The line `gputui check --json` prints: the documented keys first, extras after."""
+    return {
+        "t": round(v.t, 3),
+        "state": v.state,
+        "spinning": list(v.spinning),
+        "suspects": list(v.suspects),
+        "reason": v.reason,
+        "suspect_pids": list(v.suspect_pids),
+        "since": None if v.since is None else round(v.since, 3),
+        "job": v.job,
+        "next_steps": list(v.next_steps),
+    }
+
+
+def _gpus(ix: tuple[int, ...] | list[int]) -> str:
+    return ("GPU " if len(ix) == 1 else "GPUs ") + ", ".join(map(str, ix))
+
+
+def next_steps(
+    *,
+    suspects: tuple[int, ...],
+    suspect_pids: tuple[int, ...],
+    waiting_pid: int | None,
+    vanished: bool,
+    multi_gpu_process: bool,
+) -> tuple[str, ...]:
+    """Advice in the order a person on the node would act on it."""
+    steps: list[str] = []
+    if suspect_pids and not vanished:
+        pid = suspect_pids[0]
+        steps.append(
+            f"Python stack of the suspect: select it (j) and press p, or `gputui dump {pid}`; "
+            "n adds native frames, g a gdb/cuda-gdb backtrace."
+        )
+    elif vanished:
+        steps.append(
+            "The suspect rank has exited: find why in its log (an exception, the OOM killer in "
+            "`dmesg`, or a bus error: a container needs a larger `--shm-size` for data "
+            "loader workers)."
+        )
+    if waiting_pid is not None:
+        steps.append(
+            f"Compare with a waiting rank: `gputui dump --job {waiting_pid}` dumps every rank "
+            "at once and groups identical stacks (a in the dashboard); the odd rank stands out."
+        )
+    elif not suspects:
+        steps.append("Dump every rank at once (a) and look for the group that is elsewhere.")
+    steps.append(
+        "Next run: NCCL_DEBUG=INFO shows which collective each rank entered; PyTorch's flight "
+        "recorder (TORCH_NCCL_TRACE_BUFFER_SIZE=2000, TORCH_NCCL_DUMP_ON_TIMEOUT=1) records "
+        "the last collectives of every rank."
+    )
+    steps.append(
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING=1 with a shorter init_process_group(timeout=...) "
+        "makes the job fail instead of hanging for the default 10 minutes."
+    )
+    if multi_gpu_process:
+        steps.append(
+            "One process drives several GPUs: NCCL_LAUNCH_MODE=GROUP avoids a launch-order "
+            "deadlock between its GPUs."
+        )
+    return tuple(steps)
+
+
+def stall_reason(
+    *,
+    job: str | None,
+    spinning: tuple[int, ...],
+    suspect_words: list[str],
+    seconds: float,
+    power_known: bool,
+    hung: bool,
+    group_size: int,
+) -> str:
+    """One sentence: who spins, for how long, and who does not (the suspects)."""
+    who = f"job {job}: " if job else ""
+    spin = (
+        f"{_gpus(spinning)} {'has' if len(spinning) == 1 else 'have'} been spinning in a "
+        f"collective (util ~100%, no memory traffic"
+        + (", idle power" if power_known else "")
+        + f") for {seconds:.0f} s"
+    )
+    if suspect_words:
+        tail = "; not spinning: " + ", ".join(suspect_words)
+    elif group_size > 1:
+        tail = (
+            "; every GPU of the job spins, so no single suspect can be named from NVML: a "
+            "peer on another node, or a rank stuck before its kernel launched; dump all ranks"
+        )
+    else:
+        tail = "; its peers are not on this node's GPUs, so look at the other nodes"
+    note = ""
+    if not power_known:
+        note = " (power or its limit is not reported: judged from util and memory activity)"
+    verb = "HUNG" if hung else "stalled"
+    return f"{who}{verb}: {spin}{tail}.{note}"
