@@ -55,7 +55,8 @@ class Detector:
         verdicts = [v for g in groups if (v := self._judge(g, snap, states)) is not None]
         words = {i: str(s) for i, s in states.items()}
         if not verdicts:
-            verdict = Verdict(t=snap.t, reason=_ok_reason(snap, states, self.runs), gpu_states=words)
+            reason = _ok_reason(snap, states, self.runs)
+            verdict = Verdict(t=snap.t, reason=reason, gpu_states=words)
         else:
             verdicts.sort(key=lambda v: (v.state == HUNG, snap.t - (v.since or snap.t)))
             worst = verdicts[-1]
@@ -81,8 +82,7 @@ class Detector:
         busy = [i for i in members if i not in spinning and i not in vanished and i not in idle]
         suspects = tuple(sorted(idle + list(vanished))) or tuple(busy)
         words = [
-            f"GPU {i} " + ("(its process has exited)" if i in vanished else describe_state(states[i]))
-            for i in suspects
+            f"GPU {i} " + _suspect_words(i, vanished, states) for i in suspects
         ]
         suspect_pids = tuple(p for i in suspects for p in group.members[i].pids)
         gpu_power = [snap.gpu(i) for i in members]
@@ -116,6 +116,12 @@ class Detector:
             job=group.label,
             power_known=power_known,
         )
+
+
+def _suspect_words(i: int, vanished: tuple[int, ...], states: dict[int, GpuState]) -> str:
+    if i in vanished:
+        return "(its process has exited)"
+    return describe_state(states.get(i, GpuState.UNKNOWN))
 
 
 def _quiet(states: dict[int, GpuState], i: int) -> bool:

@@ -1,0 +1,80 @@
+"""Build synthetic sample sequences for the hang detector's edge cases.
+
+Each GPU state is given as a word; the readings come from the measured H200 reference points
+of shared/calibration (as fractions of the power limit, so a 400 W card gets 400 W figures).
+Processes carry rank variables, so jobs are grouped exactly as on a live node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from gputui.collect.jobs import group_jobs
+from gputui.collect.model import GpuSample, ProcessInfo, RankInfo, Snapshot
+
+# state word -> (util %, mem_util %, power as a fraction of the limit, has a process)
+READINGS = {
+    "free": (0.0, 0.0, 0.11, False),
+    "idle": (0.0, 0.0, 0.17, True),
+    "spin": (100.0, 0.0, 0.18, True),
+    "comm": (97.0, 35.0, 0.41, True),
+    "compute": (98.0, 23.0, 0.98, True),
+    "slow_peer": (99.0, 2.0, 0.28, True),  # waits on a slow rank, but collectives complete
+    "gone": (0.0, 0.0, 0.11, False),  # the process exited
+}
+DT = 0.25  # seconds between samples, as in the calibration trace
+
+
+def gpu(
+    index: int, state: str, *, limit: float | None = 700.0, power: bool = True, pid: int = 0
+) -> GpuSample:
+    util, mem, frac, has_proc = READINGS[state]
+    return GpuSample(
+        index=index,
+        name="NVIDIA H200" if limit == 700.0 else "NVIDIA A100",
+        util=util,
+        mem_util=mem,
+        power_w=frac * (limit or 700.0) if power else None,
+        power_limit_w=limit if power else None,
+        pids=(pid or 1000 + index,) if has_proc else (),
+    )
+
+
+def snapshot(
+    t: float,
+    states: Sequence[str],
+    *,
+    jobs: Sequence[Sequence[int]] | None = None,
+    limits: Sequence[float | None] | None = None,
+    no_power: Sequence[int] = (),
+) -> Snapshot:
+    """GPU i in states[i]; `jobs` lists the GPU indices of each job (default: one job of all)."""
+    gpus = tuple(
+        gpu(i, s, limit=(limits[i] if limits else 700.0), power=i not in no_power)
+        for i, s in enumerate(states)
+    )
+    jobs = jobs if jobs is not None else [list(range(len(states)))]
+    procs = []
+    for j, members in enumerate(jobs):
+        for rank, i in enumerate(members):
+            if not gpus[i].pids:
+                continue
+            procs.append(
+                ProcessInfo(
+                    pid=gpus[i].pids[0],
+                    cmdline=("python", "train.py"),
+                    gpus=(i,),
+                    rank=RankInfo(rank=rank, world_size=len(members), master=f"h:{29500 + j}"),
+                    live=False,
+                )
+            )
+    return Snapshot(t=t, gpus=gpus, processes=tuple(procs), jobs=group_jobs(procs), source="replay")
+
+
+def timeline(*segments: tuple[float, Sequence[str]], t0: float = 1000.0, **kw) -> Iterator[Snapshot]:
+    """Samples every DT seconds: each segment is (seconds, per-GPU states)."""
+    t = t0
+    for seconds, states in segments:
+        for _ in range(round(seconds / DT)):
+            yield snapshot(t, states, **kw)
+            t += DT
