@@ -88,9 +88,9 @@ tmux kill-server 2>/dev/null
 tmux new-session -d -s gt -x 170 -y 50 "env PYTHONPATH=$PYTHONPATH PATH=$PATH python3 -m gputui"
 cap() { sleep "$1"; tmux capture-pane -p -t gt >"$O/tools_tmux_$2.txt"; }
 cap 14 alert
-tmux send-keys -t gt j; tmux send-keys -t gt p; cap 4 py_spy
-tmux send-keys -t gt Escape; tmux send-keys -t gt a; cap 5 dump_all
-tmux send-keys -t gt Escape; tmux send-keys -t gt g; cap 20 gdb
+tmux send-keys -t gt j; sleep 1; tmux send-keys -t gt p; cap 4 py_spy
+tmux send-keys -t gt Escape; sleep 1; tmux send-keys -t gt a; cap 5 dump_all
+tmux send-keys -t gt Escape; sleep 1; tmux send-keys -t gt g; cap 20 gdb
 tmux send-keys -t gt Escape; sleep 1; tmux send-keys -t gt q; sleep 2
 tmux kill-server 2>/dev/null
 say "tools: tmux screens captured: $(ls "$O"/tools_tmux_*.txt | wc -l)"

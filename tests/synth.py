@@ -71,7 +71,9 @@ def snapshot(
     return Snapshot(t=t, gpus=gpus, processes=tuple(procs), jobs=group_jobs(procs), source="replay")
 
 
-def timeline(*segments: tuple[float, Sequence[str]], t0: float = 1000.0, **kw) -> Iterator[Snapshot]:
+def timeline(
+    *segments: tuple[float, Sequence[str]], t0: float = 1000.0, **kw
+) -> Iterator[Snapshot]:
     """Samples every DT seconds: each segment is (seconds, per-GPU states)."""
     t = t0
     for seconds, states in segments:

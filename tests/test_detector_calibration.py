@@ -28,7 +28,7 @@ def base(phase: str | None) -> str:
 @pytest.fixture(scope="module", params=["calibration", "demo"])
 def judged(request):
     snaps = read_trace(TRACE if request.param == "calibration" else demo_path())
-    return list(zip(snaps, diagnose_trace(snaps)))
+    return list(zip(snaps, diagnose_trace(snaps), strict=True))
 
 
 @pytest.mark.parametrize("phase", HANGS)
