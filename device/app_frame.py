@@ -14,7 +14,7 @@ async def main(out: str, seconds: float) -> None:
     app = GputuiApp(LiveSource(interval=0.5))
     async with app.run_test(size=(150, 45)) as pilot:
         await asyncio.wait_for(app.first_snapshot.wait(), 30)
-        await asyncio.sleep(seconds)  # let history accumulate on purpose: this is a demo run
+        await asyncio.sleep(seconds)  # let history (and the detector window) fill: a demo run
         await pilot.pause()
         for p in app.query(GpuPanel):
             print(p.render_text().plain)
