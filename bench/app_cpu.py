@@ -90,7 +90,8 @@ def app_specs(
                 skipped.append("nvitop: no NVIDIA GPU here, it shows nothing without one")
             else:
                 argv = [*shlex.split(exe), "--monitor", "full", "--interval", f"{interval:g}"]
-                specs.append(AppSpec("nvitop", argv, (short, "MiB")))
+                # its GPU row: the name and the power figures ("80W / 700W"); memory may read "0B"
+                specs.append(AppSpec("nvitop", argv, (short, "W / ")))
         else:
             raise SystemExit(f"unknown app {name!r}")
     return specs, skipped
@@ -131,7 +132,11 @@ def measure(
                     waiting.remove(run)
             time.sleep(poll)
         for run in waiting:
-            run.error = f"no first frame within {frame_timeout:g} s: " + tail(run.runner.screen())
+            screen = run.runner.screen()
+            run.error = f"no first frame within {frame_timeout:g} s: " + tail(screen)
+            # the whole screen, so a marker that does not match can be seen and fixed
+            print(f"--- {run.spec.name} screen, markers {run.spec.markers} not all found:")
+            print(screen)
         live = [r for r in runs if r.error is None and r.pid]
         # steady state
         time.sleep(warmup)

@@ -9,7 +9,7 @@ smi = list(csv.reader(open(sys.argv[2]), skipinitialspace=True))
 apps = list(csv.reader(open(sys.argv[3]), skipinitialspace=True))
 ok = True
 print(f"{'GPU':>3} {'field':<14} {'gputui':>12} {'nvidia-smi':>12}  match")
-for g, row in zip(snap["gpus"], smi):
+for g, row in zip(snap["gpus"], smi, strict=False):
     idx, name, util, mutil, power, plimit, mused, mtotal, temp, sm = row
     checks = [
         ("name", g["name"], name, g["name"] == name),

@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 os.environ["TZ"] = "UTC"
+time.tzset()  # the C library reads TZ only here
 
 from gputui.collect.model import Snapshot  # noqa: E402
 from gputui.collect.source import ReplaySource, demo_path  # noqa: E402

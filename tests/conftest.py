@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # Deterministic rendering of times in snapshot tests.
 os.environ["TZ"] = "UTC"
+time.tzset()  # the C library reads TZ only here
 
 
 @pytest.fixture(scope="session")

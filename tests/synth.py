@@ -7,7 +7,9 @@ Processes carry rank variables, so jobs are grouped exactly as on a live node.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
+from typing import Any
 
 from gputui.collect.jobs import group_jobs
 from gputui.collect.model import GpuSample, ProcessInfo, RankInfo, Snapshot
@@ -47,8 +49,11 @@ def snapshot(
     jobs: Sequence[Sequence[int]] | None = None,
     limits: Sequence[float | None] | None = None,
     no_power: Sequence[int] = (),
+    local: bool = False,
 ) -> Snapshot:
-    """GPU i in states[i]; `jobs` lists the GPU indices of each job (default: one job of all)."""
+    """GPU i in states[i]; `jobs` lists the GPU indices of each job (default: one job of all),
+    rank k on the k-th GPU listed. `local` adds LOCAL_RANK (= rank) and LOCAL_WORLD_SIZE, as
+    torchrun sets them on a single node."""
     gpus = tuple(
         gpu(i, s, limit=(limits[i] if limits else 700.0), power=i not in no_power)
         for i, s in enumerate(states)
@@ -64,7 +69,13 @@ def snapshot(
                     pid=gpus[i].pids[0],
                     cmdline=("python", "train.py"),
                     gpus=(i,),
-                    rank=RankInfo(rank=rank, world_size=len(members), master=f"h:{29500 + j}"),
+                    rank=RankInfo(
+                        rank=rank,
+                        world_size=len(members),
+                        local_rank=rank if local else None,
+                        local_world_size=len(members) if local else None,
+                        master=f"h:{29500 + j}",
+                    ),
                     live=False,
                 )
             )
@@ -80,3 +91,25 @@ def timeline(
         for _ in range(round(seconds / DT)):
             yield snapshot(t, states, **kw)
             t += DT
+
+
+def with_gpu(snaps: Iterable[Snapshot], index: int, **changes: Any) -> Iterator[Snapshot]:
+    """The same samples with GPU `index`'s readings changed (e.g. power_w=120.0, pids=(7,))."""
+    for s in snaps:
+        gpus = tuple(replace(g, **changes) if g.index == index else g for g in s.gpus)
+        yield replace(s, gpus=gpus)
+
+
+def many_processes(t: float, states: Sequence[str], per_gpu: int) -> Snapshot:
+    """A crowded node: one rank per GPU of one job, plus `per_gpu - 1` other processes on
+    each GPU that have no rank variables (each its own one-process job)."""
+    base = snapshot(t, states)
+    gpus, procs = [], list(base.processes)
+    for g in base.gpus:
+        extra = tuple(100_000 + g.index * per_gpu + k for k in range(per_gpu - 1))
+        gpus.append(replace(g, pids=g.pids + extra))
+        procs += [
+            ProcessInfo(pid=p, cmdline=("python", "notebook.py"), gpus=(g.index,), live=False)
+            for p in extra
+        ]
+    return replace(base, gpus=tuple(gpus), processes=tuple(procs), jobs=group_jobs(procs))

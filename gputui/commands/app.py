@@ -3,17 +3,49 @@
 from __future__ import annotations
 
 import argparse
+import threading
 
+from gputui.collect.source import Source
 from gputui.commands.common import open_source
 from gputui.errors import GputuiError
+
+NVML_START_TIMEOUT = 15.0  # seconds for nvmlInit and the device list before giving up
+
+
+def _open_in_background(args: argparse.Namespace) -> tuple[threading.Thread, list]:
+    """Open the source (nvmlInit, device list) in a thread.
+
+    It overlaps with importing Textual (~0.2-0.3 s), which shortens the time to the first
+    frame, and a driver that does not answer cannot hang the start: the wait is bounded.
+    """
+    result: list = []
+
+    def work() -> None:
+        try:
+            result.append(open_source(args, realtime=True))
+        except BaseException as e:  # re-raised in the main thread
+            result.append(e)
+
+    t = threading.Thread(target=work, name="gputui-open-source", daemon=True)
+    t.start()
+    return t, result
 
 
 def run(args: argparse.Namespace) -> int:
     if args.hang_after < args.stall_after:
         raise GputuiError("--hang-after must be at least --stall-after")
-    source = open_source(args, realtime=True)
+    thread, result = _open_in_background(args)
     from gputui.ui.app import GputuiApp
 
+    thread.join(NVML_START_TIMEOUT)
+    if not result:
+        raise GputuiError(
+            f"NVML did not answer within {NVML_START_TIMEOUT:.0f} s (is the driver hung? "
+            "try nvidia-smi); `gputui --demo` works without it"
+        )
+    if isinstance(result[0], BaseException):
+        raise result[0]
+    source: Source = result[0]
     app = GputuiApp(source, stall_after=args.stall_after, hang_after=args.hang_after)
     try:
         app.run(mouse=not args.no_mouse)

@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Iterator
 
 from gputui.collect.model import Snapshot
 from gputui.commands.common import add_source_args, open_source, positive_float
@@ -57,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _snapshots(args: argparse.Namespace, det: Detector):
+def _snapshots(args: argparse.Namespace) -> Iterator[Snapshot]:
     """Snapshots in time order: a replay's own timestamps, or live samples paced."""
     source = open_source(args, realtime=False)
     replay = source.kind == "replay"
@@ -98,14 +99,19 @@ def run(args: argparse.Namespace) -> int:
         raise GputuiError("--hang-after must be at least --stall-after")
     det = Detector(stall_after=args.stall_after, hang_after=args.hang_after)
     last: Verdict | None = None
+    last_alarm: Verdict | None = None
+    alarms = 0
     first: Snapshot | None = None
     n = 0
     human: list[str] = []
     try:
-        for snap in _snapshots(args, det):
+        for snap in _snapshots(args):
             first = first or snap
             n += 1
             v = det.update(snap)
+            if v.state != OK:
+                alarms += last is None or last.state == OK
+                last_alarm = v
             if last is None or v.key() != last.key():
                 if args.json:
                     print(json.dumps(verdict_to_json(v)), flush=True)
@@ -122,9 +128,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"gputui check: {n} samples over {span:.1f} s, {where}")
         print("\n".join(human))
         print(f"final: {last.state}: {last.reason}")
-        if last.state != OK:
-            print("next steps:")
-            for s in last.next_steps:
-                print(f"  - {s}")
+        if last_alarm is not None:
+            cleared = "" if last.state != OK else f" ({alarms} alarm(s), all cleared)"
+            print(f"next steps{cleared}:")
+            for step in last_alarm.next_steps:
+                print(f"  - {step}")
     sys.stdout.flush()
     return 0 if last.state == OK else 1

@@ -7,8 +7,11 @@ The rule, in full (thresholds in `classify` and `runs`):
 2. Each GPU's run of continuous spinning is followed (`runs.advance_run`).
 3. GPUs are grouped by job (remembering GPUs whose process has exited).
 4. A group is *stalled* when one of its GPUs has spun for `stall_after` seconds, *hung*
-   after `hang_after`. Its suspects are its GPUs that do not spin: idle ones and those whose
-   process vanished first; if there are none, the busy ones; if every GPU spins, none.
+   after `hang_after`. Its suspects are all its GPUs that do not spin: idle (stuck on the
+   CPU side), busy (never reached the collective) or gone (the rank died). If every GPU of
+   the group spins, there is no suspect to name from NVML, and the reason says so.
+5. GPUs whose process left are remembered as members while the group stalls, and otherwise
+   for `hang_after` seconds; the alarm clears when the group has no spinning GPU left.
 
 The detector is incremental (O(GPUs + jobs) per sample) so the dashboard can run it every
 tick in the sampler thread, and pure in the sense that the same snapshots always give the
@@ -52,41 +55,69 @@ class Detector:
         for i in set(self.runs) - set(states):  # a GPU no longer reported
             del self.runs[i]
         groups = self.memory.update(snap)
-        verdicts = [v for g in groups if (v := self._judge(g, snap, states)) is not None]
+        verdicts = []
+        claimed: set[int] = set()  # spinning GPUs already explained by a larger group
+        for g in groups:  # largest first
+            found = self._stalled(g, snap) if self.runs else None
+            if found is None:
+                g.forget_before(snap.t - self.hang_after)
+                continue
+            spinning, since = found
+            # A small group (a notebook's context on a GPU where a rank spins) whose
+            # spinning GPUs all belong to a larger stalled job says nothing new.
+            if not set(spinning) <= claimed:
+                claimed.update(spinning)
+                verdicts.append(self._judge(g, snap, states, spinning, since))
         words = {i: str(s) for i, s in states.items()}
         if not verdicts:
-            reason = _ok_reason(snap, states, self.runs)
-            verdict = Verdict(t=snap.t, reason=reason, gpu_states=words)
+            reason = _ok_reason(snap, states, self.runs, self.stall_after)
+            power = all(g.power_frac is not None for g in snap.gpus if g.pids)
+            verdict = Verdict(t=snap.t, reason=reason, gpu_states=words, power_known=power)
         else:
-            verdicts.sort(key=lambda v: (v.state == HUNG, snap.t - (v.since or snap.t)))
-            worst = verdicts[-1]
+            # The worst group: hung before stalled, then the one with suspects, then the
+            # longest stall.
+            worst = max(
+                verdicts,
+                key=lambda v: (v.state == HUNG, bool(v.suspects), snap.t - (v.since or snap.t)),
+            )
             others = len(verdicts) - 1
             reason = worst.reason + (f" ({others} other job(s) stalled too.)" if others else "")
             verdict = Verdict(**{**worst.__dict__, "reason": reason, "gpu_states": words})
         self.last = verdict
         return verdict
 
-    def _judge(
-        self, group: Group, snap: Snapshot, states: dict[int, GpuState]
-    ) -> Verdict | None:
-        members = sorted(group.members)
-        spinning = tuple(i for i in members if i in self.runs and i in group.present(snap))
+    def _stalled(self, group: Group, snap: Snapshot) -> tuple[tuple[int, ...], float] | None:
+        """(spinning GPUs, since when) if this group has spun for stall_after, else None."""
+        spinning = tuple(
+            sorted(i for i, m in group.members.items() if m.last_seen == snap.t and i in self.runs)
+        )
         if not spinning:
             return None
         since = min(self.runs[i].since for i in spinning)
+        return (spinning, since) if snap.t - since >= self.stall_after else None
+
+    def _judge(
+        self,
+        group: Group,
+        snap: Snapshot,
+        states: dict[int, GpuState],
+        spinning: tuple[int, ...],
+        since: float,
+    ) -> Verdict:
+        """The verdict for a stalled group: who spins, who does not, and what to do."""
+        present = set(group.present(snap))
+        members = sorted(group.members)
         seconds = snap.t - since
-        if seconds < self.stall_after:
-            return None
-        vanished = group.vanished(snap)
-        idle = [i for i in members if i not in spinning and i not in vanished and _quiet(states, i)]
-        busy = [i for i in members if i not in spinning and i not in vanished and i not in idle]
-        suspects = tuple(sorted(idle + list(vanished))) or tuple(busy)
-        words = [
-            f"GPU {i} " + _suspect_words(i, vanished, states) for i in suspects
-        ]
+        # Every member that does not spin is a suspect: idle (stuck on the CPU side), busy
+        # elsewhere (never reached the collective), or gone (the rank died).
+        suspects = tuple(i for i in members if i not in spinning)
+        vanished = tuple(i for i in suspects if i not in present)
+        words = [f"GPU {i} " + _suspect_words(i, group, vanished, states) for i in suspects]
         suspect_pids = tuple(p for i in suspects for p in group.members[i].pids)
-        gpu_power = [snap.gpu(i) for i in members]
-        power_known = all(g is None or g.power_frac is not None for g in gpu_power)
+        live_pids = tuple(p for i in suspects if i not in vanished for p in group.members[i].pids)
+        # The power note concerns how *spinning* was judged, so only the spinners count.
+        spin_samples = [snap.gpu(i) for i in spinning]
+        power_known = all(g is not None and g.power_frac is not None for g in spin_samples)
         hung = seconds >= self.hang_after
         waiting = group.members[spinning[0]].pids
         return Verdict(
@@ -95,7 +126,7 @@ class Detector:
             spinning=spinning,
             suspects=suspects,
             suspect_pids=suspect_pids,
-            vanished=tuple(i for i in suspects if i in vanished),
+            vanished=vanished,
             reason=stall_reason(
                 job=group.label,
                 spinning=spinning,
@@ -107,10 +138,10 @@ class Detector:
             ),
             next_steps=next_steps(
                 suspects=suspects,
-                suspect_pids=suspect_pids,
+                suspect_pids=live_pids,
                 waiting_pid=waiting[0] if waiting else None,
-                vanished=bool(suspects) and all(i in vanished for i in suspects),
-                multi_gpu_process=_multi_gpu_process(snap),
+                vanished=bool(vanished),
+                multi_gpu_process=_multi_gpu_process(snap, group),
             ),
             since=since,
             job=group.label,
@@ -118,33 +149,57 @@ class Detector:
         )
 
 
-def _suspect_words(i: int, vanished: tuple[int, ...], states: dict[int, GpuState]) -> str:
+def _suspect_words(
+    i: int, group: Group, vanished: tuple[int, ...], states: dict[int, GpuState]
+) -> str:
+    missing = group.members[i].missing_rank
+    if missing is not None:
+        return (
+            f"(no process of local rank {missing} on this node: it exited before it was "
+            "seen, or never started)"
+        )
     if i in vanished:
         return "(its process has exited)"
     return describe_state(states.get(i, GpuState.UNKNOWN))
 
 
-def _quiet(states: dict[int, GpuState], i: int) -> bool:
-    return states.get(i) in (GpuState.IDLE, GpuState.FREE, None)
-
-
-def _multi_gpu_process(snap: Snapshot) -> bool:
+def _multi_gpu_process(snap: Snapshot, group: Group) -> bool:
+    """A pid of this group on more than one GPU: one process drives several GPUs."""
     seen: set[int] = set()
-    for g in snap.gpus:
-        if seen & set(g.pids):
+    for i in group.members:
+        g = snap.gpu(i)
+        pids = set(g.pids) if g is not None else set()
+        if seen & pids:
             return True
-        seen |= set(g.pids)
+        seen |= pids
     return False
 
 
-def _ok_reason(snap: Snapshot, states: dict[int, GpuState], runs: dict[int, SpinRun]) -> str:
+def _ok_reason(
+    snap: Snapshot, states: dict[int, GpuState], runs: dict[int, SpinRun], stall_after: float
+) -> str:
+    """Why nothing is raised, so a quiet banner is still informative."""
     if not snap.gpus:
         return "no GPUs to watch" + (f": {snap.gpu_error}" if snap.gpu_error else "")
-    short = [f"GPU {i} {r.length(snap.t):.0f} s" for i, r in sorted(runs.items())]
-    if short:
-        return "no hang: spinning only briefly so far (" + ", ".join(short) + ")"
-    busy = sum(s in (GpuState.COMPUTING, GpuState.COMMUNICATING) for s in states.values())
-    return f"no hang: {busy} of {len(states)} GPUs busy, none spinning in a collective"
+    long = [i for i, r in sorted(runs.items()) if r.length(snap.t) >= stall_after]
+    if long:
+        text = (
+            f"no job to judge: {_gpu_list(long)} spin but list no process "
+            "(processes of another container or PID namespace are not visible)"
+        )
+    elif runs:
+        short = [f"GPU {i} {r.length(snap.t):.0f} s" for i, r in sorted(runs.items())]
+        text = "no hang: spinning only briefly so far (" + ", ".join(short) + ")"
+    else:
+        busy = sum(s in (GpuState.COMPUTING, GpuState.COMMUNICATING) for s in states.values())
+        text = f"no hang: {busy} of {len(states)} GPUs busy, none spinning in a collective"
+    if any(g.pids and g.power_frac is None for g in snap.gpus):
+        text += "; power or its limit is not reported, so spinning is judged from util and memory"
+    return text
+
+
+def _gpu_list(ix: list[int]) -> str:
+    return ("GPU " if len(ix) == 1 else "GPUs ") + ", ".join(map(str, ix))
 
 
 def diagnose_trace(

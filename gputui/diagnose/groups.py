@@ -1,16 +1,23 @@
 """Which GPUs belong to which job, remembered across samples so a dead rank still counts.
 
 NVML forgets a GPU's process the moment it exits. In the hang where a rank dies, that GPU
-is exactly the one to name, so each job's GPUs and pids are remembered for as long as the
-job still has a process on the node. A job that has gone entirely is forgotten at once: a
-new job on the same GPUs starts clean.
+is exactly the one to name, so each job's GPUs and pids are remembered while the job still
+has a process on the node: through a whole stall, and otherwise for a window (the detector
+uses hang_after) after the GPU was last seen, so a rank that left long before anything
+stalled is not blamed. A job that has gone entirely is forgotten at once: a new job on the
+same GPUs starts clean.
+
+A rank that died before gputui started was never seen. When the job's surviving processes
+say how many local ranks there should be (LOCAL_WORLD_SIZE) and each sits on the GPU whose
+index is its LOCAL_RANK (the usual `torch.cuda.set_device(local_rank)`), a missing local
+rank is placed on the GPU of the same index and named, marked as inferred.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gputui.collect.model import Snapshot
+from gputui.collect.model import Job, ProcessInfo, Snapshot
 
 NODE_KEY = "~unclaimed"  # all GPUs with processes, when jobs cannot be told apart
 
@@ -21,6 +28,7 @@ class Member:
 
     pids: tuple[int, ...]
     last_seen: float
+    missing_rank: int | None = None  # inferred: this local rank has no process on the node
 
 
 @dataclass
@@ -39,6 +47,11 @@ class Group:
         """GPUs this job used whose process is no longer there."""
         return tuple(sorted(i for i, m in self.members.items() if m.last_seen < snap.t))
 
+    def forget_before(self, t: float) -> None:
+        """Drop GPUs whose process was last seen before `t` (called while not stalled)."""
+        for i in [i for i, m in self.members.items() if m.last_seen < t]:
+            del self.members[i]
+
 
 class GroupMemory:
     """Folds snapshots into groups. Not thread-safe: one Detector, one thread."""
@@ -47,17 +60,22 @@ class GroupMemory:
         self.groups: dict[str, Group] = {}
 
     def update(self, snap: Snapshot) -> list[Group]:
+        """The groups at this sample, largest first. O(processes + GPUs)."""
+        on_gpu = {g.index: set(g.pids) for g in snap.gpus}
+        procs = {p.pid: p for p in snap.processes} if snap.jobs else {}
+        gpu_of = {p: g.index for g in snap.gpus for p in g.pids}
+        indices = set(on_gpu)
         seen: dict[str, Group] = {}
         in_jobs: set[int] = set()
         for job in snap.jobs:
             g = self.groups.get(job.key) or Group(job.key, job.label)
             g.label = job.label
-            pids = set(job.pids)
             for gpu in job.gpus:
-                on_gpu = snap.gpu(gpu)
-                here = tuple(p for p in (on_gpu.pids if on_gpu else ()) if p in pids)
-                g.members[gpu] = Member(here or tuple(sorted(pids)), snap.t)
+                there = on_gpu.get(gpu, set())
+                here = tuple(p for p in job.pids if p in there)
+                g.members[gpu] = Member(here or tuple(sorted(job.pids)), snap.t)
                 in_jobs.add(gpu)
+            _infer_missing_ranks(g, job, gpu_of, procs, indices)
             seen[job.key] = g
         # GPUs with processes that no job claims: one node-wide group, as when
         # environments cannot be read.
@@ -68,4 +86,34 @@ class GroupMemory:
                 g.members[gs.index] = Member(gs.pids, snap.t)
             seen[NODE_KEY] = g
         self.groups = seen
-        return list(seen.values())
+        return sorted(seen.values(), key=lambda g: -len(g.members))
+
+
+def _infer_missing_ranks(
+    group: Group, job: Job, gpu_of: dict[int, int], procs: dict[int, ProcessInfo], gpus: set[int]
+) -> None:
+    """Add a never-seen member for each local rank the job should have but does not.
+
+    Only when the convention local rank == GPU index holds for every rank that is here, so
+    a job that maps ranks to GPUs some other way is never given a wrong GPU.
+    """
+    for i in [i for i, m in group.members.items() if m.missing_rank is not None]:
+        del group.members[i]
+    local: dict[int, int] = {}  # local rank -> GPU
+    sizes: set[int] = set()
+    for pid in job.pids:
+        proc = procs.get(pid)
+        r = proc.rank if proc else None
+        if r is None or r.local_rank is None or r.local_world_size is None:
+            continue
+        gpu = gpu_of.get(pid)
+        if gpu is not None and gpu != r.local_rank:
+            return  # ranks are mapped to GPUs some other way: infer nothing
+        if gpu is not None:
+            local[r.local_rank] = gpu
+        sizes.add(r.local_world_size)
+    if len(sizes) != 1 or not local:
+        return
+    for r in range(sizes.pop()):
+        if r not in local and r in gpus and r not in group.members:
+            group.members[r] = Member((), float("-inf"), missing_rank=r)

@@ -38,6 +38,15 @@ class Verdict:
         """What `gputui check --json` reports a change of."""
         return (self.state, self.spinning, self.suspects)
 
+    def to_json(self) -> dict[str, Any]:
+        """Everything, for the incident bundle's verdict.json."""
+        return {
+            **verdict_to_json(self),
+            "vanished": list(self.vanished),
+            "power_known": self.power_known,
+            "gpu_states": {str(i): s for i, s in sorted(self.gpu_states.items())},
+        }
+
 
 def verdict_to_json(v: Verdict) -> dict[str, Any]:
     """The line `gputui check --json` prints: the documented keys first, extras after."""
@@ -68,15 +77,15 @@ def next_steps(
 ) -> tuple[str, ...]:
     """Advice in the order a person on the node would act on it."""
     steps: list[str] = []
-    if suspect_pids and not vanished:
+    if suspect_pids:
         pid = suspect_pids[0]
         steps.append(
             f"Python stack of the suspect: select it (j) and press p, or `gputui dump {pid}`; "
             "n adds native frames, g a gdb/cuda-gdb backtrace."
         )
-    elif vanished:
+    if vanished:
         steps.append(
-            "The suspect rank has exited: find why in its log (an exception, the OOM killer in "
+            "A rank has exited: find why in its log (an exception, the OOM killer in "
             "`dmesg`, or a bus error: a container needs a larger `--shm-size` for data "
             "loader workers)."
         )
@@ -126,8 +135,9 @@ def stall_reason(
         tail = "; not spinning: " + ", ".join(suspect_words)
     elif group_size > 1:
         tail = (
-            "; every GPU of the job spins, so no single suspect can be named from NVML: a "
-            "peer on another node, or a rank stuck before its kernel launched; dump all ranks"
+            "; every GPU of the job spins, so no single suspect can be named from NVML: the "
+            "missing peer is on another node, or the ranks entered different collectives; "
+            "dump all ranks and compare their stacks"
         )
     else:
         tail = "; its peers are not on this node's GPUs, so look at the other nodes"

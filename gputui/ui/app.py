@@ -28,6 +28,7 @@ from gputui.ui.gpu_panel import HISTORY, GpuPanel
 from gputui.ui.help_screen import HelpScreen
 from gputui.ui.messages import SamplerFailed, SnapshotReady, SourceEnded
 from gputui.ui.process_table import ProcessTable
+from gputui.ui.text_view import TextView
 
 PANEL_WIDTH = 46  # columns one GPU panel needs
 
@@ -112,7 +113,7 @@ class GputuiApp(ProcessActions, App[None]):
 
     # -- UI
     def compose(self) -> ComposeResult:
-        yield Static(id="status")
+        yield TextView(id="status")
         yield VerdictBanner(id="banner")
         yield Grid(id="gpus")
         yield ProcessTable(id="procs")
@@ -219,7 +220,7 @@ class GputuiApp(ProcessActions, App[None]):
         return flags
 
     def _refresh_status(self) -> None:
-        status = self.query_one("#status", Static)
+        status = self.query_one("#status", TextView)
         snap = self.snapshot
         src = getattr(self.source, "description", self.source.kind)
         host = (snap.hostname if snap and snap.hostname else "") or ""
@@ -246,7 +247,7 @@ class GputuiApp(ProcessActions, App[None]):
                 parts.append("PAUSED")
             text = " · ".join(p for p in parts if p)
         if text != self._status_text:
-            status.update(text)
+            status.set_text(Text(text, no_wrap=True, overflow="ellipsis"))
             self._status_text = text
         status.set_class(stale, "-stale")
         for panel in self.query(GpuPanel):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import Static
+
+from gputui.ui.text_view import TextView
 
 
 def verdict_text(v: Any, now: float) -> Text:
@@ -38,7 +39,7 @@ def verdict_text(v: Any, now: float) -> Text:
     return t
 
 
-class VerdictBanner(Static):
+class VerdictBanner(TextView):
     DEFAULT_CSS = """
     VerdictBanner { height: auto; padding: 0 1; display: none; }
     VerdictBanner.-show { display: block; }
@@ -51,4 +52,4 @@ class VerdictBanner(Static):
             return
         self.set_class(True, "-show")
         self.set_class(getattr(verdict, "state", "ok") != "ok", "-alarm")
-        self.update(verdict_text(verdict, now))
+        self.set_text(verdict_text(verdict, now))

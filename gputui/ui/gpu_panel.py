@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.text import Text
-from textual.widgets import Static
 
 from gputui.collect.model import GpuSample
 from gputui.ui.format import bar, mib, num, sparkline
+from gputui.ui.text_view import TextView
 
 HISTORY = 60  # samples kept per GPU for the sparklines
 SPARK_W = 16
@@ -29,7 +29,7 @@ def _level(frac: float | None) -> str:
     return "red" if frac >= 0.9 else "yellow" if frac >= 0.6 else "green"
 
 
-class GpuPanel(Static):
+class GpuPanel(TextView):
     """Renders the newest sample of one GPU plus util/mem/power history."""
 
     DEFAULT_CSS = """
@@ -58,7 +58,7 @@ class GpuPanel(Static):
         self.tag, self.tag_detail = tag, tag_detail
         self.set_class(tag == "spinning", "-spinning")
         self.set_class(tag == "suspect", "-suspect")
-        self.update(self.render_text())
+        self.set_text(self.render_text())
 
     def render_text(self) -> Text:
         g = self.sample
