@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -41,8 +42,9 @@ async def shoot(
     source: ReplaySource,
     keys: tuple[str, ...] = (),
     then: Callable[[GputuiApp], Awaitable[None]] | None = None,
+    **app_kw: object,
 ) -> Path:
-    app = GputuiApp(source)
+    app = GputuiApp(source, **app_kw)  # type: ignore[arg-type]
     async with app.run_test(size=SIZE) as pilot:
         await asyncio.wait_for(app.ended_event.wait(), 60)
         await pilot.pause()
@@ -56,10 +58,28 @@ async def shoot(
     return path
 
 
+async def _probe_done(app: GputuiApp) -> None:
+    """Wait for the probe screen (opened with P) to finish its real gloo run."""
+    screen = app.screen
+    await asyncio.wait_for(asyncio.to_thread(screen.finished.wait, 120), 130)  # type: ignore[attr-defined]
+    await asyncio.sleep(0.2)  # let the final matrix render
+
+
 async def main() -> None:
     OUT.mkdir(exist_ok=True)
     snaps = read_trace(demo_path())
+    with tempfile.TemporaryDirectory() as tmp:
+        # P from the demo: 4 simulated devices over gloo, the same code path as on GPUs
+        probe = await shoot(
+            "probe",
+            window(snaps, "train", 3.0),
+            keys=("P",),
+            then=_probe_done,
+            probe_args={"backend": "gloo", "cpu": 4, "save_dir": Path(tmp)},
+        )
     made = [
+        probe,
+        await shoot("dashboard-rank-died", window(snaps, "rank_dies", 12.7), keys=("j",)),
         await shoot("dashboard-hang", window(snaps, "stall_in_loop", 20.0), keys=("j",)),
         await shoot("dashboard-healthy", window(snaps, "comm_heavy", 10.0)),
         await shoot("help", window(snaps, "train", 3.0), keys=("question_mark",)),
