@@ -178,8 +178,37 @@ class ProcessTable(DataTable):
             for key, col, value in changed:
                 self.update_cell(key, col, value)
             return
-        self._update_count += 1
+        self._forget_rows({RowKey(key) for key, _, _ in changed})
         self.refresh()
+
+    def _forget_rows(self, row_keys: set[Any]) -> None:
+        """Drop the cached renders of these rows only.
+
+        DataTable keys all its render caches by a table-wide update counter, so bumping it
+        (what update_cell does) makes the next frame re-render every visible cell: ~75 ms on
+        a GPU node's core for a full screen of rows. Values changed in place move no row,
+        so only the changed rows' renderables, cells, row lines and screen lines need to go; the
+        rest of the frame comes from the caches. Falls back to the counter if the internals
+        differ.
+        """
+        try:
+            cells, rows, lines = self._cell_render_cache, self._row_render_cache, self._line_cache
+            for cache in (cells, rows):
+                for k in [k for k in list(cache.keys()) if k[0] in row_keys]:
+                    cache.discard(k)
+            renderables = self._row_renderable_cache  # keyed (update count, row index)
+            indices = {self._row_locations.get(rk) for rk in row_keys}
+            for k in [k for k in list(renderables.keys()) if k[1] in indices]:
+                renderables.discard(k)
+            for k in list(lines.keys()):
+                try:
+                    stale = self._get_offsets(k[0])[0] in row_keys
+                except LookupError:
+                    stale = True
+                if stale:
+                    lines.discard(k)
+        except (AttributeError, TypeError, IndexError):
+            self._update_count += 1
 
     def _remove_rows(self, keys: list[str]) -> None:
         if len(keys) < 3 or not self._bulk_remove(keys):
