@@ -84,8 +84,9 @@ def test_cancel_stops_a_hung_pair_at_once(monkeypatch):
             cancel.set()  # as a user pressing c while the hung pair runs
 
     t0 = time.monotonic()
-    report = run_probe(ProbeConfig([0, 1, 2], "gloo", timeout=60), on_progress=on_progress,
-                       cancel=cancel)
+    report = run_probe(
+        ProbeConfig([0, 1, 2], "gloo", timeout=60), on_progress=on_progress, cancel=cancel
+    )
     assert time.monotonic() - t0 < 20
     assert report.cancelled and not report.ok
     reasons = failed(report)

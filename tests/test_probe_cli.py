@@ -36,8 +36,7 @@ def test_all_pairs_pass_exit_0_json_schema_and_out_file(tmp_path):
 
 @needs_torch
 def test_a_failing_pair_exits_1_with_the_matrix_and_the_reason():
-    r = run_cli("probe", "--cpu", "2", "--size", "1M",
-                env={"GPUTUI_PROBE_FAULT": "corrupt:0-1"})
+    r = run_cli("probe", "--cpu", "2", "--size", "1M", env={"GPUTUI_PROBE_FAULT": "corrupt:0-1"})
     assert r.returncode == 1, r.stderr
     assert "src\\dst  dev0  dev1" in r.stdout
     assert "FAIL" in r.stdout
@@ -82,8 +81,9 @@ def test_without_torch_it_says_how_to_install_it_and_exits_2():
         "from gputui.cli import main\n"
         "sys.exit(main(['probe', '--backend', 'gloo', '--cpu', '2']))\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=60, cwd=REPO)
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
     assert r.returncode == 2
     assert r.stderr.strip() == "gputui: the probe needs torch: pip install 'gputui[probe]'"
 
@@ -94,6 +94,7 @@ def test_the_rest_of_gputui_never_imports_torch():
         "import gputui.cli, gputui.commands.probe, gputui.probe.runner, gputui.ui.probe_screen\n"
         "gputui.cli.build_parser()\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=60, cwd=REPO)
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
     assert r.returncode == 0, r.stderr

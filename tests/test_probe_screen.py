@@ -80,8 +80,10 @@ async def test_c_cancels_a_hung_probe_and_leaves_no_worker(tmp_path, monkeypatch
         assert "cancelled" in shown(screen, "#probe-progress")
         assert "FAIL" in shown(screen, "#probe-matrix")
     kids = [
-        c for c in psutil.Process().children(recursive=True)
-        if c.is_running() and c.status() != psutil.STATUS_ZOMBIE
+        c
+        for c in psutil.Process().children(recursive=True)
+        if c.is_running()
+        and c.status() != psutil.STATUS_ZOMBIE
         and "gputui.probe.worker" in " ".join(c.cmdline())
     ]
     assert kids == []

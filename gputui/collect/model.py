@@ -7,6 +7,7 @@ known, sits in `GpuSample.na` under the field's name. The UI shows N/A; nothing 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,10 @@ class Snapshot:
     phase: str | None = None  # ground-truth label carried by calibration traces
     driver: str | None = None
     hostname: str | None = None
+    # Records of a recording that are not GPU samples but belong at this sample's time, such
+    # as the stack dumps `gputui record` took (`{"type": "stacks", ...}`); validated by the
+    # reader, interpreted by their consumers. Live snapshots have none.
+    records: tuple[dict[str, Any], ...] = ()
 
     def process(self, pid: int) -> ProcessInfo | None:
         for p in self.processes:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import threading
+from typing import TYPE_CHECKING
 
-from gputui.collect.source import Source
 from gputui.commands.common import open_source
 from gputui.errors import GputuiError
+
+if TYPE_CHECKING:
+    from gputui.collect.source import Source
 
 NVML_START_TIMEOUT = 15.0  # seconds for nvmlInit and the device list before giving up
 

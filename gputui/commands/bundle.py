@@ -9,12 +9,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
-from gputui.collect.model import ProcessInfo, Snapshot
-from gputui.commands.common import add_source_args, non_negative_float, open_source, positive_float
-from gputui.commands.dump import parse_pids
-from gputui.commands.snapshot import sample_bounded
-from gputui.tools.bundle import write_bundle
+from gputui.commands.common import (
+    add_source_args,
+    non_negative_float,
+    open_source,
+    parse_pids,
+    positive_float,
+)
+
+if TYPE_CHECKING:
+    from gputui.collect.model import ProcessInfo, Snapshot
 
 MAX_REPLAY_SAMPLES = 2400  # ~5 min of a 2-GPU recording at 4 Hz: enough for the detector
 
@@ -57,6 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _samples(args: argparse.Namespace) -> list[Snapshot]:
+    from gputui.collect.bounded import sample_bounded
+
     src = open_source(args, realtime=False)
     snaps: list[Snapshot] = []
     try:
@@ -77,7 +85,9 @@ def _samples(args: argparse.Namespace) -> list[Snapshot]:
 
 
 def run(args: argparse.Namespace) -> int:
-    pids = parse_pids(args.pid) if args.pid is not None else None
+    from gputui.tools.bundle import write_bundle
+
+    pids = parse_pids(args.pid, what="bundle") if args.pid is not None else None
     snaps = _samples(args)
     procs: list[ProcessInfo | int] | None = None
     if pids is not None:

@@ -12,13 +12,14 @@ import json
 import sys
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from gputui.collect.model import Snapshot
 from gputui.commands.common import add_source_args, open_source, positive_float
-from gputui.commands.snapshot import sample_bounded
-from gputui.diagnose.detector import Detector
-from gputui.diagnose.verdict import OK, Verdict, verdict_to_json
 from gputui.errors import GputuiError
+
+if TYPE_CHECKING:
+    from gputui.collect.model import Snapshot
+    from gputui.diagnose.verdict import Verdict
 
 SAMPLE_TIMEOUT_S = 10.0
 
@@ -60,6 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _snapshots(args: argparse.Namespace) -> Iterator[Snapshot]:
     """Snapshots in time order: a replay's own timestamps, or live samples paced."""
+    from gputui.collect.bounded import sample_bounded
+
     source = open_source(args, realtime=False)
     replay = source.kind == "replay"
     duration = args.duration
@@ -86,7 +89,7 @@ def _snapshots(args: argparse.Namespace) -> Iterator[Snapshot]:
 
 def _line(v: Verdict, t0: float) -> str:
     head = f"+{v.t - t0:7.1f} s  {v.state.upper():8s}"
-    if v.state == OK:
+    if not v.alarm:
         return f"{head} {v.reason}"
     sus = ", ".join(map(str, v.suspects)) or "none named"
     pids = f" (pid {', '.join(map(str, v.suspect_pids))})" if v.suspect_pids else ""
@@ -95,6 +98,9 @@ def _line(v: Verdict, t0: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gputui.diagnose.detector import Detector
+    from gputui.diagnose.verdict import verdict_to_json
+
     if args.hang_after < args.stall_after:
         raise GputuiError("--hang-after must be at least --stall-after")
     det = Detector(stall_after=args.stall_after, hang_after=args.hang_after)
@@ -109,8 +115,8 @@ def run(args: argparse.Namespace) -> int:
             first = first or snap
             n += 1
             v = det.update(snap)
-            if v.state != OK:
-                alarms += last is None or last.state == OK
+            if v.alarm:
+                alarms += last is None or not last.alarm
                 last_alarm = v
             if last is None or v.key() != last.key():
                 if args.json:
@@ -129,9 +135,9 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(human))
         print(f"final: {last.state}: {last.reason}")
         if last_alarm is not None:
-            cleared = "" if last.state != OK else f" ({alarms} alarm(s), all cleared)"
+            cleared = "" if last.alarm else f" ({alarms} alarm(s), all cleared)"
             print(f"next steps{cleared}:")
             for step in last_alarm.next_steps:
                 print(f"  - {step}")
     sys.stdout.flush()
-    return 0 if last.state == OK else 1
+    return 1 if last.alarm else 0

@@ -1,12 +1,21 @@
-"""Arguments and source selection shared by the dashboard and the subcommands."""
+"""Arguments and source selection shared by the dashboard and the subcommands.
+
+Command modules import only argparse, this module and gputui.errors at their top level;
+everything else is imported inside `run()`. `gputui --help` and the parser for the chosen
+command then cost a few milliseconds, and the dashboard's first frame does not wait for
+modules that only another subcommand needs (tests/test_cli_startup.py checks this).
+"""
 
 from __future__ import annotations
 
 import argparse
 import math
+from typing import TYPE_CHECKING
 
-from gputui.collect.source import ReplaySource, Source
 from gputui.errors import GputuiError
+
+if TYPE_CHECKING:
+    from gputui.collect.source import Source
 
 
 def positive_float(text: str) -> float:
@@ -83,6 +92,8 @@ def add_app_args(p: argparse.ArgumentParser) -> None:
 
 def open_source(args: argparse.Namespace, realtime: bool = True) -> Source:
     """The Source the arguments ask for. Raises GputuiError on a bad replay file."""
+    from gputui.collect.source import ReplaySource
+
     kw: dict[str, object] = {"realtime": realtime}
     if getattr(args, "speed", None):
         kw["speed"] = args.speed
@@ -101,3 +112,24 @@ def require_nonempty(name: str, values: list[int]) -> list[int]:
     if not values:
         raise GputuiError(f"{name}: nothing given")
     return values
+
+
+def parse_pids(texts: list[str], what: str = "dump") -> list[int]:
+    """PIDs from the command line; GputuiError (exit 2) for a non-number or a missing pid."""
+    import psutil
+
+    if not texts:
+        raise GputuiError(f"{what}: give at least one PID")
+    pids = []
+    for t in texts:
+        try:
+            pid = int(t)
+        except ValueError:
+            raise GputuiError(f"not a process id: {t!r}") from None
+        if pid <= 0:
+            raise GputuiError(f"not a process id: {t!r}")
+        if not psutil.pid_exists(pid):
+            raise GputuiError(f"no process with pid {pid}")
+        if pid not in pids:
+            pids.append(pid)
+    return pids

@@ -9,18 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psutil
-
-from gputui.collect.model import Snapshot
-from gputui.commands.common import positive_float
+from gputui.commands.common import parse_pids, positive_float
 from gputui.errors import GputuiError
-from gputui.redact import redact_text
-from gputui.tools.dumpall import DumpAll, dump_all
-from gputui.tools.jobfind import JobMembers, find_job
-from gputui.tools.result import ToolResult
-from gputui.tools.stacks import gdb_backtrace
+
+if TYPE_CHECKING:
+    from gputui.collect.model import Snapshot
+    from gputui.tools.result import ToolResult
 
 LIVE_SAMPLE_TIMEOUT_S = 5.0
 
@@ -60,30 +56,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def parse_pids(texts: list[str]) -> list[int]:
-    """PIDs from the command line; GputuiError (exit 2) for a non-number or a missing pid."""
-    if not texts:
-        raise GputuiError("dump: give at least one PID")
-    pids = []
-    for t in texts:
-        try:
-            pid = int(t)
-        except ValueError:
-            raise GputuiError(f"not a process id: {t!r}") from None
-        if pid <= 0:
-            raise GputuiError(f"not a process id: {t!r}")
-        if not psutil.pid_exists(pid):
-            raise GputuiError(f"no process with pid {pid}")
-        if pid not in pids:
-            pids.append(pid)
-    return pids
-
-
 def _live_snapshot() -> Snapshot | None:
     """One live sample to find jobs from, or None when NVML is absent or slow."""
     try:
+        from gputui.collect.bounded import sample_bounded
         from gputui.collect.live import LiveSource
-        from gputui.commands.snapshot import sample_bounded
 
         src = LiveSource()
         try:
@@ -97,6 +74,8 @@ def _live_snapshot() -> Snapshot | None:
 
 
 def _fail_lines(results: list[ToolResult]) -> int:
+    from gputui.redact import redact_text
+
     bad = [r for r in results if not r.ok]
     for r in bad:
         print(f"gputui: {redact_text(r.summary())}", file=sys.stderr)
@@ -104,6 +83,10 @@ def _fail_lines(results: list[ToolResult]) -> int:
 
 
 def _run_job(args: argparse.Namespace, pid: int) -> int:
+    from gputui.redact import redact_text
+    from gputui.tools.dumpall import DumpAll, dump_all
+    from gputui.tools.jobfind import JobMembers, find_job
+
     job: JobMembers = find_job(pid, _live_snapshot())
     targets: list[Any] = list(job.processes) if job.processes else list(job.pids)
     res: DumpAll = dump_all(
@@ -121,7 +104,11 @@ def _run_job(args: argparse.Namespace, pid: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    pids = parse_pids(args.pids)
+    from gputui.redact import redact_text
+    from gputui.tools.dumpall import dump_all
+    from gputui.tools.stacks import gdb_backtrace
+
+    pids = parse_pids(args.pids, what="dump")
     if args.job:
         if len(pids) != 1:
             raise GputuiError(f"--job takes exactly one PID (got {len(pids)})")

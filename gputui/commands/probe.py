@@ -23,7 +23,7 @@ def size_bytes(text: str) -> int:
     """argparse type: a byte count > 0; 268435456, 256M, 256MiB and 1G all work."""
     t = text.strip().lower()
     num = t.rstrip("kmgib")
-    unit = t[len(num):]
+    unit = t[len(num) :]
     try:
         v = int(float(num) * _UNITS[unit])
     except (ValueError, KeyError):
@@ -62,20 +62,45 @@ def register(sub: argparse._SubParsersAction) -> None:
         "each checked and timed, pairs isolated in their own processes with a timeout. "
         "Exit 0 when all pairs pass, 1 when any fails. Needs torch (gputui[probe]).",
     )
-    p.add_argument("--gpus", type=gpu_list, default=None, metavar="LIST",
-                   help="GPU indices to probe, e.g. 0,1,2,3 (default: all)")
+    p.add_argument(
+        "--gpus",
+        type=gpu_list,
+        default=None,
+        metavar="LIST",
+        help="GPU indices to probe, e.g. 0,1,2,3 (default: all)",
+    )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
-    p.add_argument("--timeout", type=positive_float, default=30.0, metavar="S",
-                   help="seconds per pair before it is killed and marked failed (default 30)")
-    p.add_argument("--size", type=size_bytes, default=None, metavar="BYTES",
-                   help="bytes per copy and all_reduce (default 256M on GPUs, 8M on gloo)")
-    p.add_argument("--backend", choices=("nccl", "gloo"), default=None,
-                   help="nccl: the GPUs; gloo: CPU processes as simulated devices "
-                   "(default nccl, or gloo with --cpu)")
-    p.add_argument("--cpu", type=cpu_count, default=None, metavar="N",
-                   help="with gloo: number of simulated devices (default 4)")
-    p.add_argument("--out", type=Path, default=None, metavar="FILE",
-                   help="also write the JSON results to FILE")
+    p.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=30.0,
+        metavar="S",
+        help="seconds per pair before it is killed and marked failed (default 30)",
+    )
+    p.add_argument(
+        "--size",
+        type=size_bytes,
+        default=None,
+        metavar="BYTES",
+        help="bytes per copy and all_reduce (default 256M on GPUs, 8M on gloo)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=("nccl", "gloo"),
+        default=None,
+        help="nccl: the GPUs; gloo: CPU processes as simulated devices "
+        "(default nccl, or gloo with --cpu)",
+    )
+    p.add_argument(
+        "--cpu",
+        type=cpu_count,
+        default=None,
+        metavar="N",
+        help="with gloo: number of simulated devices (default 4)",
+    )
+    p.add_argument(
+        "--out", type=Path, default=None, metavar="FILE", help="also write the JSON results to FILE"
+    )
     p.set_defaults(func=run)
 
 
@@ -92,18 +117,23 @@ def select_devices(args: argparse.Namespace) -> tuple[str, list[int]]:
 
         n, why = gpu_count()
         if n == 0:
-            raise GputuiError(f"no GPUs to probe ({why}); to try the probe on CPU processes: "
-                              "gputui probe --backend gloo --cpu 4")
+            raise GputuiError(
+                f"no GPUs to probe ({why}); to try the probe on CPU processes: "
+                "gputui probe --backend gloo --cpu 4"
+            )
         present = list(range(n))
         what = "GPUs"
     devices = args.gpus if args.gpus is not None else present
     missing = [d for d in devices if d not in present]
     if missing:
-        raise GputuiError(f"no such device {','.join(map(str, missing))}: there are "
-                          f"{len(present)} {what} (0-{len(present) - 1})")
+        raise GputuiError(
+            f"no such device {','.join(map(str, missing))}: there are "
+            f"{len(present)} {what} (0-{len(present) - 1})"
+        )
     if len(devices) < 2:
-        raise GputuiError(f"a probe needs at least 2 devices, got {len(devices)} "
-                          f"({len(present)} {what} present)")
+        raise GputuiError(
+            f"a probe needs at least 2 devices, got {len(devices)} ({len(present)} {what} present)"
+        )
     return backend, devices
 
 

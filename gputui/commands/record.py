@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from gputui.collect.trace import TraceWriter
 from gputui.commands.common import positive_float
 from gputui.errors import GputuiError
 
@@ -42,8 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gputui.collect.bounded import sample_bounded
     from gputui.collect.live import LiveSource
-    from gputui.commands.snapshot import sample_bounded
+    from gputui.collect.trace import TraceWriter
 
     path = Path(args.file)
     if path.exists() and not args.force:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gputui.collect.model import Snapshot
-from gputui.collect.source import Source
-from gputui.collect.trace import process_to_dict
 from gputui.commands.common import add_source_args, non_negative_float, open_source, positive_float
 from gputui.errors import GputuiError
+
+if TYPE_CHECKING:
+    from gputui.collect.model import Snapshot
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,29 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def sample_bounded(source: Source, timeout: float) -> Snapshot | None:
-    """One sample in a daemon thread, so a wedged NVML call cannot hang the command."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["snap"] = source.sample()
-        except Exception as e:  # reported to the user below
-            box["err"] = e
-
-    th = threading.Thread(target=target, daemon=True)
-    th.start()
-    th.join(timeout)
-    if th.is_alive():
-        raise GputuiError(
-            f"NVML did not answer within {timeout:g} s (a GPU may have fallen off the bus)"
-        )
-    if "err" in box:
-        raise GputuiError(f"sampling failed: {box['err']}")
-    return box.get("snap")
-
-
 def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
+    from gputui.collect.trace import process_to_dict
+
     gpus = []
     for g in snap.gpus:
         gpus.append(
@@ -156,6 +135,8 @@ def snapshot_to_text(snap: Snapshot) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gputui.collect.bounded import sample_bounded
+
     source = open_source(args, realtime=False)
     try:
         if source.kind == "replay":

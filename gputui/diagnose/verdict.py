@@ -29,6 +29,12 @@ class Verdict:
     job: str | None = None  # label of the stuck job
     gpu_states: dict[int, str] = field(default_factory=dict)
     power_known: bool = True  # False: judged from util and mem_util alone
+    # What evidence beyond NVML says (stack dumps, NCCL RAS, the flight recorder), filled in
+    # by gputui.watch after the detector: the suspect's innermost user frame, sentences in the
+    # order a person should read them, and the per-rank stack entries of `check --json`.
+    culprit_frame: str | None = None
+    findings: tuple[str, ...] = ()
+    stacks: tuple[dict[str, Any], ...] = ()
 
     @property
     def alarm(self) -> bool:

@@ -18,7 +18,7 @@ FAIR = 0.5  # 50-80%; below, or failed: bad
 
 
 def grade(value: float | None, best: float | None, ok: bool = True) -> str:
-    """"good", "fair" or "bad" for a cell, compared with the best cell of the run."""
+    """ "good", "fair" or "bad" for a cell, compared with the best cell of the run."""
     if not ok or value is None:
         return "bad"
     if not best or best <= 0:
@@ -40,8 +40,12 @@ class Worst:
     pair: Pair | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "gpu": self.gpu,
-                "pair": list(self.pair) if self.pair else None, "text": self.text}
+        return {
+            "kind": self.kind,
+            "gpu": self.gpu,
+            "pair": list(self.pair) if self.pair else None,
+            "text": self.text,
+        }
 
 
 def _link_score(report: ProbeReport, a: int, b: int) -> float | None:
@@ -60,28 +64,42 @@ def worst(report: ProbeReport) -> Worst:
     if failed and len(failed) == len(pairs):
         if len(report.devices) == 2:
             a, b = pairs[0].pair
-            return Worst("link", f"link {a}-{b} failed (GPU {a}, GPU {b} or the link between "
-                         f"them): {pairs[0].reason}", pair=(a, b))
-        return Worst("all", "every pair failed: look at the driver, the backend or the "
-                     f"environment rather than one GPU (first: {failed[0].reason})")
+            return Worst(
+                "link",
+                f"link {a}-{b} failed (GPU {a}, GPU {b} or the link between "
+                f"them): {pairs[0].reason}",
+                pair=(a, b),
+            )
+        return Worst(
+            "all",
+            "every pair failed: look at the driver, the backend or the "
+            f"environment rather than one GPU (first: {failed[0].reason})",
+        )
     if failed:
         for g in report.devices:
             mine = [p for p in pairs if g in p.pair]
             if len(report.devices) > 2 and mine and all(not p.ok for p in mine):
-                return Worst("gpu", f"GPU {g} is the broken GPU: all its {len(mine)} pairs "
-                             f"failed ({mine[0].reason})", gpu=g)
+                return Worst(
+                    "gpu",
+                    f"GPU {g} is the broken GPU: all its {len(mine)} pairs "
+                    f"failed ({mine[0].reason})",
+                    gpu=g,
+                )
         p = failed[0]
         more = f" (and {len(failed) - 1} more failed)" if len(failed) > 1 else ""
-        return Worst("link", f"worst link {p.pair[0]}-{p.pair[1]}: {p.reason}{more}",
-                     pair=p.pair)
+        return Worst("link", f"worst link {p.pair[0]}-{p.pair[1]}: {p.reason}{more}", pair=p.pair)
     scored = [(s, p.pair) for p in pairs if (s := _link_score(report, *p.pair)) is not None]
     if not scored:
         return Worst("none", "all pairs passed")
     low, pair = min(scored)
     best = best_copy(report) or low
     pct = 100 * low / best if best else 100.0
-    return Worst("link", f"all pairs passed; slowest link {pair[0]}-{pair[1]}: {low:.1f} GB/s "
-                 f"copy, {pct:.0f}% of the best", pair=pair)
+    return Worst(
+        "link",
+        f"all pairs passed; slowest link {pair[0]}-{pair[1]}: {low:.1f} GB/s "
+        f"copy, {pct:.0f}% of the best",
+        pair=pair,
+    )
 
 
 def cell_text(report: ProbeReport, src: int, dst: int) -> str:
@@ -121,8 +139,10 @@ def report_text(report: ProbeReport) -> str:
         ar = p.allreduce
         if p.ok and ar is not None and ar.busbw_gbps is not None:
             lat = f"{ar.latency_us:.0f} us" if ar.latency_us is not None else "N/A"
-            out.append(f"  {p.pair[0]}-{p.pair[1]}: {ar.busbw_gbps:.1f} GB/s bus bandwidth, "
-                       f"small-message latency {lat}")
+            out.append(
+                f"  {p.pair[0]}-{p.pair[1]}: {ar.busbw_gbps:.1f} GB/s bus bandwidth, "
+                f"small-message latency {lat}"
+            )
         else:
             out.append(f"  {p.pair[0]}-{p.pair[1]}: FAIL")
     if report.failures:

@@ -26,8 +26,13 @@ class CopyResult:
     ok: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"src": self.src, "dst": self.dst, "gbps": self.gbps, "bytes": self.bytes,
-                "ok": self.ok}
+        return {
+            "src": self.src,
+            "dst": self.dst,
+            "gbps": self.gbps,
+            "bytes": self.bytes,
+            "ok": self.ok,
+        }
 
 
 @dataclass
@@ -41,8 +46,13 @@ class AllReduceResult:
     ok: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"pair": list(self.pair), "busbw_gbps": self.busbw_gbps,
-                "latency_us": self.latency_us, "bytes": self.bytes, "ok": self.ok}
+        return {
+            "pair": list(self.pair),
+            "busbw_gbps": self.busbw_gbps,
+            "latency_us": self.latency_us,
+            "bytes": self.bytes,
+            "ok": self.ok,
+        }
 
 
 @dataclass
@@ -60,8 +70,12 @@ class Topology:
         return self.pcie or "N/A"
 
     def to_json(self) -> dict[str, Any]:
-        return {"pair": list(self.pair), "label": self.label, "nvlinks": self.nvlinks,
-                "pcie": self.pcie}
+        return {
+            "pair": list(self.pair),
+            "label": self.label,
+            "nvlinks": self.nvlinks,
+            "pcie": self.pcie,
+        }
 
 
 @dataclass
@@ -132,8 +146,13 @@ class ProbeReport:
             "allreduce": allreduce,
             "topology": [t.to_json() for t in self.topology.values()],
             "pairs": [
-                {"pair": list(p.pair), "round": p.round, "ok": p.ok, "reason": p.reason,
-                 "elapsed_s": p.elapsed_s}
+                {
+                    "pair": list(p.pair),
+                    "round": p.round,
+                    "ok": p.ok,
+                    "reason": p.reason,
+                    "elapsed_s": p.elapsed_s,
+                }
                 for p in self.pairs
             ],
             "ok": self.ok,
@@ -155,16 +174,23 @@ class ProbeReport:
 def pair_from_worker(pair: Pair, msg: dict[str, Any]) -> PairResult:
     """A PairResult from the worker's JSON result line (see worker.run_pair)."""
     copies = [
-        CopyResult(int(c["src"]), int(c["dst"]), c.get("gbps"), int(c.get("bytes", 0)),
-                   bool(c.get("ok")))
+        CopyResult(
+            int(c["src"]), int(c["dst"]), c.get("gbps"), int(c.get("bytes", 0)), bool(c.get("ok"))
+        )
         for c in msg.get("copy", [])
     ]
     ar_msg = msg.get("allreduce")
     ar = None
     if ar_msg:
-        ar = AllReduceResult(pair, ar_msg.get("busbw_gbps"), ar_msg.get("latency_us"),
-                             int(ar_msg.get("bytes", 0)), bool(ar_msg.get("ok")))
+        ar = AllReduceResult(
+            pair,
+            ar_msg.get("busbw_gbps"),
+            ar_msg.get("latency_us"),
+            int(ar_msg.get("bytes", 0)),
+            bool(ar_msg.get("ok")),
+        )
     ok = bool(msg.get("ok")) and all(c.ok for c in copies) and bool(ar and ar.ok)
     reason = None if ok else (msg.get("reason") or "worker reported a failure")
-    return PairResult(pair, ok=ok, reason=reason, copies=copies, allreduce=ar,
-                      elapsed_s=msg.get("elapsed_s"))
+    return PairResult(
+        pair, ok=ok, reason=reason, copies=copies, allreduce=ar, elapsed_s=msg.get("elapsed_s")
+    )

@@ -217,8 +217,11 @@ def run_probe(
     rounds = round_robin(cfg.devices)
     total = sum(len(r) for r in rounds)
     report = ProbeReport(
-        devices=list(cfg.devices), backend=cfg.backend, size=cfg.size_bytes,
-        timeout_s=cfg.timeout, started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        devices=list(cfg.devices),
+        backend=cfg.backend,
+        size=cfg.size_bytes,
+        timeout_s=cfg.timeout,
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         host=socket.gethostname(),
     )
     if cfg.backend == "nccl":
@@ -244,8 +247,12 @@ def run_probe(
                 running: dict[int, _Running] = {}
                 for pair in pairs:
                     cmd = {
-                        "cmd": "pair", "id": next_id, "a": pair[0], "b": pair[1],
-                        "backend": cfg.backend, "size": cfg.size_bytes,
+                        "cmd": "pair",
+                        "id": next_id,
+                        "a": pair[0],
+                        "b": pair[1],
+                        "backend": cfg.backend,
+                        "size": cfg.size_bytes,
                         "iters": cfg.iters or ITERS[cfg.backend],
                         "pg_timeout": max(1.0, cfg.timeout * PG_TIMEOUT_SHARE),
                         "stderr": str(Path(tmp) / f"pair-{next_id}.err"),
@@ -290,8 +297,13 @@ def _wait_ready(server: _Server, limit: float, cancel: threading.Event) -> str |
     return f"probe worker did not start within {limit:g} s (importing torch)"
 
 
-def _run_round(server: _Server, running: dict[int, _Running], timeout: float,
-               cancel: threading.Event, dead: str | None) -> str | None:
+def _run_round(
+    server: _Server,
+    running: dict[int, _Running],
+    timeout: float,
+    cancel: threading.Event,
+    dead: str | None,
+) -> str | None:
     """Collect the round's events until every pair has exited or been given up on."""
 
     def open_ids() -> list[int]:

@@ -100,8 +100,9 @@ def pair_topology(devices: Sequence[int]) -> dict[Pair, Topology]:
         _shutdown(nv)
 
 
-def _one(nv: Any, a: int, b: int, handles: dict[int, Any], links: dict[int, Any],
-         buses: dict[int, str]) -> Topology:
+def _one(
+    nv: Any, a: int, b: int, handles: dict[int, Any], links: dict[int, Any], buses: dict[int, str]
+) -> Topology:
     if a not in handles or b not in handles:
         return Topology((a, b))
     direct = sum(1 for bus, sw in links[a] if not sw and _same_bus(bus, buses[b]))

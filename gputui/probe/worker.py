@@ -65,8 +65,9 @@ def _pattern(torch: Any, n: int, salt: int, device: Any) -> Any:
     return (torch.arange(n, dtype=dtype, device=device) + salt).remainder_(251).to(torch.uint8)
 
 
-def measure_copy(torch: Any, src: Any, dst: Any, size: int, iters: int, corrupt: bool,
-                 salt: int, label: str) -> tuple[dict[str, Any], str | None]:
+def measure_copy(
+    torch: Any, src: Any, dst: Any, size: int, iters: int, corrupt: bool, salt: int, label: str
+) -> tuple[dict[str, Any], str | None]:
     """Copy `size` bytes src -> dst, check every byte on arrival, then time `iters` copies."""
     a = _pattern(torch, size, salt, src)
     b = torch.empty(size, dtype=torch.uint8, device=dst)
@@ -90,8 +91,9 @@ def measure_copy(torch: Any, src: Any, dst: Any, size: int, iters: int, corrupt:
     return {"gbps": round(size * iters / dt / 1e9, 3), "bytes": size, "ok": err is None}, err
 
 
-def measure_allreduce(torch: Any, dist: Any, rank: int, device: Any, size: int, iters: int,
-                      corrupt: bool) -> tuple[dict[str, Any], str | None]:
+def measure_allreduce(
+    torch: Any, dist: Any, rank: int, device: Any, size: int, iters: int, corrupt: bool
+) -> tuple[dict[str, Any], str | None]:
     """all_reduce of `size` bytes, result checked exactly, then timed; plus a small message."""
     n = max(1, size // 4)
     idx = torch.arange(n, dtype=torch.int32, device=device).remainder_(7).float()
@@ -106,8 +108,10 @@ def measure_allreduce(torch: Any, dist: Any, rank: int, device: Any, size: int, 
     err = None
     if nbad:
         first = int(bad.nonzero()[0].item())
-        err = (f"all_reduce on rank {rank}: {nbad} of {n} values wrong (first at {first}: "
-               f"{x[first].item():g}, expected {expected[first].item():g})")
+        err = (
+            f"all_reduce on rank {rank}: {nbad} of {n} values wrong (first at {first}: "
+            f"{x[first].item():g}, expected {expected[first].item():g})"
+        )
     del idx, expected, bad
     x.zero_()
     small = torch.zeros(LATENCY_BYTES // 4, device=device)
@@ -127,8 +131,12 @@ def measure_allreduce(torch: Any, dist: Any, rank: int, device: Any, size: int, 
         dist.all_reduce(small)
     _sync(torch, [device])
     lat = (time.perf_counter() - t0) / LATENCY_ITERS * 1e6
-    out = {"busbw_gbps": round(busbw, 3), "latency_us": round(lat, 1), "bytes": 4 * n,
-           "ok": err is None}
+    out = {
+        "busbw_gbps": round(busbw, 3),
+        "latency_us": round(lat, 1),
+        "bytes": 4 * n,
+        "ok": err is None,
+    }
     return out, err
 
 
@@ -155,8 +163,9 @@ def _hang_forever() -> None:
         time.sleep(3600)
 
 
-def _rank(torch: Any, dist: Any, cmd: dict[str, Any], rank: int, store: Any,
-          faults: set[str]) -> tuple[dict[str, Any], list[str]]:
+def _rank(
+    torch: Any, dist: Any, cmd: dict[str, Any], rank: int, store: Any, faults: set[str]
+) -> tuple[dict[str, Any], list[str]]:
     """Join the 2-rank group and run the all_reduce part; returns (figures, errors)."""
     nccl = cmd["backend"] == "nccl"
     dev_index = cmd["a"] if rank == 0 else cmd["b"]
@@ -164,12 +173,14 @@ def _rank(torch: Any, dist: Any, cmd: dict[str, Any], rank: int, store: Any,
     if nccl:
         torch.cuda.set_device(device)
     pg_timeout = timedelta(seconds=cmd["pg_timeout"])
-    dist.init_process_group(cmd["backend"], store=store, rank=rank, world_size=2,
-                            timeout=pg_timeout)
+    dist.init_process_group(
+        cmd["backend"], store=store, rank=rank, world_size=2, timeout=pg_timeout
+    )
     if "hang" in faults:
         _hang_forever()
-    figures, err = measure_allreduce(torch, dist, rank, device, cmd["size"], cmd["iters"],
-                                     "corrupt" in faults)
+    figures, err = measure_allreduce(
+        torch, dist, rank, device, cmd["size"], cmd["iters"], "corrupt" in faults
+    )
     dist.destroy_process_group()
     return figures, [err] if err else []
 
@@ -196,8 +207,9 @@ def run_pair(torch: Any, cmd: dict[str, Any]) -> int:
             port = _read_line(port_r, cmd["pg_timeout"])
             if port is None:
                 raise RuntimeError("rank 0 never sent the rendezvous port")
-            store = dist.TCPStore("127.0.0.1", int(port), 2, False,
-                                  timeout=timedelta(seconds=cmd["pg_timeout"]))
+            store = dist.TCPStore(
+                "127.0.0.1", int(port), 2, False, timeout=timedelta(seconds=cmd["pg_timeout"])
+            )
             _, errs = _rank(torch, dist, cmd, 1, store, faults)
             emit({"ok": not errs, "errors": errs}, fd=res_w)
             code = 0
@@ -211,8 +223,14 @@ def run_pair(torch: Any, cmd: dict[str, Any]) -> int:
     result: dict[str, Any] = {"event": "result", "id": cmd["id"], "copy": [], "ok": False}
     errors: list[str] = []
     try:
-        store = dist.TCPStore("127.0.0.1", 0, 2, True, wait_for_workers=False,
-                              timeout=timedelta(seconds=cmd["pg_timeout"]))
+        store = dist.TCPStore(
+            "127.0.0.1",
+            0,
+            2,
+            True,
+            wait_for_workers=False,
+            timeout=timedelta(seconds=cmd["pg_timeout"]),
+        )
         os.write(port_w, f"{store.port}\n".encode())
         figures, errs = _rank(torch, dist, cmd, 0, store, faults)
         errors += errs
@@ -224,9 +242,10 @@ def run_pair(torch: Any, cmd: dict[str, Any]) -> int:
         nccl = cmd["backend"] == "nccl"
         da = torch.device("cuda", a) if nccl else torch.device("cpu")
         db = torch.device("cuda", b) if nccl else torch.device("cpu")
-        for (s, d, ds, dd, salt) in ((a, b, da, db, 17), (b, a, db, da, 91)):
-            fig, err = measure_copy(torch, ds, dd, cmd["size"], cmd["iters"],
-                                    "corrupt" in faults, salt, f"{s}->{d}")
+        for s, d, ds, dd, salt in ((a, b, da, db, 17), (b, a, db, da, 91)):
+            fig, err = measure_copy(
+                torch, ds, dd, cmd["size"], cmd["iters"], "corrupt" in faults, salt, f"{s}->{d}"
+            )
             if err:
                 errors.append(err)
             result["copy"].append({"src": s, "dst": d, **fig})

@@ -69,8 +69,11 @@ def matrix_table(report: ProbeReport) -> Table:
 
 
 def allreduce_text(report: ProbeReport) -> Text:
-    vals = [p.allreduce.busbw_gbps for p in report.pairs
-            if p.ok and p.allreduce and p.allreduce.busbw_gbps]
+    vals = [
+        p.allreduce.busbw_gbps
+        for p in report.pairs
+        if p.ok and p.allreduce and p.allreduce.busbw_gbps
+    ]
     best = max(vals) if vals else None
     out = Text("all_reduce, 2 ranks (bus bandwidth, small-message latency):\n")
     for p in report.pairs:
@@ -78,8 +81,10 @@ def allreduce_text(report: ProbeReport) -> Text:
         name = f"  {p.pair[0]}-{p.pair[1]}: "
         if p.ok and ar is not None and ar.busbw_gbps is not None:
             lat = f"{ar.latency_us:.0f} us" if ar.latency_us is not None else "N/A"
-            out.append(name + f"{ar.busbw_gbps:.1f} GB/s, {lat}\n",
-                       style=STYLES[grade(ar.busbw_gbps, best)])
+            out.append(
+                name + f"{ar.busbw_gbps:.1f} GB/s, {lat}\n",
+                style=STYLES[grade(ar.busbw_gbps, best)],
+            )
         else:
             out.append(name + "FAIL\n", style=STYLES["bad"])
     return out
@@ -136,8 +141,7 @@ class ProbeScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("GPU pair probe", id="probe-title", markup=False)
-            yield Static("starting...  (c or escape cancels)", id="probe-progress",
-                         markup=False)
+            yield Static("starting...  (c or escape cancels)", id="probe-progress", markup=False)
             with VerticalScroll():
                 yield Static("", id="probe-matrix")
                 yield Static("", id="probe-allreduce")
@@ -168,8 +172,9 @@ class ProbeScreen(ModalScreen[None]):
         devices = list(self.probe_gpus) if self.probe_gpus is not None else present
         missing = [d for d in devices if d not in present]
         if missing:
-            raise ValueError(f"no such device {','.join(map(str, missing))}; present: "
-                             f"0-{len(present) - 1}")
+            raise ValueError(
+                f"no such device {','.join(map(str, missing))}; present: 0-{len(present) - 1}"
+            )
         if len(devices) < 2:
             raise ValueError(f"a probe needs at least 2 devices, got {devices}")
         return ProbeConfig(devices, backend, size=self.probe_size, timeout=self.probe_timeout)
@@ -196,8 +201,11 @@ class ProbeScreen(ModalScreen[None]):
             cfg = self._config()
             self._devices, self._backend = cfg.devices, cfg.backend
             self._from_thread(self._show_start, cfg)
-            report = run_probe(cfg, on_progress=lambda p: self._from_thread(self._on_progress, p),
-                               cancel=self.cancel)
+            report = run_probe(
+                cfg,
+                on_progress=lambda p: self._from_thread(self._on_progress, p),
+                cancel=self.cancel,
+            )
             stamp = time.strftime("%Y%m%d-%H%M%S")
             path = (self.save_dir or default_save_dir()) / f"probe-{stamp}.json"
             try:
@@ -234,13 +242,19 @@ class ProbeScreen(ModalScreen[None]):
         self._render_partial()
 
     def _render_partial(self) -> None:
-        rep = ProbeReport(self._devices, self._backend, 0, self.probe_timeout,
-                          pairs=list(self._partial.values()))
+        rep = ProbeReport(
+            self._devices, self._backend, 0, self.probe_timeout, pairs=list(self._partial.values())
+        )
         self.query_one("#probe-matrix", Static).update(matrix_table(rep))
 
     def _show_report(self, report: ProbeReport) -> None:
-        status = "cancelled" if report.cancelled else "all pairs passed" if report.ok else (
-            f"{len(report.failures)} of {len(report.pairs)} pairs FAILED")
+        status = (
+            "cancelled"
+            if report.cancelled
+            else "all pairs passed"
+            if report.ok
+            else (f"{len(report.failures)} of {len(report.pairs)} pairs FAILED")
+        )
         self.query_one("#probe-progress", Static).update(
             f"done in {report.wall_s:.1f} s: {status}  (q or escape closes)"
         )
@@ -248,7 +262,8 @@ class ProbeScreen(ModalScreen[None]):
         self.query_one("#probe-allreduce", Static).update(allreduce_text(report))
         fails = [f"  {p.pair[0]}-{p.pair[1]}: {p.reason}" for p in report.failures]
         self.query_one("#probe-failures", Static).update(
-            "\nFailed pairs:\n" + "\n".join(fails) if fails else "")
+            "\nFailed pairs:\n" + "\n".join(fails) if fails else ""
+        )
         w = self.query_one("#probe-worst", Static)
         w.update("\n" + worst(report).text)
         w.set_class(report.ok, "-ok")
@@ -258,7 +273,8 @@ class ProbeScreen(ModalScreen[None]):
 
     def _show_error(self, message: str) -> None:
         self.query_one("#probe-progress", Static).update(
-            f"probe did not run: {message}  (q or escape closes)")
+            f"probe did not run: {message}  (q or escape closes)"
+        )
 
     def action_cancel(self) -> None:
         if not self.finished.is_set():
