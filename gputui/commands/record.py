@@ -14,9 +14,15 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from gputui.commands.common import positive_float
 from gputui.errors import GputuiError
+
+if TYPE_CHECKING:
+    from gputui.collect.source import Source
+    from gputui.collect.trace import TraceWriter
+    from gputui.watch import Watcher
 
 DUMP_WAIT_S = 15.0  # at the end, a dump still running is waited for (it is bounded itself)
 
@@ -67,8 +73,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def write_samples(
+    source: Source,
+    writer: TraceWriter,
+    watcher: Watcher,
+    interval: float,
+    deadline: float | None,
+    stop: threading.Event,
+) -> None:
+    """Sample until `stop`, the deadline or the source's end; write each sample, and each
+    stack dump the Watcher took, as soon as it is there (a killed recorder keeps them)."""
     from gputui.collect.bounded import sample_bounded
+
+    while not stop.is_set():
+        started = time.monotonic()
+        snap = sample_bounded(source, max(10.0, interval * 5))
+        if snap is not None:
+            writer.write(snap)
+            watcher.update(snap)  # starts a dump on a stall transition; never blocks
+        for rec in watcher.take_records():
+            writer.write_record(rec)
+        if snap is None or deadline is not None and time.monotonic() >= deadline:
+            break
+        stop.wait(max(0.0, interval - (time.monotonic() - started)))
+    if watcher.pending() and not stop.is_set():
+        watcher.wait(DUMP_WAIT_S)  # a dump that was running belongs in the file
+    for rec in watcher.take_records():
+        writer.write_record(rec)
+
+
+def run(args: argparse.Namespace) -> int:
     from gputui.collect.live import LiveSource
     from gputui.collect.trace import TraceWriter
     from gputui.watch import Watcher
@@ -100,21 +134,7 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     try:
-        while not stop.is_set():
-            started = time.monotonic()
-            snap = sample_bounded(source, max(10.0, args.interval * 5))
-            if snap is not None:
-                writer.write(snap)
-                watcher.update(snap)  # starts a dump on a stall transition; never blocks
-            for rec in watcher.take_records():
-                writer.write_record(rec)
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            stop.wait(max(0.0, args.interval - (time.monotonic() - started)))
-        if watcher.pending() and not stop.is_set():
-            watcher.wait(DUMP_WAIT_S)  # a dump that was running belongs in the file
-        for rec in watcher.take_records():
-            writer.write_record(rec)
+        write_samples(source, writer, watcher, args.interval, deadline, stop)
     finally:
         watcher.close()
         writer.close()

@@ -98,11 +98,13 @@ def is_library(f: Frame, main_file: str | None = None) -> bool:
 
 
 def _main_file(frames: Sequence[Frame]) -> str | None:
-    """The file of the script that was run: the outermost `<module>` frame that is not a
-    library's (`python -m` puts runpy's frames outside it)."""
+    """The file of the script that was run: the outermost `<module>` frame (`python -m`
+    puts runpy's frames outside it, but they are functions, not modules), unless it is an
+    installed package's. Its name may be a stdlib module's (`queue.py`): it is still ours."""
     for f in reversed(frames):
-        if f.function == "<module>" and not is_library(f):
-            return f.file
+        if f.function == "<module>":
+            installed = ("site-packages", "dist-packages", "<frozen")
+            return None if any(m in f.file for m in installed) else f.file
     return None
 
 
