@@ -148,7 +148,8 @@ class Watcher:
         return self._enrich(v, snap, job)
 
     def latest(self) -> Verdict | None:
-        """The last verdict with the evidence known now (e.g. after `wait()` at the end)."""
+        """The last verdict with the evidence known now (e.g. after `wait()` at the end, or
+        from `on_evidence`, so a UI can show a dump before the next sample)."""
         if self._last is None:
             return None
         v, snap = self._last
@@ -157,8 +158,8 @@ class Watcher:
     def _transition(self, v: Verdict, snap: Snapshot, job: Job) -> None:
         before = self._state.get(job.key)
         self._state[job.key] = v.state
-        if before == v.state or before == HUNG or not self.gatherers:
-            return
+        if before == v.state or before == HUNG or not self.gatherers or self._cancel.is_set():
+            return  # nothing new, nothing to run, or closed
         if v.state not in (STALLED, HUNG):
             return
         target = self._target(v, snap, job)
@@ -260,7 +261,8 @@ class Watcher:
         if not recs:
             return v
         # Explain again only when the records or the judgement change, not every sample.
-        key = (tuple(id(r) for _k, r in recs), v.state, v.spinning, v.suspects, v.vanished)
+        ids = tuple((k, r["t"], id(r)) for k, r in recs)
+        key = (ids, v.state, v.spinning, v.suspects, v.vanished)
         if self._cache is not None and self._cache[0] == key:
             return fold(v, self._cache[1])
         ev = []
