@@ -109,7 +109,7 @@ def test_a_typed_record_with_a_bad_envelope_is_one_line_and_exit_2(tmp_path):
         bad.write_text(rec + "\n")
         r = run_cli("check", "--replay", str(bad))
         assert r.returncode == 2 and r.stderr.count("\n") == 1, (rec, r.stderr)
-        assert "typed record" in r.stderr
+        assert r.stderr.startswith("gputui: ") and "bad.jsonl:1" in r.stderr
 
 
 def live_snapshot(t: float, pids: list[int], states: list[str]) -> Snapshot:

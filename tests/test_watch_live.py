@@ -8,11 +8,12 @@ function while rank 0 waits inside `dist.all_reduce`.
 
 Covers: the suspect's frame and the waiting ranks' call site; different collectives; a rank
 that is gone; py-spy missing (its reason and fix); a target that exits during the dump; a
-rank that was stopped before stays stopped.
+rank that was stopped before stays stopped; ptrace refused (its reason and fix).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -261,3 +262,45 @@ def test_a_rank_that_was_stopped_before_stays_stopped(targets):
         assert len(v.stacks) == 2
     finally:
         os.kill(pids[1], signal.SIGCONT)
+
+
+def _without_cap_sys_ptrace() -> None:
+    """preexec_fn: drop CAP_SYS_PTRACE from the bounding set: root in a container without
+    SYS_PTRACE, so the kernel really refuses the attach to a non-dumpable rank."""
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(24, 19, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+        os._exit(99)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root able to drop CAP_SYS_PTRACE")
+def test_a_refused_attach_says_ptrace_and_how_to_allow_it(targets):
+    p = targets.start("loader", undumpable=True, env={"RANK": "1", "WORLD_SIZE": "2"})
+    code = (
+        "import json, sys, psutil\n"
+        "from gputui.collect.model import ProcessInfo, RankInfo\n"
+        "from gputui.diagnose.culprit import explain_stacks\n"
+        "from gputui.diagnose.verdict import Verdict\n"
+        "from gputui.watch import JobTarget, gather_stacks\n"
+        "import threading\n"
+        f"pid = {p.pid}\n"
+        "proc = ProcessInfo(pid, psutil.Process(pid).create_time(), gpus=(1,), "
+        "rank=RankInfo(rank=1))\n"
+        "v = Verdict(t=1.0, state='stalled', spinning=(0,), suspects=(1,))\n"
+        "rec = gather_stacks(JobTarget('j', 'j', 'stalled', v, (proc,)), threading.Event())\n"
+        "print(json.dumps(explain_stacks(rec, v, None).findings))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        preexec_fn=_without_cap_sys_ptrace,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    (finding,) = json.loads(out.stdout.strip().splitlines()[-1])
+    if "is in wait_for_the_data_loader" in finding:
+        pytest.skip("this sandbox lets the attach through: ptrace permissions not enforced")
+    assert finding.startswith(f"rank 1: no stack: py-spy may not attach to process {p.pid}")
+    assert "(ptrace refused)" in finding and "--cap-add SYS_PTRACE" in finding
+    assert ptrace.state_letter(p.pid) != "T"
