@@ -1,4 +1,9 @@
-"""`gputui record FILE`: write live samples to a trace that `--replay` (and `check`) can read."""
+"""`gputui record FILE`: write live samples to a trace that `--replay` (and `check`) can read.
+
+The hang detector runs while recording: when a job stalls (and again when it hangs), its
+ranks are dumped with py-spy once, and the dump is written into the file as a
+`{"type": "stacks"}` record, so a replay shows the culprit's frame at the right sample.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +14,17 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from gputui.commands.common import positive_float
 from gputui.errors import GputuiError
+
+if TYPE_CHECKING:
+    from gputui.collect.source import Source
+    from gputui.collect.trace import TraceWriter
+    from gputui.watch import Watcher
+
+DUMP_WAIT_S = 15.0  # at the end, a dump still running is waited for (it is bounded itself)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,14 +50,65 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="stop after S seconds (default: until Ctrl-C)",
     )
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    p.add_argument(
+        "--no-auto-dump",
+        action="store_true",
+        help="do not py-spy a stalled job's ranks into the recording (py-spy pauses each "
+        "rank for a few ms)",
+    )
+    p.add_argument(
+        "--stall-after",
+        type=positive_float,
+        default=10.0,
+        metavar="S",
+        help="seconds of spinning before a job is stalled and its ranks dumped (default 10)",
+    )
+    p.add_argument(
+        "--hang-after",
+        type=positive_float,
+        default=60.0,
+        metavar="S",
+        help="seconds of spinning before a job is hung and dumped again (default 60)",
+    )
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def write_samples(
+    source: Source,
+    writer: TraceWriter,
+    watcher: Watcher,
+    interval: float,
+    deadline: float | None,
+    stop: threading.Event,
+) -> None:
+    """Sample until `stop`, the deadline or the source's end; write each sample, and each
+    stack dump the Watcher took, as soon as it is there (a killed recorder keeps them)."""
     from gputui.collect.bounded import sample_bounded
+
+    while not stop.is_set():
+        started = time.monotonic()
+        snap = sample_bounded(source, max(10.0, interval * 5))
+        if snap is not None:
+            writer.write(snap)
+            watcher.update(snap)  # starts a dump on a stall transition; never blocks
+        for rec in watcher.take_records():
+            writer.write_record(rec)
+        if snap is None or deadline is not None and time.monotonic() >= deadline:
+            break
+        stop.wait(max(0.0, interval - (time.monotonic() - started)))
+    if watcher.pending() and not stop.is_set():
+        watcher.wait(DUMP_WAIT_S)  # a dump that was running belongs in the file
+    for rec in watcher.take_records():
+        writer.write_record(rec)
+
+
+def run(args: argparse.Namespace) -> int:
     from gputui.collect.live import LiveSource
     from gputui.collect.trace import TraceWriter
+    from gputui.watch import Watcher
 
+    if args.hang_after < args.stall_after:
+        raise GputuiError("--hang-after must be at least --stall-after")
     path = Path(args.file)
     if path.exists() and not args.force:
         # Never clobber something the user saved.
@@ -62,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     writer = TraceWriter(path)
+    watcher = Watcher(args.stall_after, args.hang_after, auto_dump=not args.no_auto_dump)
     deadline = time.monotonic() + args.duration if args.duration else None
     print(
         f"recording {len(source.nvml.devices)} GPU(s) to {path} every {args.interval:g} s "
@@ -69,16 +134,11 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     try:
-        while not stop.is_set():
-            started = time.monotonic()
-            snap = sample_bounded(source, max(10.0, args.interval * 5))
-            if snap is not None:
-                writer.write(snap)
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            stop.wait(max(0.0, args.interval - (time.monotonic() - started)))
+        write_samples(source, writer, watcher, args.interval, deadline, stop)
     finally:
+        watcher.close()
         writer.close()
         source.close()
-    print(f"wrote {writer.samples} samples to {path}", file=sys.stderr)
+    dumps = f" and {writer.records} stack dump(s)" if writer.records else ""
+    print(f"wrote {writer.samples} samples{dumps} to {path}", file=sys.stderr)
     return 0
