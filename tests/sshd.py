@@ -62,8 +62,9 @@ def _wait_for_banner(port: int, deadline: float) -> bool:
 
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory) -> Iterator[Sshd]:
-    if not Path(SSHD).exists() or shutil.which("ssh") is None or shutil.which("ssh-keygen") is None:
-        pytest.skip("OpenSSH (sshd, ssh, ssh-keygen) is not installed: apt-get install openssh-server")
+    tools = (shutil.which("ssh"), shutil.which("ssh-keygen"))
+    if not Path(SSHD).exists() or None in tools:
+        pytest.skip("OpenSSH (sshd, ssh, ssh-keygen) is not installed: apt install openssh-server")
     d = tmp_path_factory.mktemp("sshd")
     for name in ("host", "user"):
         subprocess.run(
@@ -72,9 +73,10 @@ def sshd(tmp_path_factory) -> Iterator[Sshd]:
     (d / "authorized_keys").write_text((d / "user.pub").read_text())
     os.chmod(d / "authorized_keys", 0o600)
     port = _free_port()
-    user = os.environ.get("USER") or subprocess.run(
-        ["id", "-un"], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    user = (
+        os.environ.get("USER")
+        or subprocess.run(["id", "-un"], capture_output=True, text=True, check=True).stdout.strip()
+    )
     (d / "sshd_config").write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host'}\n"
         f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / 'sshd.pid'}\n"

@@ -54,8 +54,11 @@ def test_over_ssh_t_into_tmux_at_80x24_the_stall_is_on_screen(tmux, sshd):  # no
     assert any(" 1 H200" in ln and "SUSPECT" in ln for ln in lines), screen
     assert any(" 815 " in ln and "SUSP" in ln for ln in lines), screen
     tmux.keys("j", "p")
-    tmux.wait_for("<module> (worker2.py:37)", timeout=15)  # the recorded stack of rank 1
-    tmux.keys("Escape", "q")
+    # a replay: p shows the stack gputui recorded for rank 1 at the stall
+    tmux.wait_for("recorded py-spy dump of pid 815", "<module> (worker2.py:37)", timeout=15)
+    tmux.keys("Escape")
+    tmux.wait_gone("recorded py-spy dump")
+    tmux.keys("q")
     deadline = time.monotonic() + 10
     while not tmux.pane_dead():
         assert time.monotonic() < deadline, "q did not end gputui"

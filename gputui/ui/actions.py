@@ -46,8 +46,32 @@ class ProcessActions:
     def action_py_spy(self: GputuiApp) -> None:
         from gputui.ui.tool_pane import py_spy_pane
 
+        if self.source.kind == "replay" and self._show_recorded_stack():
+            return
         if (p := self._live_target("py-spy dump")) is not None:
             self.push_screen(py_spy_pane(p))
+
+    def _show_recorded_stack(self: GputuiApp) -> bool:
+        """In a replay, `p` shows the stack gputui recorded for the selected process at the
+        stall (the recording's own dump), since the process itself is not here."""
+        from gputui.ui.details_screen import TextScreen
+
+        p = self.selected_process()
+        entry = next(
+            (e for e in getattr(self.verdict, "stacks", ()) if p and e.get("pid") == p.pid), None
+        )
+        if p is None or entry is None:
+            return False
+        text = Text()
+        text.append("This is a replay: the stack below is the dump gputui recorded at the stall.\n")
+        rank = entry.get("rank")
+        text.append(f"rank {rank} · pid {p.pid} · GPU {entry.get('gpu')} · {entry.get('role')}\n\n")
+        if entry.get("error"):
+            text.append(f"{entry['outcome']}: {entry['error']}\n", style="bold")
+        for frame in entry.get("stack") or ():
+            text.append(f"    {frame}\n")
+        self.push_screen(TextScreen(f"recorded py-spy dump of pid {p.pid}", text))
+        return True
 
     def action_py_spy_native(self: GputuiApp) -> None:
         from gputui.ui.tool_pane import py_spy_pane

@@ -35,19 +35,9 @@ from gputui.ui.gpu_board import HISTORY, GpuBoard, GpuHistory
 from gputui.ui.messages import EvidenceArrived, SamplerFailed, SnapshotReady, SourceEnded
 from gputui.ui.process_table import ProcessTable
 from gputui.ui.strips import LineView, text_line
+from gputui.watch import Watcher
 
 NO_GPU_HINT = "Try `gputui --demo` to replay a real NCCL hang recorded on 2 x H200."
-
-
-def make_watcher(stall_after: float, hang_after: float, live: bool, auto_dump: bool) -> Any:
-    """The evidence watcher (detector + stack dumps at a stall) or, without it, the detector."""
-    try:
-        from gputui.watch import Watcher  # type: ignore[import-not-found]
-    except ImportError:
-        from gputui.diagnose.detector import Detector
-
-        return Detector(stall_after=stall_after, hang_after=hang_after)
-    return Watcher(stall_after, hang_after, live=live, auto_dump=auto_dump)
 
 
 def _terminal_alive() -> bool:
@@ -132,9 +122,12 @@ class GputuiApp(ProcessActions, App[None]):
         self.bundle_dir = bundle_dir
         self.probe_args = probe_args or {}
         self.recent_snapshots: deque[Snapshot] = deque(maxlen=RECENT)
-        self.detector = make_watcher(stall_after, hang_after, source.kind != "replay", auto_dump)
-        if hasattr(self.detector, "on_evidence"):
-            self.detector.on_evidence = lambda: self.post_message(EvidenceArrived())
+        # The hang detector, plus the evidence it gathers at a stall (stack dumps of every
+        # rank; in a replay, the dumps the recording carries): run on the sampler thread.
+        self.watcher = Watcher(
+            stall_after, hang_after, live=source.kind != "replay", auto_dump=auto_dump
+        )
+        self.watcher.on_evidence = lambda: self.post_message(EvidenceArrived())
         self.snapshot: Snapshot | None = None
         self.verdict: Any | None = None
         self.received_at: float | None = None  # monotonic time the newest snapshot arrived
@@ -155,7 +148,7 @@ class GputuiApp(ProcessActions, App[None]):
 
     # -- sampler thread side: never touches widgets
     def _from_sampler(self, snap: Snapshot) -> None:
-        verdict = self.detector.update(snap)
+        verdict = self.watcher.update(snap)
         for g in snap.gpus:
             h = self._hist.get(g.index)
             if h is None:
@@ -185,9 +178,7 @@ class GputuiApp(ProcessActions, App[None]):
 
     def on_unmount(self) -> None:
         self.sampler.stop()
-        close = getattr(self.detector, "close", None)
-        if close is not None:
-            close()
+        self.watcher.close()
 
     def on_snapshot_ready(self, msg: SnapshotReady) -> None:
         was_alarm = self.verdict is not None and self.verdict.alarm
@@ -204,7 +195,7 @@ class GputuiApp(ProcessActions, App[None]):
 
     def on_evidence_arrived(self, _: EvidenceArrived) -> None:
         """Stacks (or other evidence) came in between samples: show them now."""
-        latest = getattr(self.detector, "last", None)
+        latest = self.watcher.latest()
         if latest is not None and self.snapshot is not None:
             self.verdict = latest
             self._render_snapshot()
