@@ -48,7 +48,7 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 class _Handler(WSGIRequestHandler):
-    timeout = CONN_TIMEOUT_S  # StreamRequestHandler sets it on the socket
+    timeout = CONN_TIMEOUT_S  # StreamRequestHandler sets it on the socket (per server below)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Scrapes every few seconds would flood the log: log nothing."""
@@ -57,10 +57,18 @@ class _Handler(WSGIRequestHandler):
 class BoundedWSGIServer(WSGIServer):
     """A WSGI server whose accepted connections are served by a fixed pool of threads."""
 
-    def __init__(self, addr: tuple[str, int], family: int, workers: int = WORKERS) -> None:
+    def __init__(
+        self,
+        addr: tuple[str, int],
+        family: int,
+        workers: int = WORKERS,
+        conn_timeout: float = CONN_TIMEOUT_S,
+    ) -> None:
         self.address_family = family
-        super().__init__(addr, _Handler)
         self._queue: queue.Queue[tuple[Any, Any] | None] = queue.Queue(QUEUE)
+        self._workers: list[threading.Thread] = []  # a failed bind closes before they start
+        handler = type("_TimedHandler", (_Handler,), {"timeout": conn_timeout})
+        super().__init__(addr, handler)
         self._workers = [
             threading.Thread(target=self._work, name=f"gputui-http-{n}", daemon=True)
             for n in range(workers)
@@ -121,7 +129,9 @@ def _routes(metrics_app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterab
     return app
 
 
-def serve_metrics(addr: str, port: int, registry: Any) -> BoundedWSGIServer:
+def serve_metrics(
+    addr: str, port: int, registry: Any, conn_timeout: float = CONN_TIMEOUT_S
+) -> BoundedWSGIServer:
     """Bind, and serve `registry` at /metrics in a daemon thread. GputuiError when the
     address cannot be used (in use, not an address of this host, no permission)."""
     from prometheus_client import make_wsgi_app
@@ -130,7 +140,7 @@ def serve_metrics(addr: str, port: int, registry: Any) -> BoundedWSGIServer:
     try:
         infos = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         family, _, _, _, sockaddr = infos[0]
-        server = BoundedWSGIServer((sockaddr[0], port), family)
+        server = BoundedWSGIServer((sockaddr[0], port), family, conn_timeout=conn_timeout)
     except socket.gaierror as e:
         raise GputuiError(f"cannot listen on {where}: {e.strerror}") from None
     except OSError as e:
