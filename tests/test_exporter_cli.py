@@ -215,3 +215,15 @@ def test_a_looping_replay_goes_on_in_time_and_hangs_again():
         raised += alarm and not was
         was = alarm
     assert src.passes == 3 and raised == 3
+
+
+def test_the_cost_benchmark_parses_its_arguments():
+    """bench/exporter_cost.py takes minutes; here only that it starts (see bench/)."""
+    r = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "exporter_cost.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "--compare-cmd" in r.stdout and "--live" in r.stdout
