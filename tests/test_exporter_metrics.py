@@ -263,3 +263,37 @@ def test_a_client_that_sends_nothing_is_dropped_and_cannot_block_scrapes():
     finally:
         server.shutdown()
         server.server_close()
+
+
+class FlakySource(WedgedSource):
+    """Like WedgedSource, but the two calls after the first sample raise, as NVML can."""
+
+    raised = 0
+
+    def sample(self) -> Snapshot | None:
+        if self.calls == 1 and self.raised < 2:
+            self.raised += 1
+            raise RuntimeError("NVML_ERROR_UNKNOWN")
+        return super().sample()
+
+
+def test_a_failing_sample_is_said_once_and_sampling_goes_on():
+    snaps = [snapshot(1000.0 + k, ["compute" if k else "idle"]) for k in range(4)]
+    src = FlakySource(snaps, good=4)
+    out = Lines()
+    stop = threading.Event()
+    kw = dict(addr="127.0.0.1", port=0, host="t", stall_after=10, hang_after=60)
+    t = threading.Thread(target=serve, args=(src,), kwargs={**kw, "stop": stop, "out": out})
+    t.start()
+    try:
+        assert out.ready.wait(30) and src.answered.wait(30)
+        assert src.raised == 2
+        ss = scrape(out.url)
+        util = [s.value for s in ss if s.name == "gputui_gpu_utilization_ratio"]
+        assert util == [pytest.approx(0.98)]  # the samples after the failures arrived
+        assert out.text.count("sampling failed") == 1  # the same failure twice: said once
+        assert "sampling failed: RuntimeError: NVML_ERROR_UNKNOWN" in out.text
+    finally:
+        stop.set()
+        t.join(30)
+    assert not t.is_alive()

@@ -15,6 +15,7 @@ from typing import TextIO
 from prometheus_client import CollectorRegistry
 from prometheus_client.process_collector import ProcessCollector
 
+from gputui.collect.model import Snapshot
 from gputui.collect.sampler import Sampler
 from gputui.collect.source import Source
 from gputui.diagnose.detector import Detector
@@ -45,7 +46,7 @@ class _Log:
         print(f"gputui exporter: {text}", file=self.out, flush=True)
 
     def error(self, e: BaseException) -> None:
-        text = f"sampling failed: {e}"
+        text = f"sampling failed: {type(e).__name__}: {e}"
         if text != self._last_error:
             self._last_error = text
             self.say(text + " (retrying; the sample age grows until it works)")
@@ -75,9 +76,16 @@ def serve(
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+
+    def consume(snap: Snapshot) -> None:
+        try:
+            watch.on_snapshot(snap)
+        except Exception as e:  # a bug on one sample must not end the sampler thread
+            log.error(e)
+
     sampler = Sampler(
         source,
-        watch.on_snapshot,
+        consume,
         on_end=lambda: log.say("the replay has ended; still serving its last sample"),
         on_error=log.error,
     )
