@@ -14,10 +14,11 @@ from contextlib import contextmanager
 
 
 class RasServer:
-    def __init__(self, script: list[bytes | str]) -> None:
+    def __init__(self, script: list[bytes | str], port: int = 0) -> None:
         self.script = list(script)
         self.received: list[bytes] = []
-        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock = socket.create_server(("127.0.0.1", port))
+        self.sock.settimeout(0.1)  # the accept loop looks at the stop flag this often
         self.port = self.sock.getsockname()[1]
         self.addr = f"127.0.0.1:{self.port}"
         self._stop = threading.Event()
@@ -27,7 +28,6 @@ class RasServer:
 
     def _serve(self) -> None:
         n = 0
-        self.sock.settimeout(0.1)
         while not self._stop.is_set():
             try:
                 conn, _ = self.sock.accept()
@@ -72,8 +72,8 @@ class RasServer:
 
 
 @contextmanager
-def ras_server(*script: bytes | str) -> Iterator[RasServer]:
-    s = RasServer(list(script))
+def ras_server(*script: bytes | str, port: int = 0) -> Iterator[RasServer]:
+    s = RasServer(list(script), port)
     try:
         yield s
     finally:

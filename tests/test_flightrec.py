@@ -350,3 +350,45 @@ def test_the_analyzers_report_becomes_findings():
         "frame": None,
         "frames": [],
     }
+
+
+def test_the_nccl_gatherer_brings_the_analyzers_answer_to_the_verdict(gloo_job):
+    """gather_nccl on the real job, then explain_nccl on its record, as the Watcher will."""
+    import json
+
+    import psutil
+    from stand_ins import JobTarget
+    from synth import snapshot
+
+    from gputui.collect.model import ProcessInfo, RankInfo
+    from gputui.diagnose.nccl import explain_nccl
+    from gputui.diagnose.verdict import Verdict
+    from gputui.tools.nccl_gather import gather_nccl
+
+    _, ranks = gloo_job
+    procs = tuple(
+        ProcessInfo(
+            pid=r.pid,
+            create_time=psutil.Process(r.pid).create_time(),
+            gpus=(r.rank,),
+            rank=RankInfo(rank=r.rank, world_size=2),
+        )
+        for r in ranks
+    )
+    v = Verdict(t=1.0, state="stalled", spinning=(0,), suspects=(1,), suspect_pids=(procs[1].pid,))
+    target = JobTarget(
+        key="master:127.0.0.1", label="job", trigger="stalled", verdict=v, ranks=procs
+    )
+    rec = gather_nccl(target, threading.Event(), ras_interval=0.2, fr_wait_s=60)
+    rec = json.loads(json.dumps(rec))  # what a recording keeps
+    assert rec["type"] == "nccl" and rec["job"] == "master:127.0.0.1"
+    assert [x["rank"] for x in rec["local"]] == [0, 1]
+    ev = explain_nccl(rec, v, snapshot(1.0, ["spin", "idle"]))
+    assert ev.findings[-1] == (
+        "flight recorder: not all ranks joined collective 6 (all_reduce, group 0:default_pg): "
+        "missing rank 1."
+    )
+    # torch's CPU build carries no NCCL: RAS cannot answer, and the verdict says why
+    assert ev.findings[0] == (
+        "The job has not loaded NCCL (no libnccl in its memory map), so there is no RAS."
+    )

@@ -75,6 +75,11 @@ def ras_unavailable(ras: dict[str, Any]) -> str | None:
     return None
 
 
+def _secs(dt: float | None) -> str:
+    """3.0 -> '3', 0.52 -> '0.5'."""
+    return f"{dt or 0:.1f}".removesuffix(".0")
+
+
 def _who(r: RasRank, local: set[int]) -> str:
     where = r.where()
     here = " on this node" if r.pid is not None and r.pid in local else ""
@@ -166,12 +171,14 @@ def _comm_findings(
             before = "/".join(str(v) for v, _ in sorted(old.ops.get(op) or [], reverse=True))
             now = "/".join(str(v) for v, _ in sorted(dist, reverse=True))
             found.append(
-                f"NCCL RAS: {op} counts still move ({before} -> {now} over {dt or 0:.0f} s): "
+                f"NCCL RAS: {op} counts still move ({before} -> {now} over {_secs(dt)} s): "
                 "NCCL is making progress, no rank is stuck behind."
             )
             continue
         n_top = sum(n for v, n in dist if v == top)
-        when = f"unchanged over {dt:.0f} s" if same and dt else "one query only, not yet confirmed"
+        when = (
+            f"unchanged over {_secs(dt)} s" if same and dt else "one query only, not yet confirmed"
+        )
         listed = sorted(behind_known)
         by_count: dict[int, list[RasRank]] = {}
         for r in listed:
@@ -216,7 +223,7 @@ def _comm_findings(
         if dist and (old.ops.get(op) or []) == dist:
             found.append(
                 f"NCCL RAS: all {size or dist[0][1]} ranks launched the same collectives "
-                f"({op} {dist[0][0]}), unchanged over {dt or 0:.0f} s: every rank entered the "
+                f"({op} {dist[0][0]}), unchanged over {_secs(dt)} s: every rank entered the "
                 "collective, so no rank stayed away; look at the network or the GPUs."
             )
     return found
