@@ -2,7 +2,9 @@
 
 Exit status is the contract: 0 when the last verdict is ok, 1 when stalled or hung, 2 on
 error. With --json, one object per line each time the verdict (state, spinning GPUs,
-suspects) changes, so a caller can follow it as it happens.
+suspects) changes, so a caller can follow it as it happens. Each line also names the node
+(`host`) and the job's global ranks on its GPUs (`job_key`, `world_size`, `ranks`), so that
+`gputui merge` can join the lines of every node of a job (gputui/diagnose/node_report.py).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from gputui.commands.common import add_source_args, open_source, positive_float
+from gputui.commands.common import add_host_arg, add_source_args, open_source, positive_float
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
@@ -34,6 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     add_source_args(p)
+    add_host_arg(p)
     p.add_argument(
         "--duration",
         type=positive_float,
@@ -59,6 +62,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _host(args: argparse.Namespace, snap: Snapshot) -> str:
+    """--host, else the snapshot's host (live: the hostname; replay: the recording's), else a
+    replay's file name without extensions."""
+    from gputui.diagnose.node_report import host_from_name
+
+    if args.host:
+        return args.host
+    if snap.hostname:
+        return snap.hostname
+    if getattr(args, "replay", None):
+        return host_from_name(args.replay)
+    if getattr(args, "demo", False):
+        from gputui.collect.source import demo_path
+
+        return host_from_name(str(demo_path()))
+    import socket
+
+    return socket.gethostname()
+
+
+def _check_gpus(args: argparse.Namespace, source: object) -> None:
+    """--gpus that name no GPU of the node are a mistake, said at the first sample."""
+    seen = getattr(source, "seen", None)
+    if args.gpus and seen and not set(args.gpus) & set(seen):
+        have = ", ".join(map(str, seen))
+        raise GputuiError(f"--gpus {','.join(map(str, args.gpus))}: this node has GPUs {have}")
+
+
 def _snapshots(args: argparse.Namespace) -> Iterator[Snapshot]:
     """Snapshots in time order: a replay's own timestamps, or live samples paced."""
     from gputui.collect.bounded import sample_bounded
@@ -75,6 +106,8 @@ def _snapshots(args: argparse.Namespace) -> Iterator[Snapshot]:
             snap = source.sample() if replay else sample_bounded(source, SAMPLE_TIMEOUT_S)
             if snap is None:
                 return
+            if first is None:
+                _check_gpus(args, source)
             first = snap.t if first is None else first
             if duration is not None and snap.t - first > duration:
                 return
@@ -99,12 +132,15 @@ def _line(v: Verdict, t0: float) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from gputui.diagnose.detector import Detector
+    from gputui.diagnose.node_report import NodeReport
     from gputui.diagnose.verdict import verdict_to_json
 
     if args.hang_after < args.stall_after:
         raise GputuiError("--hang-after must be at least --stall-after")
     det = Detector(stall_after=args.stall_after, hang_after=args.hang_after)
     last: Verdict | None = None
+    last_key: object = None
+    report: NodeReport | None = None
     last_alarm: Verdict | None = None
     alarms = 0
     first: Snapshot | None = None
@@ -115,15 +151,19 @@ def run(args: argparse.Namespace) -> int:
             first = first or snap
             n += 1
             v = det.update(snap)
+            report = report or NodeReport(_host(args, snap))
+            report.update(snap)
+            keys = report.keys(v, snap)
             if v.alarm:
                 alarms += last is None or not last.alarm
                 last_alarm = v
-            if last is None or v.key() != last.key():
+            key = (v.key(), keys["job_key"], tuple(keys["ranks"].items()))
+            if key != last_key:
                 if args.json:
-                    print(json.dumps(verdict_to_json(v)), flush=True)
+                    print(json.dumps({**verdict_to_json(v), **keys}), flush=True)
                 else:
                     human.append(_line(v, first.t))
-            last = v
+            last, last_key = v, key
     except KeyboardInterrupt:
         pass  # report what was seen so far
     if last is None or first is None:
@@ -131,7 +171,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.json:
         span = last.t - first.t
         where = "no GPUs" if not first.gpus else f"{len(first.gpus)} GPU(s)"
-        print(f"gputui check: {n} samples over {span:.1f} s, {where}")
+        host = f" on {report.host}" if report is not None else ""
+        print(f"gputui check: {n} samples over {span:.1f} s, {where}{host}")
         print("\n".join(human))
         print(f"final: {last.state}: {last.reason}")
         if last_alarm is not None:
