@@ -30,24 +30,7 @@ def _fanout(text: str) -> int:
     return int(text)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "fleet",
-        help="run gputui check|dump on many hosts (ssh, srun, pdsh) and merge the checks",
-        description=(
-            "Run `gputui COMMAND` on every host (ssh with BatchMode, srun or pdsh), each "
-            "bounded in time, at most --fanout at once. `check` results are merged into the "
-            "job-wide verdict; a host that refuses or times out is named silent. `{host}` in "
-            "an argument is replaced by the host's name."
-        ),
-    )
-    p.add_argument("hosts", metavar="HOSTS", help="node[01-64], a,b,c or @file")
-    p.add_argument(
-        "remote",
-        nargs=argparse.REMAINDER,
-        metavar="-- COMMAND ...",
-        help="the gputui command to run on each host: check, dump or snapshot",
-    )
+def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--launcher",
         choices=("ssh", "srun", "pdsh"),
@@ -94,13 +77,50 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help="merge: changes closer than S seconds form one step (default 2)",
     )
+
+
+class _OptionParser(argparse.ArgumentParser):
+    """The options written between HOSTS and `--`: errors as one line, exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise GputuiError(f"fleet: {message}")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "fleet",
+        help="run gputui check|dump on many hosts (ssh, srun, pdsh) and merge the checks",
+        description=(
+            "Run `gputui COMMAND` on every host (ssh with BatchMode, srun or pdsh), each "
+            "bounded in time, at most --fanout at once. `check` results are merged into the "
+            "job-wide verdict; a host that refuses or times out is named silent. `{host}` in "
+            "an argument is replaced by the host's name. Options go before `--`."
+        ),
+    )
+    _add_options(p)
+    p.add_argument("hosts", metavar="HOSTS", help="node[01-64], a,b,c or @file")
+    p.add_argument(
+        "remote",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND ...",
+        help="the gputui command to run on each host: check, dump or snapshot",
+    )
     p.set_defaults(func=run)
 
 
 def _remote(args: argparse.Namespace) -> list[str]:
+    """The remote command; fleet options written after HOSTS (before `--`) are read here."""
     remote = list(args.remote)
-    if remote and remote[0] == "--":
-        remote = remote[1:]
+    if "--" in remote:
+        cut = remote.index("--")
+        if cut:
+            opts = _OptionParser(prog="gputui fleet", add_help=False)
+            _add_options(opts)
+            given = opts.parse_args(remote[:cut])
+            for k, v in vars(given).items():
+                if v != opts.get_default(k):
+                    setattr(args, k, v)
+        remote = remote[cut + 1 :]
     if not remote:
         raise GputuiError("fleet: give the command to run after --, e.g. -- check")
     if remote[0] not in REMOTE_COMMANDS:
