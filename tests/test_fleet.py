@@ -202,10 +202,10 @@ def test_pdsh_reaches_the_same_hosts(sshd):
         "--",
         "check",
         "--replay",
-        str(sshd / "b.jsonl"),
+        str(sshd / "both.jsonl"),
         timeout=120,
     )
-    assert r.returncode == 1, r.stderr
+    assert r.returncode == 1, r.stderr + r.stdout
     last = json.loads(r.stdout.splitlines()[-1])
     # both hosts replay the whole node here: pdsh cannot vary the command per host
     assert last["spinning"] == ["a:0", "b:0"] and last["suspects"] == ["a:1", "b:1"]
