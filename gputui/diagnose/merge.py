@@ -33,6 +33,7 @@ from gputui.diagnose.verdict import HUNG, OK, STALLED
 WINDOW_S = 2.0
 _LOCAL_KEYS = ("node", "~", "pid:", "parent:")  # job keys that mean nothing on another node
 _RANK_LIST_LIMIT = 1 << 20
+MAX_STACKS = 256  # odd ranks' stack entries carried in a merged line
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ class Merged:
     hosts: int = 0
     unseen_ranks: tuple[int, ...] = ()
     stack_groups: tuple[str, ...] = ()
-    stacks: tuple[dict[str, Any], ...] = ()
+    stacks: tuple[dict[str, Any], ...] = ()  # the odd ranks' entries (see _odd_ones)
     findings: tuple[str, ...] = ()
 
     def key(self) -> tuple[Any, ...]:
@@ -169,6 +170,21 @@ def _where(entry: dict[str, Any]) -> str:
         return frame
     outcome = entry.get("outcome")
     return "an exited process" if outcome == "gone" else f"no stack ({outcome or 'unknown'})"
+
+
+def _odd_ones(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The stack entries outside the largest group: the ranks that are elsewhere.
+
+    With thousands of ranks the largest group is one sentence in `stack_groups`; repeating
+    every waiting rank's stack in every merged line would only bury the odd ones.
+    """
+    if not entries:
+        return []
+    counts = Counter(_where(e) for e in entries)
+    if len(counts) == 1:
+        return entries if len(entries) <= 16 else []
+    majority = counts.most_common(1)[0][0]
+    return [e for e in entries if _where(e) != majority][:MAX_STACKS]
 
 
 def stack_groups(entries: list[dict[str, Any]]) -> list[str]:
@@ -223,6 +239,7 @@ def judge(
         unseen = tuple(r for r in range(world) if r not in seen_ranks)
     entries = [{**e, "host": ln.host} for ln in members if ln.state != OK for e in ln.stacks]
     groups = stack_groups(entries) if entries else []
+    entries = _odd_ones(entries)
     since = min((ln.since for ln in members if ln.since is not None), default=None)
     m = Merged(
         t=t,
@@ -316,7 +333,7 @@ def merge(
         for ln in ordered[i : j + 1]:
             latest[ln.host] = ln
         m = judge(latest, ordered[j].t, expect, silent)
-        if not out or m.key() != out[-1].key() or (m.stacks and m.stacks != out[-1].stacks):
+        if not out or m.key() != out[-1].key() or m.stack_groups != out[-1].stack_groups:
             out.append(m)
         i = j + 1
     if not out:
@@ -342,7 +359,7 @@ def merged_to_json(m: Merged) -> dict[str, Any]:
         "hosts": m.hosts,
         "unseen_ranks": list(m.unseen_ranks),
     }
-    if m.stacks:
+    if m.stack_groups:
         d["stack_groups"] = list(m.stack_groups)
         d["stacks"] = list(m.stacks)
     if m.findings:
