@@ -392,3 +392,15 @@ def test_the_nccl_gatherer_brings_the_analyzers_answer_to_the_verdict(gloo_job):
     assert ev.findings[0] == (
         "The job has not loaded NCCL (no libnccl in its memory map), so there is no RAS."
     )
+
+
+def test_dumps_of_other_nodes_ranks_on_a_shared_directory_complete_the_analysis(gloo_job):
+    """Rank 1 plays a rank of another node whose gputui dumped it into the same directory."""
+    d, ranks = gloo_job
+    assert trigger(f"{d}/pipe_1.pipe") == "sent"  # what gputui on rank 1's node does
+    assert wait_for_dumps({1: f"{d}/dump_1"}, time.time() - 0.5, 60, threading.Event())
+    res = flight_record([ranks[0]], threading.Event(), world_size=2, wait_s=60)
+    assert res["outcome"] == "done" and res["dumps"] == [0, 1], res
+    assert "--allow-incomplete-ranks" not in res["analyzer"]["argv"]
+    (f,) = [x for x in res["findings"] if x["kind"] == "missing"]
+    assert f["missing_ranks"] == [1]

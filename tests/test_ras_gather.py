@@ -118,3 +118,21 @@ def test_a_failure_inside_is_data_in_the_record():
     rec = gather_nccl(Broken(), threading.Event())
     assert rec["error"] == "RuntimeError: boom"
     assert explain(rec).findings == ("NCCL evidence could not be gathered: RuntimeError: boom",)
+
+
+def test_a_refusal_from_an_nccl_older_than_ras_says_the_version(spawn, tmp_path):
+    """The rank maps libnccl.so.2.21.5 (a real mapping of a file of that name)."""
+    lib = tmp_path / "libnccl.so.2.21.5"
+    lib.write_bytes(b"\0" * 4096)
+    code = (
+        "import mmap\n"
+        f"f = open({str(lib)!r}, 'rb')\n"
+        "m = mmap.mmap(f.fileno(), 4096, prot=mmap.PROT_READ)\n"
+    )
+    with ras_server(b"") as srv:
+        closed = srv.addr  # a port where nothing listens once the server is gone
+    kid = spawn({"NCCL_RAS_ADDR": closed}, code=code)
+    rec = gather_nccl(target_of(kid), threading.Event(), ras_interval=0.1)
+    assert rec["ras"]["nccl"] == {"loaded": True, "version": "2.21.5"}
+    assert rec["ras"]["queries"][0]["outcome"] == "refused"
+    assert explain(rec).findings == ("NCCL 2.21.5 is too old for RAS (needs 2.24).",)

@@ -153,6 +153,33 @@ def wait_for_dumps(
     return done
 
 
+def other_dumps(prefix: str, since: float, have: set[int]) -> dict[int, str]:
+    """Fresh dumps of ranks that are not local: on a shared file system, the other nodes'.
+
+    gputui on the other nodes (or their watchdogs) dump into the same place; with them the
+    analyzer sees every rank and names ranks on other nodes too. Only files written within
+    a minute of this trigger count, so an old incident's dumps are never mixed in.
+    """
+    directory, base = os.path.split(prefix)
+    found: dict[int, str] = {}
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return found
+    for name in names[:100_000]:
+        rest = name[len(base) :] if name.startswith(base) else ""
+        if not rest.isdigit() or int(rest) in have:
+            continue
+        path = os.path.join(directory, name)
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_size and abs(st.st_mtime - since) <= 60:
+                found[int(rest)] = path
+        if len(found) >= 8192:
+            break
+    return found
+
+
 def stage(dumps: Mapping[int, str], uid: int | None, gid: int | None) -> tuple[str, list[int]]:
     """Copy the dumps into a new private directory the analyzer's user can read."""
     tmp = tempfile.mkdtemp(prefix="gputui-fr-")
@@ -363,6 +390,8 @@ def flight_record(
         )
         return res
     dumps = wait_for_dumps(sent, t0, wait_s, cancel)
+    if dumps:
+        dumps.update(other_dumps(conf["dump_prefix"], t0, set(dumps)))
     res["dumps"] = sorted(dumps)
     res["waited_s"] = round(time.time() - t0, 2)
     if cancel.is_set():

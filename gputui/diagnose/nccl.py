@@ -31,7 +31,7 @@ _NCCL_ERRORS = {
     5: "invalid usage",
     6: "remote process error",
 }
-MAX_LISTED = 8  # behind ranks named one by one; more are summarised
+MAX_FINDINGS = 12  # sentences from RAS in one verdict
 
 
 @dataclass(frozen=True)
@@ -284,7 +284,12 @@ def judge_ras(
     def rank_of(s: str) -> int:
         return next((i for i, w in enumerate(order) if w in s), len(order))
 
-    return sorted(found, key=rank_of), out
+    found = sorted(found, key=rank_of)
+    if len(found) > MAX_FINDINGS:
+        found = found[: MAX_FINDINGS - 1] + [
+            f"NCCL RAS: and {len(found) - MAX_FINDINGS + 1} more finding(s) of the kinds above."
+        ]
+    return found, out
 
 
 def _answers(ras: dict[str, Any]) -> tuple[list[RasAnswer], list[float], list[str]]:
