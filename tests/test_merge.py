@@ -16,11 +16,10 @@ import pytest
 from conftest import run_cli
 from synth import timeline
 
-from gputui.collect.hostlist import expand_hosts
+from gputui.collect.hostlist import expand_hosts, host_from_name
 from gputui.collect.source import demo_path, filter_gpus
 from gputui.collect.trace import TraceWriter, read_trace
 from gputui.diagnose.merge import line_from_json, merge, stack_groups
-from gputui.diagnose.node_report import host_from_name
 
 STALL_END_S = 95.0  # inside the demo's stall_in_loop phase (rank 1 stuck, GPU 1 idle)
 

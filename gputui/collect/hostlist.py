@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 MAX_HOSTS = 100_000
+_SUFFIXES = (".gz", ".jsonl", ".json", ".ndjson", ".txt")
 _NAME = re.compile(r"^[A-Za-z0-9._:@\-\[\],]+$")
 
 
@@ -95,3 +96,11 @@ def expand_hosts(text: str, *, _depth: int = 0) -> list[str]:
         if len(hosts) > MAX_HOSTS:
             raise ValueError(f"more than {MAX_HOSTS} hosts")
     return hosts
+
+
+def host_from_name(path: str) -> str:
+    """'node-17.jsonl.gz' -> 'node-17': a replay's host when the recording names none."""
+    name = Path(path).name
+    for suffix in _SUFFIXES:
+        name = name.removesuffix(suffix)
+    return name or path

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from gputui.diagnose.node_report import host_from_name
+from gputui.collect.hostlist import host_from_name
 from gputui.errors import GputuiError
 
 MAX_LINE = 1 << 20

@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _host(args: argparse.Namespace, snap: Snapshot) -> str:
     """--host, else the snapshot's host (live: the hostname; replay: the recording's), else a
     replay's file name without extensions."""
-    from gputui.diagnose.node_report import host_from_name
+    from gputui.collect.hostlist import host_from_name
 
     if args.host:
         return args.host

@@ -14,7 +14,6 @@ GPUs of the largest job that has ranks here: a node whose rank sits idle on the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from gputui.collect.model import Snapshot
@@ -26,14 +25,6 @@ class _Seen:
     rank: int
     job_key: str
     world_size: int | None
-
-
-def host_from_name(path: str) -> str:
-    """'node-17.jsonl.gz' -> 'node-17': a replay's host when the recording names none."""
-    name = Path(path).name
-    for suffix in (".gz", ".jsonl", ".json", ".ndjson", ".txt"):
-        name = name.removesuffix(suffix)
-    return name or path
 
 
 class NodeReport:
