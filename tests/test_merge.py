@@ -250,3 +250,11 @@ def test_gpus_must_name_a_gpu_of_the_node(demo_until_stall):
     assert r.returncode == 2 and r.stderr.strip() == "gputui: --gpus 4,5: this node has GPUs 0, 1"
     r = run_cli("check", "--replay", demo_until_stall, "--gpus", "x")
     assert r.returncode == 2 and "not a GPU list" in r.stderr
+
+
+def test_binary_noise_is_one_line_and_exit_2(tmp_path):
+    noise = tmp_path / "noise.bin"
+    noise.write_bytes(bytes(range(256)) * 2000)
+    r = run_cli("merge", str(noise))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "no `gputui check --json` lines in the input" in r.stderr

@@ -97,6 +97,9 @@ def merge_inputs(files: list[str], expect: str | None, window: float) -> list[Me
             lines.append(line_from_json(obj, host))
         except ValueError:
             stats.skipped += 1
+    if not lines:
+        other = f" ({stats.skipped} other line(s) skipped)" if stats.skipped else ""
+        raise GputuiError(f"no `gputui check --json` lines in the input{other}")
     if stats.skipped:
         where = ", ".join(stats.examples)
         print(
@@ -104,8 +107,6 @@ def merge_inputs(files: list[str], expect: str | None, window: float) -> list[Me
             + (f" ({where}...)" if where else ""),
             file=sys.stderr,
         )
-    if not lines:
-        raise GputuiError("no `gputui check --json` lines in the input")
     return merge(lines, expect=hosts, window=window)
 
 
