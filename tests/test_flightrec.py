@@ -29,12 +29,12 @@ from gputui.collect.flightrec import (
     analyzer_argv,
     flight_record,
     job_interpreter,
-    parse_analyzer,
     run_analyzer,
     stage,
     trigger,
     wait_for_dumps,
 )
+from gputui.collect.fr_analyzer import parse_analyzer
 
 JOB = r'''
 import datetime, os, pickle, threading, time
