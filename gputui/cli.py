@@ -15,7 +15,17 @@ from gputui import __version__
 from gputui.errors import GputuiError
 
 # Subcommand modules, in the order `gputui --help` lists them.
-COMMANDS = ("snapshot", "record", "check", "dump", "bundle", "probe", "exporter")
+COMMANDS = (
+    "snapshot",
+    "record",
+    "check",
+    "dump",
+    "bundle",
+    "probe",
+    "merge",
+    "fleet",
+    "exporter",
+)
 
 
 class _Parser(argparse.ArgumentParser):
