@@ -220,3 +220,9 @@ def test_redact_text_for_tool_output_and_command_lines():
     assert redact_text("synchronize (torch/cuda/__init__.py:1162)") == (
         "synchronize (torch/cuda/__init__.py:1162)"
     )
+
+
+def test_a_crafted_long_option_is_judged_without_filling_the_name_cache():
+    long_name = "--" + "a" * 100_000 + "-password"
+    assert redact_argv([long_name, "x1"]) == [long_name, R]
+    assert not is_secret_name("--" + "b" * 100_000)

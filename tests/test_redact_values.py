@@ -107,6 +107,10 @@ def test_json_keys_at_any_depth(text, expected):
         ("Cookie: sid=C9; theme=dark", f"Cookie: {R}"),
         ("X-Api-Key: C10", f"X-Api-Key: {R}"),
         ("//registry.npmjs.org/:_authToken=C11", f"//registry.npmjs.org/:_authToken={R}"),
+        (
+            "machine pypi.org login __token__ password C12",
+            f"machine pypi.org login __token__ password {R}",
+        ),
     ],
 )
 def test_connection_strings_headers_and_name_value_pairs(text, expected):

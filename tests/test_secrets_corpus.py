@@ -52,6 +52,8 @@ from textual.app import App
 from gputui.collect.model import GpuSample, Snapshot
 from gputui.collect.procs import ProcessReader
 from gputui.collect.trace import TraceWriter
+from gputui.tools import ptrace
+from gputui.tools.ptrace import Target
 from gputui.tools.stacks import gdb_command, strace_follow
 from gputui.tools.which import find_tool
 
@@ -163,8 +165,16 @@ def raw_strace(pid: int, want: dict[str, str], limit_s: float = 30.0) -> str:
             text += chunk
             if all(s.encode() in text for s in want.values()):
                 break
-    proc.terminate()  # strace detaches on SIGTERM; read on, or it blocks on a full pipe
-    text += proc.communicate(timeout=30)[1]
+    # As the tools layer stops strace: SIGTERM (it detaches), reading on so it never blocks
+    # on a full pipe; SIGKILL if it has not gone within 5 s (a detach can stall while a
+    # traced vfork child execs, under load); then make sure the target was not left stopped.
+    proc.terminate()
+    try:
+        text += proc.communicate(timeout=5)[1]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        text += proc.communicate(timeout=30)[1]
+    ptrace.settle(Target.of(pid), stopped_before=False, killed=True)
     return text.decode("utf-8", "replace")
 
 

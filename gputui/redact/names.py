@@ -122,9 +122,14 @@ def _secret_word(w: str, last: bool) -> bool:
     return w in _WEAK_LAST or w.endswith(_WEAK_SUFFIXES)
 
 
-@lru_cache(maxsize=8192)  # the same few names come back on every line and every tick
 def is_secret_name(name: str) -> bool:
     """Whether a variable, option or key name suggests that its value is a secret."""
+    if len(name) > 256:  # a crafted argument: judge it, but do not keep it in the cache
+        return _judge(name)
+    return _judge_cached(name)
+
+
+def _judge(name: str) -> bool:
     name = name.strip()
     if name in _NOT_SECRET_ENV:
         return False
@@ -138,6 +143,10 @@ def is_secret_name(name: str) -> bool:
     if name.startswith("-") and words[0] in _SWITCH_PREFIXES and len(words) > 1:
         return False  # --no-auth, --use-auth-token: switches without a value
     return any(_secret_word(w, i == len(words) - 1) for i, w in enumerate(words))
+
+
+# The same few names come back on every line and every tick.
+_judge_cached = lru_cache(maxsize=4096)(_judge)
 
 
 def holds_a_path(name: str) -> bool:

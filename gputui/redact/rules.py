@@ -196,6 +196,8 @@ def flag_spans(text: str) -> Iterator[Span]:
             yield m.span("value")
 
 
+# ~/.netrc, as curl, pip and git read it: `machine h login u password p`.
+NETRC_PASSWORD = re.compile(r"(?<![\w\-])login[ \t]+\S+[ \t]+password[ \t]+(?P<v>[^\s\"']+)")
 AUTH_VALUE = re.compile(
     r"(?<![\w\-])(?:(?i:bearer|basic)|Token|Bot)\s+(?P<v>[A-Za-z0-9._~+/\-]{8,}=*)"
 )

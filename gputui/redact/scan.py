@@ -17,6 +17,7 @@ from gputui.redact.names import holds_a_path, is_secret_name, looks_like_path
 from gputui.redact.rules import (
     AUTH_VALUE,
     MAX_VALUE,
+    NETRC_PASSWORD,
     REDACTED,
     USER_OPTIONS,
     flag_spans,
@@ -119,6 +120,7 @@ def text_spans(text: str, depth: int = 0) -> list[Span]:
     spans += gdb_arg_spans(text)
     spans += flag_spans(text)
     spans += (m.span("v") for m in AUTH_VALUE.finditer(text))
+    spans += (m.span("v") for m in NETRC_PASSWORD.finditer(text))
     if depth < _MAX_DEPTH and '"' in text:
         spans += _quoted_spans(text, depth)
     return spans
