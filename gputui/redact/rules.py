@@ -72,6 +72,9 @@ _BARE_VALUE = re.compile(rf"(?!<optimized out>|<synthetic pointer>)[^\s&;,\"'`)\
 _LINE_REST = re.compile(rf"[^\r\n\"'`]{{1,{_V}}}")
 _AUTH_SCHEME = re.compile(r"(?i)(?:Bearer|Basic|Digest|Token|Bot|Negotiate|AWS4-HMAC-SHA256)\s+")
 _HEADER_NAMES = ("AUTHORIZATION", "PROXY-AUTHORIZATION", "COOKIE", "SET-COOKIE")
+# gdb prints a string argument as `name=0x5555... "text"` (or name=name@entry=0x...).
+_GDB_POINTER = re.compile(r"(?:\w+@entry=)?0x[0-9a-fA-F]+\s+\"")
+_GDB_ARG = re.compile(r"(?<![\w.])(?P<name>[A-Za-z_]\w{0,200})=(?:\w+@entry=)?0x[0-9a-fA-F]+\s+\"")
 
 
 def _balanced_end(text: str, i: int) -> int:
@@ -117,6 +120,8 @@ def _value_span(text: str, m: re.Match[str]) -> Span | None:
 
 
 def pair_spans(text: str) -> Iterator[Span]:
+    """Values of secret names: `NAME=v`, `name: v`, `"name": "v"`, `'name': v`, `Password=v;`,
+    `&token=v`, headers. Quoted and bracketed values are taken whole."""
     done = 0  # end of the last secret value: names inside it are part of the secret
     for m in _PAIR.finditer(text):
         if m.start() < done:
@@ -131,19 +136,15 @@ def pair_spans(text: str) -> Iterator[Span]:
         if m["sep"] == ":" and value.isdigit() and _SRC_EXT.search(name):
             continue  # secrets.py:12 is a file and a line
         if _GDB_POINTER.match(text, span[0]):
-            continue  # gdb's `password=0x5555 "..."`: the address; the string is _gdb_arg_spans'
+            continue  # gdb's `password=0x5555 "..."`: the address; gdb_arg_spans takes the string
         if holds_a_path(name) and looks_like_path(value):
             continue
         done = span[1]
         yield span
 
 
-_GDB_POINTER = re.compile(r"(?:\w+@entry=)?0x[0-9a-fA-F]+\s+\"")
-# gdb prints a string argument as `name=0x5555... "text"` (or name=name@entry=0x...).
-_GDB_ARG = re.compile(r"(?<![\w.])(?P<name>[A-Za-z_]\w{0,200})=(?:\w+@entry=)?0x[0-9a-fA-F]+\s+\"")
-
-
 def gdb_arg_spans(text: str) -> Iterator[Span]:
+    """The string gdb prints after a secret-named argument's address."""
     for m in _GDB_ARG.finditer(text):
         if is_secret_name(m["name"]):
             v = QUOTED['"'].match(text, m.end() - 1)
@@ -178,6 +179,7 @@ def is_glued_p(arg: str) -> bool:
 
 
 def flag_spans(text: str) -> Iterator[Span]:
+    """In a command line read as text: `--pw v`, `-p v` (not a path), `-pv`, `-u user:v`."""
     for m in _FLAG.finditer(text):
         flag, value = m["flag"], m["value"]
         if flag in USER_OPTIONS and ":" in value:
