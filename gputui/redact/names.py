@@ -11,7 +11,10 @@ whole names always misses the next spelling (`SSHPASS`, `DB_PW`, `--creds`, `api
   (`PGPASSWORD`, `SSHPASS`, `MYSQLPWD`), minus a few ordinary words (`BYPASS`, `HOTKEY`).
 
 The short option `-p` is a password (mysql, sshpass): a port after it is hidden too, which
-costs little. `PWD` and `OLDPWD` themselves are the working directory, not a password.
+costs little, but a path (`mkdir -p /x`) is not. `PWD` and `OLDPWD` themselves are the
+working directory, not a password. A secret name whose last word is FILE, PATH or DIR
+(`--secret-file`, `DB_PASSWORD_FILE`) holds where the secret is: a path value is shown, as
+it helps and hides nothing; any other value is still redacted.
 """
 
 from __future__ import annotations
