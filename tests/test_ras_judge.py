@@ -189,10 +189,6 @@ def test_a_record_with_two_answers_explains_the_rank_behind():
             "NCCL 2.21.5 is too old for RAS (needs 2.24).",
         ),
         (
-            {"nccl": {"loaded": False, "version": None}, "queries": [{"outcome": "refused"}]},
-            "The job has not loaded NCCL (no libnccl in its memory map), so there is no RAS.",
-        ),
-        (
             {
                 "nccl": {"loaded": True, "version": "2.28.9"},
                 "queries": [
@@ -211,6 +207,16 @@ def test_a_record_with_two_answers_explains_the_rank_behind():
 def test_why_ras_is_silent_is_one_sentence(ras, said):
     v, snap = verdict_and_snap()
     assert explain_nccl(record(ras=ras), v, snap).findings == (said,)
+
+
+def test_a_job_without_nccl_gets_no_ras_finding_only_the_reason_in_its_entry():
+    v, snap = verdict_and_snap()
+    ras = {"nccl": {"loaded": False, "version": None}, "queries": [{"outcome": "refused"}]}
+    ev = explain_nccl(record(ras=ras), v, snap)
+    assert ev.findings == ()
+    assert ev.extra["why"] == (
+        "The job has not loaded NCCL (no libnccl in its memory map), so there is no RAS."
+    )
 
 
 def test_the_flight_recorders_missing_rank_is_a_finding():

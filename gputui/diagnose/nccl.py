@@ -49,6 +49,11 @@ def _version(text: str | None) -> tuple[int, ...] | None:
     return tuple(parts) or None
 
 
+# A job that never loaded NCCL (gloo, CPU work, a serving process) has no NCCL hang for RAS to
+# explain: said in check --json's "nccl" entry, but not as a finding in the banner.
+NO_NCCL = "The job has not loaded NCCL (no libnccl in its memory map), so there is no RAS."
+
+
 def ras_unavailable(ras: dict[str, Any]) -> str | None:
     """Why RAS cannot answer, from the job's environment and the NCCL it loaded."""
     env = ras.get("env") or {}
@@ -59,7 +64,7 @@ def ras_unavailable(ras: dict[str, Any]) -> str | None:
     if ver is not None and ver[:2] < RAS_MIN_VERSION:
         return f"NCCL {nccl.get('version')} is too old for RAS (needs 2.24)."
     if nccl.get("loaded") is False:
-        return "The job has not loaded NCCL (no libnccl in its memory map), so there is no RAS."
+        return NO_NCCL
     return None
 
 
@@ -305,6 +310,8 @@ def explain_ras(ras: Any, local_pids: set[int]) -> tuple[list[str], dict[str, An
     answers, times, problems = _answers(ras)
     if not answers:
         why = ras_unavailable(ras)
+        if why == NO_NCCL:
+            return [], {"ras": "unavailable", "why": why}
         if why is None:
             last = problems[-1] if problems else "no answer"
             why = f"NCCL RAS did not answer: {last}."
