@@ -25,7 +25,7 @@ def _open_in_background(args: argparse.Namespace) -> tuple[threading.Thread, lis
 
     def work() -> None:
         try:
-            result.append(open_source(args, realtime=True))
+            result.append(open_source(args, realtime=True, timeout=NVML_START_TIMEOUT))
         except BaseException as e:  # re-raised in the main thread
             result.append(e)
 
@@ -40,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
     thread, result = _open_in_background(args)
     from gputui.ui.app import GputuiApp
 
-    thread.join(NVML_START_TIMEOUT)
+    # The source bounds NVML itself (and names the call that hung); this wait is a backstop.
+    thread.join(NVML_START_TIMEOUT + 1.0)
     if not result:
         raise GputuiError(
             f"NVML did not answer within {NVML_START_TIMEOUT:.0f} s (is the driver hung? "
