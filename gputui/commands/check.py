@@ -3,6 +3,10 @@
 Exit status is the contract: 0 when the last verdict is ok, 1 when stalled or hung, 2 on
 error. With --json, one object per line each time the verdict (state, spinning GPUs,
 suspects) changes, so a caller can follow it as it happens.
+
+A node with no NVIDIA driver has nothing to watch: 0. A node whose driver or GPUs are there
+but NVML fails, does not answer within --timeout, or reports a GPU lost is a broken node: 2,
+with NVML's state in one line. A health check must never pass there.
 """
 
 from __future__ import annotations
@@ -19,9 +23,8 @@ from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
     from gputui.collect.model import Snapshot
+    from gputui.collect.source import Source
     from gputui.diagnose.verdict import Verdict
-
-SAMPLE_TIMEOUT_S = 10.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,6 +46,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="one JSON line per verdict change")
     p.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=10.0,
+        metavar="S",
+        help="live: exit 2 if NVML does not start, or a sample does not come, within S "
+        "seconds (default 10)",
+    )
+    p.add_argument(
         "--stall-after",
         type=positive_float,
         default=10.0,
@@ -59,32 +70,43 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _snapshots(args: argparse.Namespace) -> Iterator[Snapshot]:
-    """Snapshots in time order: a replay's own timestamps, or live samples paced."""
+def _nvml_problem(source: Source, snap: Snapshot | None = None) -> str | None:
+    """NVML's trouble in one line (see LiveSource.problem); a replay has none."""
+    if source.kind == "replay":
+        return None
+    return source.problem(snap)  # type: ignore[attr-defined, no-any-return]
+
+
+def _snapshots(args: argparse.Namespace, source: Source) -> Iterator[Snapshot]:
+    """Snapshots in time order: a replay's own timestamps, or live samples paced.
+
+    Live, raises GputuiError (exit 2) as soon as NVML is in trouble: failing although a
+    driver is here, not answering, or a GPU that cannot be read.
+    """
     from gputui.collect.bounded import sample_bounded
 
-    source = open_source(args, realtime=False)
     replay = source.kind == "replay"
+    if why := _nvml_problem(source):
+        raise GputuiError(why)
     duration = args.duration
     if duration is None and not replay:
         duration = args.stall_after + 5.0
     first: float | None = None
     start = time.monotonic()
-    try:
-        while True:
-            snap = source.sample() if replay else sample_bounded(source, SAMPLE_TIMEOUT_S)
-            if snap is None:
+    while True:
+        snap = source.sample() if replay else sample_bounded(source, args.timeout)
+        if snap is None:
+            return
+        if why := _nvml_problem(source, snap):
+            raise GputuiError(why)
+        first = snap.t if first is None else first
+        if duration is not None and snap.t - first > duration:
+            return
+        yield snap
+        if not replay:
+            if time.monotonic() - start >= (duration or 0):
                 return
-            first = snap.t if first is None else first
-            if duration is not None and snap.t - first > duration:
-                return
-            yield snap
-            if not replay:
-                if time.monotonic() - start >= (duration or 0):
-                    return
-                time.sleep(source.next_delay())
-    finally:
-        source.close()
+            time.sleep(source.next_delay())
 
 
 def _line(v: Verdict, t0: float) -> str:
@@ -110,8 +132,9 @@ def run(args: argparse.Namespace) -> int:
     first: Snapshot | None = None
     n = 0
     human: list[str] = []
+    source = open_source(args, realtime=False)
     try:
-        for snap in _snapshots(args):
+        for snap in _snapshots(args, source):
             first = first or snap
             n += 1
             v = det.update(snap)
@@ -126,6 +149,8 @@ def run(args: argparse.Namespace) -> int:
             last = v
     except KeyboardInterrupt:
         pass  # report what was seen so far
+    finally:
+        source.close()
     if last is None or first is None:
         raise GputuiError("no samples to check")
     if not args.json:
@@ -140,4 +165,6 @@ def run(args: argparse.Namespace) -> int:
             for step in last_alarm.next_steps:
                 print(f"  - {step}")
     sys.stdout.flush()
+    if why := _nvml_problem(source):
+        raise GputuiError(why)  # e.g. nvmlShutdown did not answer: the driver is not well
     return 1 if last.alarm else 0

@@ -39,7 +39,9 @@ def non_negative_float(text: str) -> float:
     return v
 
 
-def add_source_args(p: argparse.ArgumentParser, interval: float = 1.0) -> None:
+def add_source_args(
+    p: argparse.ArgumentParser, interval: float = 1.0, interval_help: str | None = None
+) -> None:
     """--replay FILE | --demo, and --interval for live sampling."""
     g = p.add_mutually_exclusive_group()
     g.add_argument("--replay", metavar="FILE", help="read a recorded trace instead of NVML")
@@ -53,7 +55,7 @@ def add_source_args(p: argparse.ArgumentParser, interval: float = 1.0) -> None:
         type=positive_float,
         default=interval,
         metavar="S",
-        help=f"seconds between live samples (default {interval:g})",
+        help=interval_help or f"seconds between live samples (default {interval:g})",
     )
 
 
@@ -90,8 +92,12 @@ def add_app_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def open_source(args: argparse.Namespace, realtime: bool = True) -> Source:
-    """The Source the arguments ask for. Raises GputuiError on a bad replay file."""
+def open_source(
+    args: argparse.Namespace, realtime: bool = True, timeout: float | None = None
+) -> Source:
+    """The Source the arguments ask for. Raises GputuiError on a bad replay file, and
+    NvmlHung (a GputuiError) when NVML does not start within `timeout` (default: the
+    command's --timeout, else nvml.DEFAULT_TIMEOUT_S)."""
     from gputui.collect.source import ReplaySource
 
     kw: dict[str, object] = {"realtime": realtime}
@@ -104,8 +110,10 @@ def open_source(args: argparse.Namespace, realtime: bool = True) -> Source:
     if getattr(args, "replay", None):
         return ReplaySource.from_file(args.replay, **kw)
     from gputui.collect.live import LiveSource
+    from gputui.collect.nvml import DEFAULT_TIMEOUT_S
 
-    return LiveSource(interval=getattr(args, "interval", 1.0))
+    limit = timeout or getattr(args, "timeout", None) or DEFAULT_TIMEOUT_S
+    return LiveSource(interval=getattr(args, "interval", 1.0), timeout=limit)
 
 
 def require_nonempty(name: str, values: list[int]) -> list[int]:
