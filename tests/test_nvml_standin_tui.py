@@ -141,3 +141,17 @@ def test_reads_that_hang_show_stale_and_q_still_quits(nvml_lib, tmux, size):
     if stale is None:
         raise StaleNotShown(f"STALE not on screen within 10 s:\n{last_screen}")
     assert "H200" in stale  # the last readings stay on screen, marked stale
+
+
+def test_q_quits_at_once_even_when_nvml_shutdown_would_never_return(nvml_lib, tmux):
+    env = standin_env(nvml_lib, "hang_shutdown")
+    argv = [sys.executable, "-m", "gputui", "--interval", str(INTERVAL), "--no-mouse"]
+    tmux(
+        "new-session", "-d", "-s", "t", "-x", "160", "-y", "40", "-c", str(REPO),
+        f"-eLD_LIBRARY_PATH={env['LD_LIBRARY_PATH']}", "-eGPUTUI_STANDIN_NVML=hang_shutdown",
+        "--", *argv,
+    )  # fmt: skip
+    pid = int(tmux("display-message", "-p", "-t", "t", "#{pane_pid}").strip())
+    assert wait_for_screen(tmux, "H200", timeout=60), tmux.screen()
+    tmux("send-keys", "-t", "t", "q")
+    assert gone_within(pid, 2.0), f"gputui (pid {pid}) still running 2 s after q"

@@ -90,4 +90,9 @@ class LiveSource:
         return "; ".join(said) or None
 
     def close(self) -> None:
+        """nvmlShutdown, bounded by `timeout`; a shutdown that overstays shows in problem()."""
         self.nvml.close()
+
+    def leave(self) -> None:
+        """Close for a process that exits right away: nvmlShutdown is not waited for."""
+        self.nvml.leave()

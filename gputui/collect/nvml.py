@@ -339,6 +339,11 @@ class NvmlReader:
             self.status, self.error = HUNG, str(e)
             raise
 
+    def leave(self) -> None:
+        """Done with NVML, without nvmlShutdown: for a process about to exit, which releases
+        NVML anyway. Nothing waits on the driver (the dashboard's `q`, a stop signal)."""
+        self._closed = True
+
     def close(self) -> None:
         """nvmlShutdown, bounded, and only on a library that is not stuck in a call."""
         if self._closed or not self._initialized:

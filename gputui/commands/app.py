@@ -55,5 +55,7 @@ def run(args: argparse.Namespace) -> int:
         app.run(mouse=not args.no_mouse)
     finally:
         app.sampler.stop()
-        source.close()
+        # `q` must not wait on nvmlShutdown (a wedged driver would hold it): the exit that
+        # follows releases NVML. Replays have nothing to leave and just close.
+        getattr(source, "leave", source.close)()
     return 0

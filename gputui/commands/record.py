@@ -109,7 +109,9 @@ def run(args: argparse.Namespace) -> int:
             stop.wait(max(0.0, args.interval - (time.monotonic() - started)))
     finally:
         writer.close()
-        if not stop.is_set():  # stopped by a signal: leave promptly, the exit releases NVML
+        if stop.is_set():  # stopped by a signal: leave promptly, the exit releases NVML
+            source.leave()
+        else:
             source.close()
     print(f"wrote {writer.samples} samples to {path}", file=sys.stderr)
     failure = failure or source.problem() or said
