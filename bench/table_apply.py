@@ -2,11 +2,11 @@
 
 The real GputuiApp runs headless (`App.run_test`, 160x50) over a source that never delivers
 a sample, so nothing but this script touches the table. For each case the snapshot is applied
-with `ProcessTable.apply` (wall ms), then the work DataTable defers to its idle handler
-(column widths, row dimensions; called directly, wall ms), then the rest of the next frame
-(layout and compositor render in the app's own loop, until idle; CPU ms, since the wait
-includes sleeps; headless, so the escape codes are not written). "total" is the sum: the
-time the UI is busy for one snapshot. Medians over --repeat runs.
+with `ProcessTable.apply` (wall ms: rows built, sorted, the visible lines compared and the
+changed ones re-drawn), then the rest of the next frame (layout and compositor render in the
+app's own loop, until idle; CPU ms, since the wait includes sleeps; headless, so the escape
+codes are not written). "total" is the sum: the time the UI is busy for one snapshot.
+Medians over --repeat runs.
 The "whole snapshot" row times `_render_snapshot` (GPU panels + banner + table + status), as
 the app does on each SnapshotReady.
 
@@ -33,11 +33,9 @@ from typing import Any
 
 import psutil
 from common import machine, machine_line, median, table, write_json
-from textual import events
 
 from gputui.collect.jobs import group_jobs
 from gputui.collect.model import GpuSample, ProcessInfo, RankInfo, Snapshot
-from gputui.ui.process_table import COLUMNS
 
 STATES = ("running", "sleeping", "sleeping", "sleeping", "disk-sleep", "stopped")
 COMMANDS = (
@@ -168,36 +166,23 @@ async def bench(rows: int, repeat: int) -> dict[str, Any]:
         await pilot.pause()
         tbl = app.query_one(ProcessTable)
 
-        async def timed(fn: Callable[[], Any]) -> tuple[float, float, float]:
-            """(apply, column widths, rest of the frame) in ms: wall, wall, CPU."""
+        async def timed(fn: Callable[[], Any]) -> tuple[float, float]:
+            """(apply, rest of the frame) in ms: wall, CPU."""
             t0 = time.perf_counter()
             fn()
             t1 = time.perf_counter()
-            await settle()
-            t2 = time.perf_counter()
             c2 = time.process_time()
             await pilot.pause()  # layout and render, in the app's own message loop
             c3 = time.process_time()
-            return (t1 - t0) * 1e3, (t2 - t1) * 1e3, (c3 - c2) * 1e3
-
-        async def settle() -> None:
-            # DataTable defers column widths and row dimensions to its idle handler
-            await tbl._on_idle(events.Idle())
+            return (t1 - t0) * 1e3, (c3 - c2) * 1e3
 
         def reset() -> None:
-            tbl.clear()
-            tbl.rows_shown.clear()
-            tbl.procs = {}
-            tbl.order = []
-            widest = getattr(tbl, "_widest", None)
-            if widest is not None:
-                widest.clear()
-                widest.update({c: len(c) for c in COLUMNS})
+            tbl.apply([], [], 0.0, {})
+            tbl._row_cache.clear()
 
         async def fill(s: Snapshot) -> None:
             reset()
             tbl.apply(s.processes, s.jobs, s.t, {})
-            await settle()
             await pilot.pause()
 
         base = make_processes(rows, rng)
@@ -216,7 +201,6 @@ async def bench(rows: int, repeat: int) -> dict[str, Any]:
         rss0 = rss_mb()
         tracemalloc.start()
         tbl.apply(snap0.processes, snap0.jobs, snap0.t, {})
-        await settle()
         await pilot.pause()
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
@@ -228,7 +212,7 @@ async def bench(rows: int, repeat: int) -> dict[str, Any]:
         def whole(s: Snapshot) -> Callable[[], None]:
             def go() -> None:
                 app.snapshot, app.verdict = s, None
-                app.history = {g.index: (g,) for g in s.gpus}
+                app.history = {}
                 app._render_snapshot()
 
             return go
@@ -237,15 +221,15 @@ async def bench(rows: int, repeat: int) -> dict[str, Any]:
             return lambda: tbl.apply(s.processes, s.jobs, s.t, {})
 
         cases: list[tuple[str, Snapshot | None, Callable[[], Any], str]] = [
-            (f"(a) first fill, {rows} rows", None, applying(snap0), "GPU"),
-            ("(b) ~10% of cells changed", snap0, applying(upd), "GPU"),
-            ("(c) 50 removed + 50 added", snap0, applying(chg), "GPU"),
-            ("(d) same snapshot again", snap0, applying(snap0), "GPU"),
-            ("(e) whole snapshot (b), panels too", snap0, whole(upd), "GPU"),
-            ("(f) (b) sorted by CPU%: rows move", snap0, applying(upd), "CPU%"),
+            (f"(a) first fill, {rows} rows", None, applying(snap0), "gpu"),
+            ("(b) ~10% of cells changed", snap0, applying(upd), "gpu"),
+            ("(c) 50 removed + 50 added", snap0, applying(chg), "gpu"),
+            ("(d) same snapshot again", snap0, applying(snap0), "gpu"),
+            ("(e) whole snapshot (b), panels too", snap0, whole(upd), "gpu"),
+            ("(f) (b) sorted by CPU%: rows move", snap0, applying(upd), "cpu"),
         ]
         for name, before, act, sort_by in cases:
-            applies, idles, frames = [], [], []
+            applies, frames = [], []
             tbl.sort_by = sort_by
             for _ in range(repeat):
                 if before is None:
@@ -254,25 +238,23 @@ async def bench(rows: int, repeat: int) -> dict[str, Any]:
                     await fill(before)
                 await pilot.pause()
                 gc.collect()
-                a, i, f = await timed(act)
+                a, f = await timed(act)
                 applies.append(a)
-                idles.append(i)
                 frames.append(f)
-            totals = [a + i + f for a, i, f in zip(applies, idles, frames, strict=True)]
+            totals = [a + f for a, f in zip(applies, frames, strict=True)]
             results["cases"].append(
                 {
                     "case": name,
                     "apply_ms_median": median(applies),
                     "apply_ms_max": max(applies),
-                    "idle_ms_median": median(idles),
                     "frame_ms_median": median(frames),
                     "total_ms_median": median(totals),
                     "total_ms_max": max(totals),
                 }
             )
-        assert tbl.row_count == len(upd.processes)
-        results["row_count"] = tbl.row_count
-        tbl.sort_by = "GPU"
+        assert len(tbl.rows) == len(upd.processes)
+        results["row_count"] = len(tbl.rows)
+        tbl.sort_by = "gpu"
     return results
 
 
@@ -281,14 +263,13 @@ def report(res: dict[str, Any]) -> str:
         (
             c["case"],
             c["apply_ms_median"],
-            c["idle_ms_median"],
             c["frame_ms_median"],
             c["total_ms_median"],
             c["total_ms_max"],
         )
         for c in res["cases"]
     ]
-    head = ("case", "apply ms", "widths ms", "frame CPU ms", "total ms", "total max")
+    head = ("case", "apply ms", "frame CPU ms", "total ms", "total max")
     t = table(rows, head)
     mem = (
         f"memory for {res['rows']} rows: tracemalloc peak {res['tracemalloc_peak_mb']:.1f} MiB, "

@@ -26,7 +26,7 @@ from gputui.collect.trace import read_trace  # noqa: E402
 from gputui.ui.app import GputuiApp  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
-SIZE = (140, 42)
+SIZE = (140, 40)
 
 
 def window(snaps: list[Snapshot], phase: str, seconds: float) -> ReplaySource:
@@ -42,11 +42,13 @@ async def shoot(
     source: ReplaySource,
     keys: tuple[str, ...] = (),
     then: Callable[[GputuiApp], Awaitable[None]] | None = None,
+    size: tuple[int, int] = SIZE,
     **app_kw: object,
 ) -> Path:
     app = GputuiApp(source, **app_kw)  # type: ignore[arg-type]
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=size) as pilot:
         await asyncio.wait_for(app.ended_event.wait(), 60)
+        await pilot.pause()
         await pilot.pause()
         if keys:
             await pilot.press(*keys)
@@ -77,12 +79,18 @@ async def main() -> None:
             then=_probe_done,
             probe_args={"backend": "gloo", "cpu": 4, "save_dir": Path(tmp)},
         )
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from hangs import eight_gpu_hang
+
     made = [
         probe,
-        await shoot("dashboard-rank-died", window(snaps, "rank_dies", 12.7), keys=("j",)),
-        await shoot("dashboard-hang", window(snaps, "stall_in_loop", 20.0), keys=("j",)),
+        await shoot("dashboard-rank-died", window(snaps, "rank_dies", 12.7)),
+        await shoot("dashboard-hang", window(snaps, "stall_in_loop", 20.0)),
+        await shoot("dashboard-80x24", window(snaps, "stall_in_loop", 20.0), size=(80, 24)),
+        await shoot("dashboard-8gpu-120x40", eight_gpu_hang(), size=(120, 40)),
         await shoot("dashboard-healthy", window(snaps, "comm_heavy", 10.0)),
-        await shoot("help", window(snaps, "train", 3.0), keys=("question_mark",)),
+        await shoot("details", window(snaps, "stall_in_loop", 20.0), keys=("d",), size=(100, 40)),
+        await shoot("help", window(snaps, "train", 3.0), keys=("question_mark",), size=(80, 40)),
     ]
     for p in made:
         print(p)

@@ -8,12 +8,13 @@ replay the pids belong to the recorded node, so the keys must refuse with a clea
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
+from hangs import hang_window
+from screen import on_screen, run_to_end, until
 from targets.launch import Targets
-from test_app import hang_window, run_to_end
-from test_tool_pane import log_text, needs_py_spy
+from test_tool_pane import log_text, needs_py_spy, needs_strace
 
 from gputui.collect.jobs import group_jobs
 from gputui.collect.model import Snapshot
@@ -50,11 +51,8 @@ def targets() -> Iterator[Targets]:
     t.close()
 
 
-async def until(pilot, cond: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await pilot.pause(0.05)
+def rows(app: GputuiApp) -> int:
+    return sum(r.proc is not None for r in app.query_one(ProcessTable).rows)
 
 
 @needs_py_spy
@@ -62,7 +60,7 @@ async def test_p_dumps_the_python_stack_of_the_selected_worker(targets):
     worker = targets.start("loader")
     app = GputuiApp(LiveProcesses([worker.pid]))
     async with app.run_test(size=(140, 40)) as pilot:
-        await until(pilot, lambda: app.query_one(ProcessTable).row_count == 1)
+        await until(pilot, lambda: rows(app) == 1)
         await pilot.press("p")
         assert isinstance(app.screen, ToolPane)
         pane = app.screen
@@ -81,7 +79,7 @@ async def test_a_dumps_every_rank_of_the_job_and_groups_identical_stacks(targets
     ]
     app = GputuiApp(LiveProcesses([p.pid for p in ranks]))
     async with app.run_test(size=(140, 40)) as pilot:
-        await until(pilot, lambda: app.query_one(ProcessTable).row_count == 3)
+        await until(pilot, lambda: rows(app) == 3)
         await pilot.press("a")
         assert isinstance(app.screen, DumpAllPane)
         pane = app.screen
@@ -96,9 +94,54 @@ async def test_tool_keys_on_a_replay_say_the_process_is_not_here(demo_snaps):
     app = GputuiApp(hang_window(demo_snaps, seconds=3))
     async with app.run_test(size=(140, 40)) as pilot:
         await run_to_end(app, pilot)
-        for key in ("p", "n", "g", "t", "a"):
+        for key in ("p", "n", "g", "T", "a", "k"):
             await pilot.press(key)
             assert not isinstance(app.screen, ToolPane), key
         messages = [n.message for n in app._notifications]
         assert len(messages) >= 1
         assert all("replay" in m and "not here" in m for m in messages)
+
+
+async def test_k_asks_which_signal_then_sends_it_to_the_selected_process(targets):
+    worker = targets.start("loader")
+    app = GputuiApp(LiveProcesses([worker.pid]))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: rows(app) == 1)
+        await pilot.press("k")
+        assert on_screen(app, f"Send a signal to pid {worker.pid}?")
+        await pilot.press("t")  # SIGTERM
+        assert worker.wait(timeout=10) == -15
+        assert any("sent SIGTERM" in n.message for n in app._notifications)
+
+
+async def test_k_escape_sends_nothing(targets):
+    worker = targets.start("loader")
+    app = GputuiApp(LiveProcesses([worker.pid]))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: rows(app) == 1)
+        await pilot.press("k", "escape")
+        assert not on_screen(app, "Send a signal")
+    assert worker.poll() is None
+
+
+async def test_e_shows_the_environment_with_secrets_redacted(targets):
+    secret = "hf_" + "a1B2c3D4e5F6g7H8i9J0kLmNoPqRsTuV"
+    worker = targets.start("loader", env={"HF_TOKEN": secret, "MY_SETTING": "visible-value"})
+    app = GputuiApp(LiveProcesses([worker.pid]))
+    async with app.run_test(size=(120, 60)) as pilot:
+        await until(pilot, lambda: rows(app) == 1)
+        await pilot.press("e")
+        assert on_screen(app, "MY_SETTING=visible-value")
+        assert on_screen(app, "HF_TOKEN=<redacted>")
+        assert not on_screen(app, secret)
+
+
+@needs_strace
+async def test_T_on_pid_1_asks_first_and_no_means_no():
+    app = GputuiApp(LiveProcesses([1]))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: rows(app) == 1)
+        await pilot.press("T")
+        assert on_screen(app, "strace pid 1?")
+        await pilot.press("n")
+        assert not isinstance(app.screen, ToolPane)

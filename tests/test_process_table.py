@@ -1,15 +1,15 @@
-"""The process table redraws only the rows that changed, and what it draws stays right.
+"""The process table repaints only the lines that changed, and what it draws stays right.
 
-ProcessTable keeps Textual's render caches for rows whose values did not change (see
-`ProcessTable._forget_rows`). The risk of a cache is a stale screen, so these tests compare
-what a table shows after a series of updates with what a fresh table shows for the same data.
+ProcessTable caches each row's line and asks Textual to repaint only the lines that differ
+from the screen. The risk of a cache is a stale screen, so these tests compare what a table
+shows after a series of updates with what a fresh table shows for the same data, and count
+what is repainted.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from rich.text import Text
 from textual.app import App, ComposeResult
 
 from gputui.collect.model import ProcessInfo
@@ -45,6 +45,28 @@ def screen_of(table: ProcessTable) -> list[str]:
     return [table.render_line(y).text for y in range(table.size.height)]
 
 
+async def test_a_sample_that_changes_two_rows_repaints_two_lines():
+    before = procs(20)
+    after = procs(20, cpu={3: 97.0, 11: 0.0})
+    app = TableApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        table = app.query_one(ProcessTable)
+        table.apply(before, [], NOW)
+        await pilot.pause()
+        repainted: list = []
+        real = table.refresh
+
+        def spy(*regions, **kw):
+            repainted.extend(regions or ["all"])
+            return real(*regions, **kw)
+
+        table.refresh = spy  # type: ignore[method-assign]
+        table.apply(after, [], NOW)
+        ys = sorted(r.y for r in repainted)
+    shown = {103: 4, 111: 12}  # sorted by GPU then pid: pid 100 + i is on line i + 1
+    assert ys == sorted(shown.values())
+
+
 async def shown_after(*updates: list[ProcessInfo], flags=None) -> list[str]:
     app = TableApp()
     async with app.run_test(size=(120, 30)) as pilot:
@@ -71,7 +93,7 @@ async def test_many_updates_in_a_row_leave_no_stale_cell():
 async def test_a_changed_flag_and_state_are_redrawn():
     before = procs(10)
     after = [replace(p, state="stopped") if p.pid == 104 else p for p in before]
-    flags = {104: Text("SUSPECT")}
+    flags = {104: "suspect"}
     app = TableApp()
     async with app.run_test(size=(120, 20)) as pilot:
         table = app.query_one(ProcessTable)

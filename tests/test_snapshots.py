@@ -1,35 +1,42 @@
-"""SVG snapshots of the dashboard at a fixed size, from the bundled real recording.
+"""SVG snapshots of the dashboard at the sizes people have, from the bundled real recording
+(and an 8-GPU hang built from its readings). What each must show is asserted in
+tests/test_app.py; these catch any other change to what is drawn.
 
 Update after an intended UI change with: python -m pytest tests/test_snapshots.py --snapshot-update
 """
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 
 import pytest
+from hangs import eight_gpu_hang
+from screen import run_to_end
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from gputui.ui.app import GputuiApp  # noqa: E402
-from screenshots import SIZE, window  # noqa: E402
+from screenshots import window  # noqa: E402
 
 
 async def _until_replay_ends(pilot) -> None:
-    await asyncio.wait_for(pilot.app.ended_event.wait(), 60)
-    await pilot.pause()
+    await run_to_end(pilot.app, pilot)
 
 
 @pytest.mark.parametrize(
-    "phase, seconds, keys",
+    "size, phase, seconds, keys",
     [
-        ("stall_in_loop", 20.0, ("j",)),  # the hang, suspect selected
-        ("comm_heavy", 10.0, ()),  # healthy all_reduce traffic: no alarm
-        ("train", 3.0, ("question_mark",)),  # the help screen
+        ((80, 24), "stall_in_loop", 20.0, ()),  # the hang: suspect selected by itself
+        ((100, 30), "stall_in_loop", 20.0, ()),
+        ((120, 40), "8gpu", 16.0, ()),
+        ((200, 60), "8gpu", 16.0, ()),
+        ((200, 60), "stall_in_loop", 20.0, ()),
+        ((140, 40), "comm_heavy", 10.0, ()),  # healthy all_reduce traffic: no alarm
+        ((80, 40), "train", 3.0, ("question_mark",)),  # the help screen
     ],
-    ids=["hang", "healthy", "help"],
+    ids=["80x24", "100x30", "120x40-8gpu", "200x60-8gpu", "200x60", "healthy", "help"],
 )
-def test_dashboard_snapshot(snap_compare, demo_snaps, phase, seconds, keys):
-    app = GputuiApp(window(demo_snaps, phase, seconds))
-    assert snap_compare(app, terminal_size=SIZE, run_before=_until_replay_ends, press=keys)
+def test_dashboard_snapshot(snap_compare, demo_snaps, size, phase, seconds, keys):
+    source = eight_gpu_hang(seconds) if phase == "8gpu" else window(demo_snaps, phase, seconds)
+    app = GputuiApp(source)
+    assert snap_compare(app, terminal_size=size, run_before=_until_replay_ends, press=keys)

@@ -9,17 +9,27 @@ environment, so a recording holds no secrets.
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import io
 import json
+import math
+import re
 import zlib
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
 from gputui.collect.jobs import RANK_ENV_VARS, group_jobs, rank_from_env
 from gputui.collect.model import GpuSample, ProcessInfo, Snapshot
 from gputui.errors import GputuiError
+
+# Typed records (a line with a "type" key) are not GPU samples: stack dumps and other
+# evidence (common.md, "Recording format"). Only their envelope is checked here; their
+# consumers validate the body.
+_TYPE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+MAX_RECORD_CHARS = 1 << 20  # a stacks record of 8 ranks is ~40 KB; far below this
 
 # Lines of one sample share a time; a gap larger than this starts a new sample even when
 # the GPU index does not repeat (a file with one GPU).
@@ -113,12 +123,22 @@ class TraceWriter:
         except OSError as e:
             raise GputuiError(f"cannot write {path}: {e.strerror or e}") from e
         self.samples = 0
+        self.records = 0
 
     def write(self, snap: Snapshot) -> None:
         for d in snapshot_to_lines(snap):
             self._f.write(json.dumps(d, separators=(",", ":")) + "\n")
         self._f.flush()
         self.samples += 1
+
+    def write_record(self, d: dict[str, Any]) -> None:
+        """A typed record (`{"type": "stacks", "t": ...}`): evidence that belongs to the
+        samples around its time. Readers attach it to the first sample at or after `t`."""
+        if not isinstance(d.get("type"), str) or not _TYPE.match(d["type"]):
+            raise ValueError("a typed record needs a short lowercase 'type'")
+        self._f.write(json.dumps(d, separators=(",", ":"), allow_nan=False) + "\n")
+        self._f.flush()
+        self.records += 1
 
     def close(self) -> None:
         self._f.close()
@@ -205,7 +225,10 @@ def _merge_gpus(a: ProcessInfo, b: ProcessInfo) -> ProcessInfo:
     return replace(a, gpus=tuple(sorted(set(a.gpus) | set(b.gpus))), gpu_mem_mb=mem)
 
 
-def _iter_rows(path: Path, f: Iterable[str]) -> Iterator[dict[str, Any]]:
+def _iter_rows(
+    path: Path, f: Iterable[str], records: list[dict[str, Any]]
+) -> Iterator[dict[str, Any]]:
+    """GPU sample rows; typed records are checked and put in `records` instead."""
     for n, line in enumerate(f, 1):
         line = line.strip()
         if not line:
@@ -216,12 +239,48 @@ def _iter_rows(path: Path, f: Iterable[str]) -> Iterator[dict[str, Any]]:
             raise GputuiError(f"{path}:{n}: not a JSON line ({e.msg})") from None
         if not isinstance(d, dict):
             raise GputuiError(f"{path}:{n}: expected a JSON object per line")
+        if "type" in d:
+            records.append(_check_record(path, n, d, len(line)))
+            continue
         t, gpu = d.get("t"), d.get("gpu")
         if not isinstance(t, (int, float)) or isinstance(t, bool):
             raise GputuiError(f"{path}:{n}: missing or non-numeric 't'")
         if not isinstance(gpu, int) or isinstance(gpu, bool) or gpu < 0:
             raise GputuiError(f"{path}:{n}: missing or invalid 'gpu' index")
         yield d
+
+
+def _check_record(path: Path, n: int, d: dict[str, Any], size: int) -> dict[str, Any]:
+    kind, t = d.get("type"), d.get("t")
+    if not isinstance(kind, str) or not _TYPE.match(kind):
+        raise GputuiError(f"{path}:{n}: a typed record needs a short lowercase 'type'")
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+        raise GputuiError(f"{path}:{n}: typed record without a finite 't'")
+    if size > MAX_RECORD_CHARS:
+        raise GputuiError(f"{path}:{n}: typed record longer than {MAX_RECORD_CHARS} characters")
+    return d
+
+
+def _attach(snaps: list[Snapshot], records: list[dict[str, Any]]) -> list[Snapshot]:
+    """Each non-meta record goes to the first sample whose time is >= its own (the last
+    sample when none is); the meta record's host names every sample's node."""
+    if not records:
+        return snaps
+    meta = next((r for r in records if r["type"] == "meta"), None)
+    host = meta.get("host") if meta is not None else None
+    host = host if isinstance(host, str) and 0 < len(host) <= 255 else None
+    times = [s.t for s in snaps]
+    by_snap: dict[int, list[dict[str, Any]]] = {}
+    for r in records:
+        if r["type"] != "meta":
+            i = min(bisect.bisect_left(times, r["t"]), len(snaps) - 1)
+            by_snap.setdefault(i, []).append(r)
+    out = []
+    for i, s in enumerate(snaps):
+        if i in by_snap or host:
+            s = replace(s, records=tuple(by_snap.get(i, ())), hostname=host or s.hostname)
+        out.append(s)
+    return out
 
 
 def read_trace(path: str | Path) -> list[Snapshot]:
@@ -233,10 +292,11 @@ def read_trace(path: str | Path) -> list[Snapshot]:
         raise GputuiError(f"{path}: is a directory, not a trace file")
     snaps: list[Snapshot] = []
     rows: list[dict[str, Any]] = []
+    records: list[dict[str, Any]] = []
     t0 = 0.0
     try:
         with open_text(path, "r") as f:
-            for d in _iter_rows(path, f):
+            for d in _iter_rows(path, f, records):
                 if rows and (
                     d["gpu"] in {r["gpu"] for r in rows} or abs(d["t"] - t0) > _SAME_SAMPLE_S
                 ):
@@ -256,4 +316,4 @@ def read_trace(path: str | Path) -> list[Snapshot]:
         raise GputuiError(f"{path}: malformed trace field ({e})") from None
     if not snaps:
         raise GputuiError(f"{path}: no samples in file")
-    return snaps
+    return _attach(snaps, records)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
 import threading
 from typing import TYPE_CHECKING
 
@@ -34,23 +36,52 @@ def _open_in_background(args: argparse.Namespace) -> tuple[threading.Thread, lis
     return t, result
 
 
+def require_terminal() -> None:
+    """The dashboard needs a terminal on stdin (keys), stdout and stderr (Textual draws on
+    stderr). Without one (`ssh node gputui` with no -t, `gputui | cat`, cron), it would draw
+    escape codes into a pipe and ignore every key, and when ssh went away it kept running:
+    say so once and stop instead."""
+    missing = [
+        name
+        for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout), ("stderr", sys.stderr))
+        if stream is None or not stream.isatty()
+    ]
+    if missing:
+        raise GputuiError(
+            f"the dashboard needs a terminal, and {'/'.join(missing)} is not one: over ssh "
+            "use `ssh -t HOST gputui`; for scripts use `gputui snapshot` or `gputui check`"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     if args.hang_after < args.stall_after:
         raise GputuiError("--hang-after must be at least --stall-after")
+    require_terminal()
+    # A lost terminal (ssh dropped, tmux pane killed) must end gputui even when the shell
+    # that started it ignored SIGHUP (nohup, some job launchers).
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     thread, result = _open_in_background(args)
     from gputui.ui.app import GputuiApp
 
     # The source bounds NVML itself (and names the call that hung); this wait is a backstop.
     thread.join(NVML_START_TIMEOUT + 1.0)
     if not result:
+        what = "the recording" if args.replay or args.demo else "NVML"
+        hint = "" if args.replay or args.demo else " (is the driver hung? try nvidia-smi)"
         raise GputuiError(
-            f"NVML did not answer within {NVML_START_TIMEOUT:.0f} s (is the driver hung? "
-            "try nvidia-smi); `gputui --demo` works without it"
+            f"{what} did not open within {NVML_START_TIMEOUT:.0f} s{hint}; "
+            "`gputui --demo` works without a GPU"
         )
     if isinstance(result[0], BaseException):
         raise result[0]
     source: Source = result[0]
-    app = GputuiApp(source, stall_after=args.stall_after, hang_after=args.hang_after)
+    app = GputuiApp(
+        source,
+        stall_after=args.stall_after,
+        hang_after=args.hang_after,
+        auto_dump=not getattr(args, "no_auto_dump", False),
+        watch_terminal=True,
+    )
     try:
         app.run(mouse=not args.no_mouse)
     finally:
@@ -58,4 +89,5 @@ def run(args: argparse.Namespace) -> int:
         # `q` must not wait on nvmlShutdown (a wedged driver would hold it): the exit that
         # follows releases NVML. Replays have nothing to leave and just close.
         getattr(source, "leave", source.close)()
-    return 0
+    # A crash inside the UI is reported by Textual and must not look like a clean exit.
+    return app.return_code or 0

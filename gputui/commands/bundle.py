@@ -24,6 +24,7 @@ from gputui.commands.common import (
 if TYPE_CHECKING:
     from gputui.collect.model import ProcessInfo, Snapshot
     from gputui.collect.source import Source
+    from gputui.diagnose.verdict import Verdict
 
 DEFAULT_TIMEOUT_S = 10.0  # NVML's start and each sample, when --timeout is not given
 MAX_REPLAY_SAMPLES = 2400  # ~5 min of a 2-GPU recording at 4 Hz: enough for the detector
@@ -110,6 +111,23 @@ def _sample_live(args: argparse.Namespace, src: Source, snaps: list[Snapshot]) -
         time.sleep(src.next_delay())
 
 
+def _verdict(args: argparse.Namespace, snaps: list[Snapshot]) -> Verdict | None:
+    """The verdict at the last sample, with the stack dumps a recording carries (the
+    bundle takes its own stacks; it does not auto-dump while sampling)."""
+    from gputui.watch import Watcher
+
+    if not snaps:
+        return None
+    w = Watcher(getattr(args, "stall_after", 10.0), getattr(args, "hang_after", 60.0), live=False)
+    try:
+        v = None
+        for s in snaps:
+            v = w.update(s)
+        return v
+    finally:
+        w.close()
+
+
 def run(args: argparse.Namespace) -> int:
     from gputui.tools.bundle import write_bundle
 
@@ -123,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
         args.out,
         snapshots=snaps,
         processes=procs,
+        verdict=_verdict(args, snaps),
         stall_after=getattr(args, "stall_after", 10.0),
         hang_after=getattr(args, "hang_after", 60.0),
         dump_timeout=args.timeout,

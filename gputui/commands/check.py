@@ -2,7 +2,10 @@
 
 Exit status is the contract: 0 when the last verdict is ok, 1 when stalled or hung, 2 on
 error. With --json, one object per line each time the verdict (state, spinning GPUs,
-suspects) changes, so a caller can follow it as it happens.
+suspects) changes, or evidence arrives: when a job stalls, a live check dumps its ranks
+with py-spy (once per transition; --no-auto-dump turns it off) and prints a line with the
+findings, the culprit's frame and every rank's stack. A replay shows the dumps the
+recording carries.
 
 A node with no NVIDIA driver has nothing to watch: 0. A node whose driver or GPUs are there
 but NVML fails, does not answer within --timeout, or reports a GPU lost is a broken node: 2,
@@ -25,6 +28,10 @@ if TYPE_CHECKING:
     from gputui.collect.model import Snapshot
     from gputui.collect.source import Source
     from gputui.diagnose.verdict import Verdict
+
+# At the end of a live check, wait this long at most for a dump still running; the dump is
+# bounded by its own per-rank limit (5 s) and runs the ranks in parallel.
+DUMP_WAIT_S = 15.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -66,6 +73,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=60.0,
         metavar="S",
         help="seconds of spinning before a job is hung (default 60)",
+    )
+    p.add_argument(
+        "--no-auto-dump",
+        action="store_true",
+        help="do not py-spy the stalled job's ranks (py-spy pauses each for a few ms)",
     )
     p.set_defaults(func=run)
 
@@ -116,40 +128,53 @@ def _line(v: Verdict, t0: float) -> str:
     sus = ", ".join(map(str, v.suspects)) or "none named"
     pids = f" (pid {', '.join(map(str, v.suspect_pids))})" if v.suspect_pids else ""
     spin = ", ".join(map(str, v.spinning))
-    return f"{head} spinning GPU {spin} · suspect GPU {sus}{pids}\n{'':19s}{v.reason}"
+    text = f"{head} spinning GPU {spin} · suspect GPU {sus}{pids}\n{'':19s}{v.reason}"
+    return text + "".join(f"\n{'':19s}- {f}" for f in v.findings)
 
 
 def run(args: argparse.Namespace) -> int:
-    from gputui.diagnose.detector import Detector
     from gputui.diagnose.verdict import verdict_to_json
+    from gputui.watch import Watcher
 
     if args.hang_after < args.stall_after:
         raise GputuiError("--hang-after must be at least --stall-after")
-    det = Detector(stall_after=args.stall_after, hang_after=args.hang_after)
+    live = not (args.replay or args.demo)
+    source = open_source(args, realtime=False)  # NVML's start is bounded by --timeout
+    watcher = Watcher(args.stall_after, args.hang_after, auto_dump=not args.no_auto_dump, live=live)
     last: Verdict | None = None
     last_alarm: Verdict | None = None
     alarms = 0
     first: Snapshot | None = None
     n = 0
     human: list[str] = []
-    source = open_source(args, realtime=False)
+
+    def show(v: Verdict) -> None:
+        nonlocal last, last_alarm, alarms
+        if v.alarm:
+            alarms += last is None or not last.alarm
+            last_alarm = v
+        if last is None or v.key() != last.key():
+            if args.json:
+                print(json.dumps(verdict_to_json(v)), flush=True)
+            elif first is not None:
+                human.append(_line(v, first.t))
+        last = v
+
     try:
         for snap in _snapshots(args, source):
             first = first or snap
             n += 1
-            v = det.update(snap)
-            if v.alarm:
-                alarms += last is None or not last.alarm
-                last_alarm = v
-            if last is None or v.key() != last.key():
-                if args.json:
-                    print(json.dumps(verdict_to_json(v)), flush=True)
-                else:
-                    human.append(_line(v, first.t))
-            last = v
+            show(watcher.update(snap))
+        # The duration ended while a dump of the stalled job ran: its answer is the point.
+        if watcher.pending():
+            watcher.wait(DUMP_WAIT_S)
+            v = watcher.latest()
+            if v is not None:
+                show(v)
     except KeyboardInterrupt:
         pass  # report what was seen so far
     finally:
+        watcher.close()
         source.close()
     if last is None or first is None:
         raise GputuiError("no samples to check")

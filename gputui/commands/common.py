@@ -90,6 +90,11 @@ def add_app_args(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds of spinning before a job is reported hung (default 60)",
     )
+    p.add_argument(
+        "--no-auto-dump",
+        action="store_true",
+        help="do not py-spy a stalled job's ranks on its own (py-spy pauses each for a few ms)",
+    )
 
 
 def open_source(

@@ -1,5 +1,9 @@
 """`gputui record FILE`: write live samples to a trace that `--replay` (and `check`) can read.
 
+The hang detector runs while recording: when a job stalls (and again when it hangs), its
+ranks are dumped with py-spy once, and the dump is written into the file as a
+`{"type": "stacks"}` record, so a replay shows the culprit's frame at the right sample.
+
 SIGTERM and Ctrl-C end the recording cleanly and at once: the file keeps every complete
 sample, NVML is left to the process's exit (nvmlShutdown is not waited for), and a second
 signal ends the process whatever it is doing. NVML is bounded by --timeout: a start or a
@@ -17,9 +21,17 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from gputui.commands.common import positive_float
 from gputui.errors import GputuiError
+
+if TYPE_CHECKING:
+    from gputui.collect.source import Source
+    from gputui.collect.trace import TraceWriter
+    from gputui.watch import Watcher
+
+DUMP_WAIT_S = 15.0  # at the end, a dump still running is waited for (it is bounded itself)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -53,14 +65,84 @@ def register(sub: argparse._SubParsersAction) -> None:
         "seconds (default 10)",
     )
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    p.add_argument(
+        "--no-auto-dump",
+        action="store_true",
+        help="do not py-spy a stalled job's ranks into the recording (py-spy pauses each "
+        "rank for a few ms)",
+    )
+    p.add_argument(
+        "--stall-after",
+        type=positive_float,
+        default=10.0,
+        metavar="S",
+        help="seconds of spinning before a job is stalled and its ranks dumped (default 10)",
+    )
+    p.add_argument(
+        "--hang-after",
+        type=positive_float,
+        default=60.0,
+        metavar="S",
+        help="seconds of spinning before a job is hung and dumped again (default 60)",
+    )
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def write_samples(
+    source: Source,
+    writer: TraceWriter,
+    watcher: Watcher,
+    interval: float,
+    deadline: float | None,
+    stop: threading.Event,
+    *,
+    timeout: float = 10.0,
+) -> str | None:
+    """Sample until `stop`, the deadline or the source's end; write each sample, and each
+    stack dump the Watcher took, as soon as it is there (a killed recorder keeps them).
+
+    Each sample is bounded by `timeout`. Returns what went wrong with NVML, in one line:
+    a sample that did not come (the recording stops there), or GPUs that cannot be read
+    (said once on stderr when it changes; the recording goes on). None when nothing did.
+    """
     from gputui.collect.bounded import sample_bounded
+
+    problem_of = getattr(source, "problem", None)  # the live source's NVML state
+    failure: str | None = None
+    said: str | None = None
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            snap = sample_bounded(source, timeout, stop=stop)
+        except GputuiError as e:  # NVML stopped answering: keep what was written
+            failure = str(e)
+            break
+        if snap is not None:
+            writer.write(snap)
+            watcher.update(snap)  # starts a dump on a stall transition; never blocks
+            problem = problem_of(snap) if problem_of is not None else None
+            if problem and problem != said:
+                print(f"gputui: {problem}; recording goes on", file=sys.stderr)
+                said = problem
+        for rec in watcher.take_records():
+            writer.write_record(rec)
+        if snap is None or deadline is not None and time.monotonic() >= deadline:
+            break
+        stop.wait(max(0.0, interval - (time.monotonic() - started)))
+    if failure is None and watcher.pending() and not stop.is_set():
+        watcher.wait(DUMP_WAIT_S)  # a dump that was running belongs in the file
+    for rec in watcher.take_records():
+        writer.write_record(rec)
+    return failure or said
+
+
+def run(args: argparse.Namespace) -> int:
     from gputui.collect.live import LiveSource
     from gputui.collect.trace import TraceWriter
+    from gputui.watch import Watcher
 
+    if args.hang_after < args.stall_after:
+        raise GputuiError("--hang-after must be at least --stall-after")
     path = Path(args.file)
     if path.exists() and not args.force:
         # Never clobber something the user saved.
@@ -82,39 +164,28 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     writer = TraceWriter(path)
+    watcher = Watcher(args.stall_after, args.hang_after, auto_dump=not args.no_auto_dump)
     deadline = time.monotonic() + args.duration if args.duration else None
     print(
         f"recording {len(source.nvml.devices)} GPU(s) to {path} every {args.interval:g} s "
         f"(Ctrl-C to stop)",
         file=sys.stderr,
     )
-    failure: str | None = None  # why the recording stopped early
-    said: str | None = None  # the unreadable-GPU message last said on stderr
+    failure: str | None = None  # NVML's trouble, said at the end with exit 2
     try:
-        while not stop.is_set():
-            started = time.monotonic()
-            try:
-                snap = sample_bounded(source, args.timeout, stop=stop)
-            except GputuiError as e:  # NVML stopped answering: keep what was written
-                failure = str(e)
-                break
-            if snap is not None:
-                writer.write(snap)
-                problem = source.problem(snap)
-                if problem and problem != said:
-                    print(f"gputui: {problem}; recording goes on", file=sys.stderr)
-                    said = problem
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            stop.wait(max(0.0, args.interval - (time.monotonic() - started)))
+        failure = write_samples(
+            source, writer, watcher, args.interval, deadline, stop, timeout=args.timeout
+        )
     finally:
+        watcher.close()
         writer.close()
         if stop.is_set():  # stopped by a signal: leave promptly, the exit releases NVML
             source.leave()
         else:
             source.close()
-    print(f"wrote {writer.samples} samples to {path}", file=sys.stderr)
-    failure = failure or source.problem() or said
+    dumps = f" and {writer.records} stack dump(s)" if writer.records else ""
+    print(f"wrote {writer.samples} samples{dumps} to {path}", file=sys.stderr)
+    failure = failure or source.problem()
     if failure:
         raise GputuiError(failure)
     return 0

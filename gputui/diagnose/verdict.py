@@ -35,14 +35,19 @@ class Verdict:
     culprit_frame: str | None = None
     findings: tuple[str, ...] = ()
     stacks: tuple[dict[str, Any], ...] = ()
+    # Anything else an evidence kind reports, by kind (e.g. {"nccl": {...}}): check --json
+    # prints each under its kind's own key.
+    evidence: dict[str, Any] = field(default_factory=dict)
 
     @property
     def alarm(self) -> bool:
         return self.state != OK
 
-    def key(self) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
-        """What `gputui check --json` reports a change of."""
-        return (self.state, self.spinning, self.suspects)
+    def key(self) -> tuple[Any, ...]:
+        """What `gputui check --json` reports a change of: the state, who spins and who is
+        suspected, and the arrival of evidence (a stack dump changes the culprit frame and
+        the findings), so the line that carries the dump is printed when it comes."""
+        return (self.state, self.spinning, self.suspects, self.culprit_frame, self.findings)
 
     def to_json(self) -> dict[str, Any]:
         """Everything, for the incident bundle's verdict.json."""
@@ -55,8 +60,13 @@ class Verdict:
 
 
 def verdict_to_json(v: Verdict) -> dict[str, Any]:
-    """The line `gputui check --json` prints: the documented keys first, extras after."""
-    return {
+    """The line `gputui check --json` prints: the documented keys first, extras after.
+
+    Once evidence has come (a stack dump of the stalled job), the line also carries
+    `findings`, `culprit_frame` (the suspect's user frame, or null) and `stacks` (one entry
+    per local rank), and each other evidence kind's own key.
+    """
+    d: dict[str, Any] = {
         "t": round(v.t, 3),
         "state": v.state,
         "spinning": list(v.spinning),
@@ -67,6 +77,13 @@ def verdict_to_json(v: Verdict) -> dict[str, Any]:
         "job": v.job,
         "next_steps": list(v.next_steps),
     }
+    if v.findings or v.stacks or v.culprit_frame:
+        d["findings"] = list(v.findings)
+        d["culprit_frame"] = v.culprit_frame
+        d["stacks"] = [dict(s) for s in v.stacks]
+    for kind, extra in v.evidence.items():
+        d.setdefault(kind, extra)  # never over a documented key
+    return d
 
 
 def _gpus(ix: tuple[int, ...] | list[int]) -> str:

@@ -30,7 +30,7 @@ from gputui.collect.trace import TraceWriter
 from gputui.errors import GputuiError
 from gputui.redact import redact_argv, redact_env, redact_text
 from gputui.tools import ptrace
-from gputui.tools.dumpall import dump_all
+from gputui.tools.dumpall import DumpAll, dump_all, group_dumps, stacks_record
 from gputui.tools.ptrace import Target
 from gputui.tools.result import Cancel, LineSink, Outcome
 from gputui.tools.runner import run_tool
@@ -166,6 +166,33 @@ def detector_verdict(snapshots: Sequence[Snapshot], stall_after: float, hang_aft
     return verdict
 
 
+def verdict_with_stacks(
+    verdict: Any,
+    res: DumpAll,
+    processes: Sequence[ProcessInfo | int],
+    snap: Snapshot | None,
+) -> Any:
+    """A stalled verdict that has no stacks yet (no auto-dump ran) gets the bundle's own
+    dumps of the stalled job's ranks, read the same way as an auto-dump: findings, the
+    culprit frame and per-rank stacks end up in verdict.json."""
+    from gputui.diagnose.verdict import Verdict
+
+    if not isinstance(verdict, Verdict) or not verdict.alarm or verdict.stacks:
+        return verdict
+    from gputui.diagnose.culprit import explain_stacks
+    from gputui.diagnose.evidence import fold
+
+    gpus = set(verdict.spinning) | set(verdict.suspects)
+    infos = [p for p in processes if isinstance(p, ProcessInfo) and p.live and set(p.gpus) & gpus]
+    pids = {p.pid for p in infos}
+    dumps = tuple(d for d in res.dumps if d.pid in pids)
+    if not dumps:
+        return verdict  # a replay, or none of the job's processes: nothing of its own to add
+    job = DumpAll(group_dumps(dumps), dumps, res.elapsed_s)
+    rec = stacks_record(job, t=time.time(), job="", trigger=verdict.state, processes=infos)
+    return fold(verdict, [explain_stacks(rec, verdict, snap)])
+
+
 @dataclass
 class BundleReport:
     path: Path
@@ -235,14 +262,11 @@ def write_bundle(
     else:
         rep.notes.append("no samples: trace.jsonl.gz not written")
 
-    # Verdict.
+    # Verdict (written after the stacks, which it may quote).
     try:
         if verdict is None and snapshots:
             verdict = detector_verdict(snapshots, stall_after, hang_after)
-        if verdict is not None:
-            to_json = getattr(verdict, "to_json", None)
-            dump_json("verdict.json", to_json() if callable(to_json) else {"verdict": str(verdict)})
-        else:
+        if verdict is None:
             rep.notes.append("no verdict: there were no samples to judge")
     except ImportError:
         rep.notes.append("no verdict: the hang detector (gputui.diagnose) is not in this build")
@@ -270,9 +294,17 @@ def write_bundle(
                 rep.failed_dumps += 1
                 rep.notes.append(redact_text(d.result.summary()))
         write("stacks/groups.txt", "\n".join(redact_text(t) for t, _ in res.render()))
+        verdict = verdict_with_stacks(verdict, res, processes, last)
 
         say("reading command lines, environments and libraries")
         dump_json("processes.json", [process_record(p) for p in processes])
+
+    if verdict is not None:
+        try:
+            to_json = getattr(verdict, "to_json", None)
+            dump_json("verdict.json", to_json() if callable(to_json) else {"verdict": str(verdict)})
+        except Exception as e:  # another layer's object: its bug must not lose the bundle
+            rep.notes.append(f"no verdict: it could not be written ({type(e).__name__}: {e})")
 
     # Topology.
     smi = find_tool("nvidia-smi", tool_path)
@@ -309,7 +341,8 @@ def write_bundle(
     rep.elapsed_s = time.monotonic() - start
     what = {
         "trace.jsonl.gz": "recent samples; replay with: gputui --replay trace.jsonl.gz",
-        "verdict.json": "the hang detector's verdict at the last sample",
+        "verdict.json": "the hang detector's verdict at the last sample, with what the "
+        "stacks say (findings, the culprit's frame, each rank's stack)",
         "stacks/groups.txt": "identical stacks grouped, the odd group marked",
         "processes.json": "command line, environment (secrets redacted), CUDA/NCCL libs",
         "topology.txt": "nvidia-smi topo -m",

@@ -20,6 +20,17 @@ from typing import Any
 
 import psutil
 
+from gputui.collect.frames import (
+    MAX_FRAMES,
+    Frame,
+    RankStack,
+    ThreadStack,
+    clip,
+    collective_name,
+    main_thread,
+)
+from gputui.collect.model import ProcessInfo
+from gputui.redact import redact_text
 from gputui.tools.ptrace import Target
 from gputui.tools.result import Cancel, LineSink, Outcome, ToolResult
 from gputui.tools.stacks import TargetLike, py_spy_dump
@@ -28,33 +39,6 @@ MAX_WORKERS = 8  # py-spy is cheap (14 ms); more threads would only contend for 
 
 _THREAD = re.compile(r'^Thread (?P<tid>\S+) \((?P<status>[^)]*)\)(?::\s*"(?P<name>.*)")?')
 _FRAME = re.compile(r"^\s+(?P<func>.+?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)\s*$")
-_COLLECTIVE = re.compile(
-    r"^(all_reduce\w*|all_gather\w*|reduce_scatter\w*|all_to_all\w*|broadcast\w*|barrier|"
-    r"monitored_barrier|synchronize|reduce|gather|scatter|recv|send|irecv|isend|wait_stream|"
-    r"cuCtxSynchronize\w*|cudaDeviceSynchronize|cudaStreamSynchronize|ncclGroupEnd)$"
-)
-
-
-@dataclass(frozen=True)
-class Frame:
-    function: str
-    file: str
-    line: int | None
-
-    def label(self) -> str:
-        return (
-            f"{self.function} ({self.file}:{self.line})"
-            if self.line
-            else (f"{self.function} ({self.file})")
-        )
-
-
-@dataclass(frozen=True)
-class ThreadStack:
-    tid: str
-    status: str
-    name: str
-    frames: tuple[Frame, ...]
 
 
 def parse_py_spy(lines: Sequence[str]) -> tuple[ThreadStack, ...]:
@@ -75,13 +59,6 @@ def parse_py_spy(lines: Sequence[str]) -> tuple[ThreadStack, ...]:
     if cur is not None:
         threads.append(ThreadStack(**{**cur, "frames": tuple(cur["frames"])}))
     return tuple(threads)
-
-
-def main_thread(threads: Sequence[ThreadStack]) -> ThreadStack | None:
-    for t in threads:
-        if t.name == "MainThread":
-            return t
-    return threads[0] if threads else None
 
 
 def _comparable(frames: Sequence[Frame]) -> tuple[tuple[str, str, int | None], ...]:
@@ -128,7 +105,7 @@ class StackGroup:
     @property
     def in_collective(self) -> bool:
         mt = main_thread(self.members[0].threads)
-        return mt is not None and any(_COLLECTIVE.match(f.function) for f in mt.frames)
+        return mt is not None and any(collective_name(f) for f in mt.frames)
 
     def header(self) -> str:
         """`ranks 0,2,3 (3 processes)`; pids where the rank is unknown."""
@@ -298,3 +275,59 @@ def dump_all(
         dumps = list(pool.map(one, targets))
     dumps.sort(key=_rank_order)
     return DumpAll(group_dumps(dumps), tuple(dumps), time.monotonic() - start, how)
+
+
+# ---------------------------------------------------------------- as evidence
+
+
+def rank_stack(d: RankDump, process: ProcessInfo | None = None) -> RankStack:
+    """One rank's dump in the form a stacks record carries: the main thread only (what the
+    grouping and the culprit read), bounded and redacted, because it is written to files."""
+    mt = main_thread(d.threads)
+    frames = tuple(
+        Frame(clip(redact_text(f.function)), clip(redact_text(f.file)), f.line)
+        for f in (mt.frames if mt else ())[:MAX_FRAMES]
+    )
+    outcome = d.result.outcome
+    error = None if d.result.ok else clip(redact_text(d.result.message or str(outcome)))
+    if outcome is Outcome.CANCELLED:  # gputui itself stopped: not one of the record's outcomes
+        outcome, error = Outcome.FAILED, "cancelled: gputui stopped before the dump ended"
+    return RankStack(
+        pid=d.pid,
+        rank=d.rank,
+        gpu=process.gpus[0] if process is not None and process.gpus else None,
+        outcome=outcome.value,
+        frames=frames,
+        error=error,
+        thread=clip(mt.status, 40) if mt else None,
+        create_time=process.create_time if process is not None else None,
+        elapsed_s=d.result.elapsed_s,
+    )
+
+
+def stacks_record(
+    res: DumpAll,
+    *,
+    t: float,
+    job: str,
+    trigger: str,
+    processes: Sequence[ProcessInfo] = (),
+    gone: Sequence[RankStack] = (),
+) -> dict[str, Any]:
+    """The typed record `{"type": "stacks", ...}` of a dump of every local rank of a job.
+
+    `gone` are the ranks that could not be dumped because their process had already exited
+    (the detector's vanished GPUs): they are part of the answer, so they are in the record.
+    """
+    by_pid = {p.pid: p for p in processes}
+    ranks = [rank_stack(d, by_pid.get(d.pid)) for d in res.dumps] + list(gone)
+    ranks.sort(key=lambda r: (r.rank if r.rank is not None else 1 << 30, r.gpu or 0, r.pid or 0))
+    return {
+        "type": "stacks",
+        "t": round(t, 3),
+        "job": job,
+        "trigger": trigger,
+        "tool": "py-spy",
+        "elapsed_s": round(res.elapsed_s, 4),
+        "ranks": [r.to_json() for r in ranks],
+    }

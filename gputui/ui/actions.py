@@ -8,9 +8,13 @@ process, so the tools are refused with a message that says why.
 
 from __future__ import annotations
 
+import os
+import signal
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
 
 from gputui.collect.model import Job, ProcessInfo, Snapshot
 
@@ -42,8 +46,32 @@ class ProcessActions:
     def action_py_spy(self: GputuiApp) -> None:
         from gputui.ui.tool_pane import py_spy_pane
 
+        if self.source.kind == "replay" and self._show_recorded_stack():
+            return
         if (p := self._live_target("py-spy dump")) is not None:
             self.push_screen(py_spy_pane(p))
+
+    def _show_recorded_stack(self: GputuiApp) -> bool:
+        """In a replay, `p` shows the stack gputui recorded for the selected process at the
+        stall (the recording's own dump), since the process itself is not here."""
+        from gputui.ui.details_screen import TextScreen
+
+        p = self.selected_process()
+        entry = next(
+            (e for e in getattr(self.verdict, "stacks", ()) if p and e.get("pid") == p.pid), None
+        )
+        if p is None or entry is None:
+            return False
+        text = Text()
+        text.append("This is a replay: the stack below is the dump gputui recorded at the stall.\n")
+        rank = entry.get("rank")
+        text.append(f"rank {rank} · pid {p.pid} · GPU {entry.get('gpu')} · {entry.get('role')}\n\n")
+        if entry.get("error"):
+            text.append(f"{entry['outcome']}: {entry['error']}\n", style="bold")
+        for frame in entry.get("stack") or ():
+            text.append(f"    {frame}\n")
+        self.push_screen(TextScreen(f"recorded py-spy dump of pid {p.pid}", text))
+        return True
 
     def action_py_spy_native(self: GputuiApp) -> None:
         from gputui.ui.tool_pane import py_spy_pane
@@ -58,10 +86,48 @@ class ProcessActions:
             self.push_screen(gdb_pane(p))
 
     def action_strace(self: GputuiApp) -> None:
+        from gputui.ui.dialogs import ConfirmDialog
         from gputui.ui.tool_pane import strace_pane
 
-        if (p := self._live_target("strace")) is not None:
+        p = self._live_target("strace")
+        if p is None:
+            return
+        special = _special_process(p)
+        if special is None:
             self.push_screen(strace_pane(p))
+            return
+        question = f"strace pid {p.pid}? It is {special}; tracing it slows the whole node."
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.push_screen(strace_pane(p))
+
+        self.push_screen(ConfirmDialog(question), answered)
+
+    def action_kill(self: GputuiApp) -> None:
+        """Send a signal to the selected process, after asking which (htop's `k`)."""
+        from gputui.ui.dialogs import KillDialog
+
+        p = self._live_target("send a signal")
+        if p is None:
+            return
+
+        def chosen(sig: signal.Signals | None) -> None:
+            if sig is not None:
+                message, severity = _send_signal(p, sig)
+                self.notify(message, severity=severity)  # type: ignore[arg-type]
+
+        self.push_screen(KillDialog(p.pid, p.command), chosen)
+
+    def action_environment(self: GputuiApp) -> None:
+        """The selected process's environment, secrets redacted (a replay holds only the
+        rank variables it recorded)."""
+        from gputui.ui.details_screen import TextScreen
+
+        p = self.selected_process()
+        if p is None:
+            return
+        self.push_screen(TextScreen(f"environment of pid {p.pid}", _environment_text(p)))
 
     def _job_of(self: GputuiApp, p: ProcessInfo) -> Job:
         snap = self.snapshot
@@ -103,3 +169,63 @@ class ProcessActions:
             self.notify(f"probe unavailable: {e}", severity="error")
             return
         self.push_screen(ProbeScreen(**self.probe_args))
+
+
+def _special_process(p: ProcessInfo) -> str | None:
+    """Why tracing `p` deserves a question: init, or a kernel thread (no user space)."""
+    if p.pid == 1:
+        return "init (pid 1)"
+    if p.pid == 2 or (p.ppid == 2 and not p.cmdline):
+        return "a kernel thread"
+    return None
+
+
+def _send_signal(p: ProcessInfo, sig: signal.Signals) -> tuple[str, str]:
+    """(message, severity) after sending `sig` to the process the user saw, never to a pid
+    that has since been given to another process."""
+    from gputui.tools.ptrace import Target, preflight
+
+    problem = preflight(Target.of(p))
+    if problem is not None:
+        return f"not sent: {problem[1]}", "warning"
+    try:
+        os.kill(p.pid, sig)
+    except ProcessLookupError:
+        return f"not sent: process {p.pid} has exited", "warning"
+    except PermissionError:
+        return (
+            f"not sent: no permission to signal pid {p.pid} (owned by {p.user or '?'}; "
+            "run gputui as that user or with sudo)",
+            "error",
+        )
+    return f"sent {sig.name} to pid {p.pid}", "information"
+
+
+def _environment_text(p: ProcessInfo) -> Text:
+    from gputui.redact import redact_env
+
+    t = Text()
+    if not p.live:
+        t.append("From a recording: only the rank variables were recorded.\n\n", style="dim")
+        r = p.rank
+        env = {} if r is None else {k: str(v) for k, v in vars(r).items() if v is not None}
+    else:
+        import psutil
+
+        from gputui.tools.ptrace import Target, preflight
+
+        problem = preflight(Target.of(p))
+        if problem is not None:
+            return t.append(problem[1])
+        try:
+            env = psutil.Process(p.pid).environ()
+        except psutil.AccessDenied:
+            return t.append(
+                f"permission denied reading the environment of pid {p.pid}: run gputui as "
+                "its user or with sudo"
+            )
+        except psutil.Error as e:
+            return t.append(f"cannot read the environment of pid {p.pid}: {type(e).__name__}")
+    for k, v in sorted(redact_env(env).items()):
+        t.append(k, style="bold").append(f"={v}\n")
+    return t

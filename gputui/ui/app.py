@@ -1,71 +1,109 @@
-"""The gputui dashboard: GPU panels, verdict banner and process table over one sampler.
+"""The gputui dashboard: status line, verdict banner, GPUs, process table, key bar.
 
-Data flows one way: the Sampler thread pulls a Snapshot, runs the hang detector on it (still
-off the UI thread) and posts SnapshotReady; the UI only renders. A 1 s timer re-renders the
-age of the newest snapshot, so a sampler stuck inside NVML shows up as stale data.
+Data flows one way: the Sampler thread pulls a Snapshot, runs the hang detector (and the
+evidence watcher) on it and keeps the per-GPU history, all off the UI thread, then posts
+SnapshotReady; the UI only draws. Every widget is line-based (gputui/ui/strips.py) and
+repaints only the lines that changed. A 1 s timer looks at the age of the newest sample and
+redraws the status line only when the data turns stale (or stays stale), so a healthy
+dashboard draws one frame per sample.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import time
 from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rich.text import Text
-from textual.app import App, ComposeResult
+from textual import events
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Grid
-from textual.widgets import Footer, Input, Static
+from textual.screen import Screen
+from textual.strip import Strip
 
-from gputui.collect.model import GpuSample, ProcessInfo, Snapshot
+from gputui.collect.model import ProcessInfo, Snapshot
 from gputui.collect.sampler import Sampler
 from gputui.collect.source import Source
 from gputui.ui.actions import RECENT, ProcessActions
-from gputui.ui.banner import VerdictBanner
-from gputui.ui.gpu_panel import HISTORY, GpuPanel
-from gputui.ui.help_screen import HelpScreen
-from gputui.ui.messages import SamplerFailed, SnapshotReady, SourceEnded
+from gputui.ui.banner import VerdictBanner, banner_height
+from gputui.ui.bars import FilterChanged, KeyBar, StatusLine
+from gputui.ui.gpu_board import HISTORY, GpuBoard, GpuHistory
+from gputui.ui.messages import EvidenceArrived, SamplerFailed, SnapshotReady, SourceEnded
 from gputui.ui.process_table import ProcessTable
-from gputui.ui.text_view import TextView
+from gputui.ui.strips import LineView, text_line
+from gputui.watch import Watcher
 
-PANEL_WIDTH = 46  # columns one GPU panel needs
+NO_GPU_HINT = "Try `gputui --demo` to replay a real NCCL hang recorded on 2 x H200."
 
 
-def make_detector(stall_after: float, hang_after: float) -> Any | None:
+def _terminal_alive() -> bool:
+    stdin = sys.__stdin__
     try:
-        from gputui.diagnose.detector import Detector
-    except ImportError:
-        return None
-    return Detector(stall_after=stall_after, hang_after=hang_after)
+        return stdin is not None and os.isatty(stdin.fileno())
+    except (OSError, ValueError):
+        return False
+
+
+class NoGpuNote(LineView):
+    """Why there are no GPU lines, and what to try instead (host mode)."""
+
+    DEFAULT_CSS = "NoGpuNote { height: auto; }"
+
+    def __init__(self) -> None:
+        super().__init__(id="nogpu")
+        self.error = ""
+
+    def build(self, width: int) -> list[Strip]:
+        if not self.error:
+            return []
+        return [
+            text_line(f" No GPUs: {self.error}", width, "bold yellow"),
+            text_line(f" Showing the busiest host processes instead. {NO_GPU_HINT}", width),
+        ]
 
 
 class GputuiApp(ProcessActions, App[None]):
     TITLE = "gputui"
-    CSS = """
-    Screen { layout: vertical; }
-    #status { height: 1; background: $primary-background; padding: 0 1; }
-    #status.-stale { background: $error; color: $text; text-style: bold; }
-    #gpus { height: auto; grid-gutter: 0 1; }
-    #nogpu { height: auto; padding: 0 1; border: round $warning; }
-    #filter { display: none; }
-    #filter.-show { display: block; }
-    """
+    CSS = "Screen { layout: vertical; }"
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit"),
-        Binding("question_mark", "help", "Help", key_display="?", id="help"),
-        Binding("j", "jump_suspect", "Suspect", id="jump_suspect"),
-        Binding("p", "py_spy", "Py stack", id="py_spy"),
-        Binding("n", "py_spy_native", "Native", id="py_spy_native"),
-        Binding("g", "gdb", "gdb bt", id="gdb"),
-        Binding("t", "strace", "strace", id="strace"),
-        Binding("a", "dump_all", "All ranks", id="dump_all"),
-        Binding("b", "bundle", "Bundle", id="bundle"),
-        Binding("P", "probe", "Probe", key_display="P", id="probe"),
-        Binding("slash", "filter", "Filter", key_display="/", id="filter"),
-        Binding("s", "sort", "Sort", id="sort"),
-        Binding("space", "pause", "Pause", id="pause", show=False),
+        Binding("question_mark,f1,h", "help", "Help (every key)", key_display="?/F1/h", id="help"),
+        Binding("j", "jump_suspect", "Select the suspect rank's process", id="jump_suspect"),
+        Binding("d", "details", "Verdict details: reason, findings, next steps", id="details"),
+        Binding("p", "py_spy", "Python stack (py-spy dump)", id="py_spy"),
+        Binding("n", "py_spy_native", "Python + native stack", id="py_spy_native"),
+        Binding("g", "gdb", "gdb/cuda-gdb backtrace of every thread", id="gdb"),
+        Binding("T", "strace", "strace the process's system calls", key_display="T", id="strace"),
+        Binding("a", "dump_all", "Dump all ranks of its job, stacks grouped", id="dump_all"),
+        Binding("k", "kill", "Send a signal (asks first)", id="kill"),
+        Binding("e", "environment", "Its environment (secrets redacted)", id="environment"),
+        Binding("b", "bundle", "Write an incident bundle", id="bundle"),
+        Binding("P", "probe", "Pairwise GPU probe", key_display="P", id="probe"),
+        Binding("t", "tree", "Tree view: jobs and their ranks", id="tree"),
+        Binding("slash", "filter", "Filter processes", key_display="/", id="filter"),
+        Binding("escape", "clear_filter", "Clear the filter", key_display="esc", id="clear"),
+        Binding(
+            "less_than_sign",
+            "sort_step(-1)",
+            "Sort by the column to the left",
+            key_display="<",
+            id="sort_left",
+        ),
+        Binding(
+            "greater_than_sign",
+            "sort_step(1)",
+            "Sort by the column to the right",
+            key_display=">",
+            id="sort_right",
+        ),
+        Binding("I", "sort_reverse", "Reverse the sort order", key_display="I", id="sort_rev"),
+        Binding("s", "sort", "Cycle the sort column", id="sort"),
+        Binding("v", "view", "GPU view: auto / one line each / panels", id="view"),
+        Binding("space", "pause", "Pause sampling", id="pause"),
     ]
 
     def __init__(
@@ -75,70 +113,92 @@ class GputuiApp(ProcessActions, App[None]):
         hang_after: float = 60.0,
         probe_args: dict[str, Any] | None = None,
         bundle_dir: Path | None = None,
+        auto_dump: bool = True,
+        watch_terminal: bool = False,
     ) -> None:
         super().__init__()
         self.source = source
         self.stall_after, self.hang_after = stall_after, hang_after
         self.bundle_dir = bundle_dir
-        self.recent_snapshots: deque[Snapshot] = deque(maxlen=RECENT)
-        self.detector = make_detector(stall_after, hang_after)
         self.probe_args = probe_args or {}
+        self.recent_snapshots: deque[Snapshot] = deque(maxlen=RECENT)
+        # The hang detector, plus the evidence it gathers at a stall (stack dumps of every
+        # rank; in a replay, the dumps the recording carries): run on the sampler thread.
+        self.watcher = Watcher(
+            stall_after, hang_after, live=source.kind != "replay", auto_dump=auto_dump
+        )
+        self.watcher.on_evidence = lambda: self.post_message(EvidenceArrived())
         self.snapshot: Snapshot | None = None
         self.verdict: Any | None = None
         self.received_at: float | None = None  # monotonic time the newest snapshot arrived
+        self.started_at = time.monotonic()
         self.ended = False
         self.ended_event = asyncio.Event()  # set when a replay has run out (tests wait on it)
         self.first_snapshot = asyncio.Event()
         self.sampler = Sampler(
             source,
             self._from_sampler,
-            on_end=self._ended,
+            on_end=lambda: self.post_message(SourceEnded()),
             on_error=lambda e: self.post_message(SamplerFailed(str(e))),
         )
-        self._status_text = ""
-        self._hist: dict[int, deque[GpuSample]] = {}  # owned by the sampler thread
-        self.history: dict[int, tuple[GpuSample, ...]] = {}
-        self._gpu_layout: tuple[int, ...] | None = None  # GPU indices the panels show
+        self._hist: dict[int, tuple[deque, deque, deque]] = {}  # owned by the sampler thread
+        self.history: dict[int, GpuHistory] = {}
+        self._stale_shown: int | None = None
+        self.watch_terminal = watch_terminal  # exit when the terminal goes away
 
     # -- sampler thread side: never touches widgets
     def _from_sampler(self, snap: Snapshot) -> None:
-        verdict = self.detector.update(snap) if self.detector is not None else None
+        verdict = self.watcher.update(snap)
         for g in snap.gpus:
-            self._hist.setdefault(g.index, deque(maxlen=HISTORY)).append(g)
-        history = {i: tuple(h) for i, h in self._hist.items()}
+            h = self._hist.get(g.index)
+            if h is None:
+                h = self._hist[g.index] = tuple(deque(maxlen=HISTORY) for _ in range(3))
+            h[0].append(g.util)
+            h[1].append(g.mem_util)
+            h[2].append(g.power_frac)
+        history = {
+            i: GpuHistory(tuple(u), tuple(m), tuple(p)) for i, (u, m, p) in self._hist.items()
+        }
         self.post_message(SnapshotReady(snap, verdict, history))
-
-    def _ended(self) -> None:
-        self.post_message(SourceEnded())
 
     # -- UI
     def compose(self) -> ComposeResult:
-        yield TextView(id="status")
+        yield StatusLine(id="status")
         yield VerdictBanner(id="banner")
-        yield Grid(id="gpus")
+        yield GpuBoard(id="gpus")
+        yield NoGpuNote()
         yield ProcessTable(id="procs")
-        yield Input(
-            placeholder="filter processes (pid, user, state, command); enter to apply, "
-            "escape to clear",
-            id="filter",
-        )
-        yield Footer()
+        yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
         self.query_one(ProcessTable).focus()
         self.sampler.start()
-        self.set_interval(1.0, self._refresh_status)
+        self.set_interval(1.0, self._check_stale)
         self._refresh_status()
 
     def on_unmount(self) -> None:
         self.sampler.stop()
+        self.watcher.close()
 
     def on_snapshot_ready(self, msg: SnapshotReady) -> None:
+        was_alarm = self.verdict is not None and self.verdict.alarm
         self.snapshot, self.verdict, self.history = msg.snapshot, msg.verdict, msg.history
-        self.recent_snapshots.append(msg.snapshot)
+        if msg.snapshot.gpus:  # host mode's processes are not what a bundle wants
+            self.recent_snapshots.append(msg.snapshot)
         self.received_at = time.monotonic()
         self._render_snapshot()
+        if msg.verdict is not None and msg.verdict.alarm and not was_alarm:
+            # The alarm just went up: select the suspect's row so it is on screen and `p`
+            # dumps it, with no key pressed.
+            self._select_suspect(quiet=True)
         self.first_snapshot.set()
+
+    def on_evidence_arrived(self, _: EvidenceArrived) -> None:
+        """Stacks (or other evidence) came in between samples: show them now."""
+        latest = self.watcher.latest()
+        if latest is not None and self.snapshot is not None:
+            self.verdict = latest
+            self._render_snapshot()
 
     def on_source_ended(self, _: SourceEnded) -> None:
         self.ended = True
@@ -148,14 +208,8 @@ class GputuiApp(ProcessActions, App[None]):
     def on_sampler_failed(self, msg: SamplerFailed) -> None:
         self.notify(f"sampling failed: {msg.error}", severity="error", timeout=5)
 
-    def on_resize(self) -> None:
-        self._layout_panels()
-
-    def _layout_panels(self) -> None:
-        grid = self.query_one("#gpus", Grid)
-        n = len(grid.children) or 1
-        cols = max(1, min(n, self.size.width // PANEL_WIDTH or 1))
-        grid.styles.grid_size_columns = cols
+    def on_resize(self, event: events.Resize) -> None:
+        self.query_one(GpuBoard).redraw()
 
     def _gpu_tags(self) -> dict[int, tuple[str, str]]:
         v, snap = self.verdict, self.snapshot
@@ -169,146 +223,177 @@ class GputuiApp(ProcessActions, App[None]):
             for i in v.spinning:
                 tags[i] = ("spinning", since)
             for i in v.suspects:
-                tags[i] = ("suspect", "")
+                tags[i] = ("suspect", f" {tags.get(i, ('gone', ''))[0]}")
         return tags
 
     def _render_snapshot(self) -> None:
         snap = self.snapshot
         assert snap is not None
-        grid = self.query_one("#gpus", Grid)
-        panels = {p.index: p for p in grid.query(GpuPanel)}
-        layout = tuple(g.index for g in snap.gpus)
-        if layout != self._gpu_layout:
-            self._gpu_layout = layout
-            grid.remove_children()
-            panels = {g.index: GpuPanel(g.index) for g in snap.gpus}
-            if panels:
-                grid.mount_all(list(panels.values()))
-            else:
-                grid.mount(Static(self._no_gpu_text(snap), id="nogpu"))
-            self.call_after_refresh(self._layout_panels)
-        tags = self._gpu_tags()
-        for g in snap.gpus:
-            tag, detail = tags.get(g.index, (None, ""))
-            panels[g.index].show(self.history.get(g.index) or (g,), tag, detail)
-        self.query_one(VerdictBanner).show(self.verdict, snap.t)
+        banner = self.query_one(VerdictBanner)
+        banner.show(self.verdict, snap.t)
+        board = self.query_one(GpuBoard)
+        board.reserved = 2 + banner_height(self.verdict)
+        board.show(snap.gpus, self.history, self._gpu_tags(), self._is_stale())
+        note = self.query_one(NoGpuNote)
+        error = "" if snap.gpus else (snap.gpu_error or "this node reports no GPUs")
+        if error != note.error:
+            note.error = error
+            note.redraw()
         self.query_one(ProcessTable).apply(snap.processes, snap.jobs, snap.t, self._row_flags())
         self._refresh_status()
 
-    def _no_gpu_text(self, snap: Snapshot) -> Text:
-        t = Text()
-        t.append("No GPUs: ", style="bold yellow")
-        t.append(snap.gpu_error or "this node reports no GPUs")
-        t.append("\nShowing the busiest host processes instead. ", style="dim")
-        t.append(
-            "Try `gputui --demo` to replay a real NCCL hang recorded on 2 x H200.", style="bold"
-        )
-        return t
-
-    def _row_flags(self) -> dict[int, Text]:
-        v = self.verdict
-        if v is None or v.state == "ok":
+    def _row_flags(self) -> dict[int, str]:
+        v, snap = self.verdict, self.snapshot
+        if v is None or snap is None or v.state == "ok":
             return {}
-        flags: dict[int, Text] = {}
-        snap = self.snapshot
-        assert snap is not None
+        flags: dict[int, str] = {}
         for p in snap.processes:
-            if set(p.gpus) & set(v.suspects) or p.pid in getattr(v, "suspect_pids", ()):
-                flags[p.pid] = Text("SUSPECT", style="bold white on red")
+            if set(p.gpus) & set(v.suspects) or p.pid in v.suspect_pids:
+                flags[p.pid] = "suspect"
             elif set(p.gpus) & set(v.spinning):
-                flags[p.pid] = Text("waiting", style="black on yellow")
+                flags[p.pid] = "waiting"
         return flags
 
+    # -- status line and staleness
+    def _stale_after(self) -> float:
+        return 3 * self.source.next_delay() + 2
+
+    def _age(self) -> float:
+        since = self.received_at if self.received_at is not None else self.started_at
+        return time.monotonic() - since
+
+    def _is_stale(self) -> bool:
+        return self.source.kind != "replay" and self._age() > self._stale_after()
+
+    def _check_stale(self) -> None:
+        if self.watch_terminal and not _terminal_alive():
+            # The terminal hung up (ssh or tmux gone) and SIGHUP did not end us: nothing
+            # can be drawn or read any more, and nothing needs restoring.
+            self.sampler.stop()
+            os._exit(129)
+        stale = self._is_stale()
+        shown = int(self._age()) if stale else None
+        if shown != self._stale_shown:
+            self._stale_shown = shown
+            self._refresh_status()
+            if self.snapshot is not None:
+                board = self.query_one(GpuBoard)
+                if board.stale != stale:
+                    board.stale = stale
+                    board.redraw()
+
     def _refresh_status(self) -> None:
-        status = self.query_one("#status", TextView)
         snap = self.snapshot
         src = getattr(self.source, "description", self.source.kind)
         host = (snap.hostname if snap and snap.hostname else "") or ""
-        stale = False
-        if snap is None or self.received_at is None:
-            text = f"gputui · {src} · waiting for the first sample…"
+        right = ""
+        stale = self._is_stale()
+        if snap is None:
+            left = f"gputui · {src} · waiting for the first sample…"
         else:
-            age = time.monotonic() - self.received_at
             when = time.strftime("%H:%M:%S", time.localtime(snap.t))
             parts = ["gputui", host, src, f"sample {when}"]
-            if self.source.kind == "replay":
-                parts.append(f"recorded phase: {snap.phase}" if snap.phase else "")
-                if self.ended:
-                    parts.append("replay ended (q to quit)")
-            else:
-                limit = 3 * self.source.next_delay() + 2
-                stale = age > limit
-                parts.append(
-                    f"STALE: no sample for {age:.0f} s (NVML not answering?)"
-                    if stale
-                    else f"{age:.1f} s ago"
-                )
-            if self.sampler.paused:
-                parts.append("PAUSED")
-            text = " · ".join(p for p in parts if p)
-        if text != self._status_text:
-            status.set_text(Text(text, no_wrap=True, overflow="ellipsis"))
-            self._status_text = text
-        status.set_class(stale, "-stale")
-        for panel in self.query(GpuPanel):
-            panel.set_class(stale, "-stale")
+            if self.source.kind == "replay" and snap.phase:
+                parts.append(f"recorded phase: {snap.phase}")
+            left = " · ".join(p for p in parts if p)
+        if stale:
+            what = "no sample yet" if snap is None else "no sample"
+            right = f"STALE: {what} for {self._age():.0f} s (NVML not answering?)"
+        elif self.ended:
+            right = "replay ended (q quits)"
+        elif self.sampler.paused:
+            right = "PAUSED (space resumes)"
+        self.query_one(StatusLine).show(left, right, stale)
 
-    # -- actions
+    # -- commands, help, palette
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """gputui's own actions first in the command palette (ctrl+p)."""
+        for b in self.BINDINGS:
+            assert isinstance(b, Binding)
+            if b.action in ("quit", "clear_filter"):
+                continue
+            action = b.action
+            yield SystemCommand(
+                f"{b.description}",
+                f"key: {b.key_display or b.key}",
+                lambda a=action: self.run_action(a),
+            )
+        yield from super().get_system_commands(screen)
+
     def action_help(self) -> None:
-        notes = (
-            "Marks: SUSPECT = the rank the hang detector names (not spinning while its peers "
-            "spin in a collective); waiting = a rank spinning in a collective.\n"
-            "Data older than 3 sample intervals is shown as STALE."
-        )
-        self.push_screen(HelpScreen(list(self.BINDINGS), notes))  # type: ignore[arg-type]
+        from gputui.ui.help_screen import HelpScreen
+
+        self.push_screen(HelpScreen(list(self.BINDINGS)))  # type: ignore[arg-type]
+
+    def action_details(self) -> None:
+        from gputui.ui.details_screen import DetailsScreen
+
+        self.push_screen(DetailsScreen(self.verdict, self.snapshot))
+
+    # -- table actions
+    def _table(self) -> ProcessTable:
+        return self.query_one(ProcessTable)
+
+    def _note(self, text: str) -> None:
+        self.query_one(KeyBar).set_note(text)
+        self.set_timer(3.0, lambda: self.query_one(KeyBar).set_note(""))
 
     def action_sort(self) -> None:
-        by = self.query_one(ProcessTable).cycle_sort()
-        if self.snapshot:
-            self._render_snapshot()
-        self.notify(f"sorted by {by}", timeout=2)
+        table = self._table()
+        self._note(f"sorted by {table.step_sort(1)}")
+
+    def action_sort_step(self, delta: int) -> None:
+        self._note(f"sorted by {self._table().step_sort(delta)}")
+
+    def action_sort_reverse(self) -> None:
+        table = self._table()
+        table.sort(table.sort_by, reverse=not table.reverse)
+
+    def action_tree(self) -> None:
+        table = self._table()
+        table.set_tree(not table.tree_view)
+
+    def action_view(self) -> None:
+        board = self.query_one(GpuBoard)
+        board.view = {"auto": "compact", "compact": "full", "full": "auto"}[board.view]
+        board.redraw()
+        self._note(f"GPU view: {board.view}")
 
     def action_pause(self) -> None:
         self.sampler.pause(not self.sampler.paused)
         self._refresh_status()
 
     def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.add_class("-show")
-        box.focus()
+        self.query_one(KeyBar).start(self._table().filter_text)
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id == "filter":
-            self._set_filter(event.value)
+    def action_clear_filter(self) -> None:
+        if self._table().filter_text:
+            self._table().set_filter("")
 
-    def on_key(self, event: Any) -> None:
-        box = self.query_one("#filter", Input)
-        if event.key == "escape" and box.has_focus:
-            box.value = ""
-            self._set_filter("")
-            event.stop()
-
-    def _set_filter(self, text: str) -> None:
-        box = self.query_one("#filter", Input)
-        table = self.query_one(ProcessTable)
-        table.filter_text = text.strip()
-        box.set_class(bool(table.filter_text), "-show")
+    def on_filter_changed(self, msg: FilterChanged) -> None:
+        table = self._table()
+        table.set_filter(msg.text)
         table.focus()
-        if self.snapshot:
-            self._render_snapshot()
 
     def action_jump_suspect(self) -> None:
+        self._select_suspect(quiet=False)
+
+    def _select_suspect(self, quiet: bool) -> None:
         v, snap = self.verdict, self.snapshot
         if v is None or snap is None or v.state == "ok":
-            self.notify("no stalled job: nothing to jump to", timeout=3)
+            if not quiet:
+                self.notify("no stalled job: nothing to jump to", timeout=3)
             return
-        table = self.query_one(ProcessTable)
-        pids = list(getattr(v, "suspect_pids", ()))
+        table = self._table()
+        pids = list(v.suspect_pids)
         pids += [p.pid for p in snap.processes if set(p.gpus) & set(v.suspects)]
         for pid in pids:
             if table.select_pid(pid):
-                table.focus()
+                if not quiet:
+                    table.focus()
                 return
+        if quiet:
+            return
         gpus = ", ".join(map(str, v.suspects)) or "none"
         self.notify(
             f"suspect GPU {gpus} has no process any more: its rank has exited; "
@@ -317,7 +402,7 @@ class GputuiApp(ProcessActions, App[None]):
         )
 
     def selected_process(self) -> ProcessInfo | None:
-        p = self.query_one(ProcessTable).selected()
+        p = self._table().selected()
         if p is None:
             self.notify("select a process first (up/down in the table)", timeout=3)
         return p

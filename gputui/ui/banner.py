@@ -1,55 +1,85 @@
-"""The verdict banner: what the hang detector concluded, in plain words, and what to do."""
+"""The verdict banner: one line when all is well, three at a stall, details behind `d`.
+
+At a stall the banner answers first (who is the suspect, where it is stuck), then says what
+to press. Three lines leave room at 80x24 for one line per GPU and the suspect's row; the
+full reason, every finding and the next steps are on the details screen (`d`).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rich.text import Text
+from textual.strip import Strip
 
-from gputui.ui.text_view import TextView
+from gputui.ui.strips import Line, LineView, fit
+
+OK_STYLE = "bold black on green"
+STALLED_STYLE = "bold black on yellow"
+HUNG_STYLE = "bold white on red"
+KEYS = "j select suspect · p its stack · a all ranks · d details · b bundle"
 
 
-def verdict_text(v: Any, now: float) -> Text:
-    """Render a diagnose.Verdict (duck-typed, so the UI does not depend on its internals)."""
-    t = Text()
-    state = getattr(v, "state", "ok")
-    if state == "ok":
-        t.append(" OK ", style="bold black on green")
-        t.append(f"  {v.reason}", style="dim")
-        return t
+def headline(v: Any, now: float) -> tuple[str, str]:
+    """(badge, text) of the first line: the state, then the suspect before anything else."""
     since = getattr(v, "since", None)
-    dur = f" for {now - since:.0f} s" if since is not None else ""
-    t.append(
-        f" {state.upper()}{dur} ",
-        style="bold white on red" if state == "hung" else "bold black on yellow",
-    )
+    badge = f" {v.state.upper()}" + (f" {now - since:.0f} s " if since is not None else " ")
+    parts = []
+    if v.suspects:
+        pids = f" pid {', '.join(map(str, v.suspect_pids))}" if v.suspect_pids else ""
+        parts.append(f"suspect GPU {', '.join(map(str, v.suspects))}{pids}")
+    else:
+        parts.append("no suspect on this node")
+    if v.spinning:
+        parts.append(f"spinning GPU {', '.join(map(str, v.spinning))}")
     if getattr(v, "job", None):
-        t.append(f"  job {v.job}", style="bold")
-    spin = ", ".join(map(str, v.spinning)) or "none"
-    sus = ", ".join(map(str, v.suspects)) or "none named"
-    t.append(f"  spinning GPU {spin}  ·  suspect GPU {sus}")
-    if getattr(v, "suspect_pids", ()):
-        t.append(f" (pid {', '.join(map(str, v.suspect_pids))})", style="bold")
-    t.append(f"\n{v.reason}")
-    steps = list(getattr(v, "next_steps", ()))[:2]
-    keys = "j: select suspect · p: its Python stack · a: dump all ranks · b: incident bundle"
-    t.append(f"\nNext: {keys}", style="bold")
-    for s in steps:
-        t.append(f"\n  · {s}", style="italic")
-    return t
+        parts.append(f"job {v.job.split(' (')[0]}")
+    return badge, "  " + " · ".join(parts)
 
 
-class VerdictBanner(TextView):
-    DEFAULT_CSS = """
-    VerdictBanner { height: auto; padding: 0 1; display: none; }
-    VerdictBanner.-show { display: block; }
-    VerdictBanner.-alarm { background: $error 15%; border: heavy $error; }
-    """
+def answer(v: Any) -> str:
+    """The second line: the culprit's frame when stacks say it, else the detector's why."""
+    findings = list(getattr(v, "findings", ()) or ())
+    if findings:
+        return "▶ " + findings[0]
+    reason = v.reason
+    for marker in ("; not spinning: ", "; every GPU", "; its peers"):
+        i = reason.find(marker)
+        if i >= 0:
+            return "▶ " + reason[i + 2 :].rstrip(".")
+    return "▶ " + reason
+
+
+def banner_height(v: Any | None) -> int:
+    """Lines the banner takes for this verdict (known before it is drawn, so the GPU board
+    can choose its form in the same pass)."""
+    return 0 if v is None else 3 if v.alarm else 1
+
+
+def banner_lines(v: Any | None, now: float, width: int) -> list[Strip]:
+    if v is None:
+        return []
+    if not v.alarm:
+        line = Line().add(" OK ", OK_STYLE).add(fit(f"  {v.reason}", max(0, width - 4)), "dim")
+        return [line.strip(width)]
+    badge, text = headline(v, now)
+    first = Line().add(badge, HUNG_STYLE if v.state == "hung" else STALLED_STYLE)
+    first.add(fit(text, max(0, width - first.length)), "bold")
+    second = Line().add(fit(answer(v), width), "bold red" if v.findings else "")
+    third = Line().add(fit(KEYS, width), "italic")
+    return [first.strip(width), second.strip(width), third.strip(width)]
+
+
+class VerdictBanner(LineView):
+    DEFAULT_CSS = "VerdictBanner { height: auto; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.verdict: Any | None = None
+        self.now = 0.0
 
     def show(self, verdict: Any | None, now: float) -> None:
-        if verdict is None:
-            self.set_class(False, "-show")
-            return
-        self.set_class(True, "-show")
-        self.set_class(getattr(verdict, "state", "ok") != "ok", "-alarm")
-        self.set_text(verdict_text(verdict, now))
+        self.verdict, self.now = verdict, now
+        self.redraw()
+
+    def build(self, width: int) -> list[Strip]:
+        return banner_lines(self.verdict, self.now, width)

@@ -1,4 +1,4 @@
-"""Messages from the sampler thread to the app.
+"""Messages from the sampler and evidence threads to the app.
 
 SnapshotReady replaces a pending SnapshotReady: if the UI falls behind, it skips to the
 newest data instead of replaying a backlog (toolong's `can_replace` idea).
@@ -18,10 +18,17 @@ class SnapshotReady(Message):
         super().__init__()
         self.snapshot = snapshot
         self.verdict = verdict
-        self.history = history  # per-GPU recent samples, built in the sampler thread
+        self.history = history  # per-GPU recent readings, built in the sampler thread
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SnapshotReady)
+
+
+class EvidenceArrived(Message):
+    """Stack dumps (or other evidence) for the stalled job came in between two samples."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, EvidenceArrived)
 
 
 class SourceEnded(Message):

@@ -1,277 +1,304 @@
-"""The process table: rows keyed by (pid, create time), updated by diffing, never rebuilt.
+"""The process table, drawn line by line: a header, then one line per row, scrolled by hand.
 
-Each update removes the rows that are gone, changes only the cells that differ, and adds
-the new rows, inside one batch (dolphie's process list does the same). Rows are re-sorted
-only when the order would change.
+Each update rebuilds the row list (rows.py: sort, filter, tree) and compares the lines in the
+visible window with the ones on screen; only lines that differ are repainted, and a line's
+Strip is rebuilt only when its row's text, flag or selection changed. A sample that changes
+two rows of a thousand repaints two lines. The selection follows the process (its row key,
+pid and create time), not the line number, so it stays on the same process while rows move.
 
-What Textual's DataTable does that costs (measured with bench/table_apply.py, 1000 rows):
-- `update_cell(..., update_width=True)` re-measures every cell of the column on the next idle
-  whenever the new value is narrower than the column: O(rows) per changed cell, ~26 s of
-  blocked UI for a snapshot that changes 10% of the cells. So a cell asks for a width update
-  only when it is wider than anything its column has held (the O(1) branch); columns never
-  shrink, like top.
-- a `str` cell is parsed as Rich markup on every measure and render: slow, and wrong for
-  process data (`[environment not readable ...]`, `--gpus [0,1]` lost their brackets). Cells
-  go to the DataTable as plain `Text`.
-- `remove_row` rebuilds the row index: O(rows) per removed row. Rows that went away are
-  removed in one pass (falls back to `remove_row` if DataTable's internals change).
+Keys (htop/nvitop habits): up/down, PgUp/PgDn, Home/End; a click selects a row, a click on
+a header sorts by that column and a second click reverses; the wheel scrolls.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from rich.cells import cell_len
-from rich.text import Text
-from textual.widgets import DataTable
+from textual.binding import Binding
+from textual.strip import Strip
+from textual.widget import Widget
 
 from gputui.collect.model import Job, ProcessInfo
-from gputui.ui.format import duration, mib, num
+from gputui.ui import rows as R
+from gputui.ui.strips import Line, fit, repaint_changed
 
-COLUMNS = (
-    "!",
-    "GPU",
-    "PID",
-    "rank",
-    "job",
-    "user",
-    "GPU mem",
-    "CPU%",
-    "RSS",
-    "state",
-    "elapsed",
-    "command",
-)
-SORTS: dict[str, Callable[[ProcessInfo, float], Any]] = {
-    "GPU": lambda p, now: (p.gpus or (1 << 20,), p.pid),
-    "PID": lambda p, now: p.pid,
-    "CPU%": lambda p, now: -(p.cpu_percent or 0.0),
-    "GPU mem": lambda p, now: -(p.gpu_mem_mb or 0.0),
-    "RSS": lambda p, now: -(p.rss_mb or 0.0),
-    "elapsed": lambda p, now: -(p.elapsed_s(now) or 0.0),
-    "rank": lambda p, now: p.rank.rank if p.rank and p.rank.rank is not None else 1 << 20,
-}
-SORT_ORDER = ("GPU", "CPU%", "GPU mem", "RSS", "elapsed", "PID", "rank")
+FLAG_TEXT = {"suspect": ("SUSP", "SUSPECT"), "waiting": ("wait", "waiting")}
+FLAG_STYLE = {"suspect": "bold white on red", "waiting": "black on yellow"}
+HEADER_STYLE = "bold reverse"
+SELECTED_STYLE = "reverse"
+HEADING_STYLE = "bold cyan"
+_CELL_STYLE = {"state:Z": "bold red", "state:T": "bold red", "state:D": "bold red"}
 
 
-def row_key(p: ProcessInfo) -> str:
-    return f"{p.pid}@{p.create_time or 0:.2f}"
+class ProcessTable(Widget, can_focus=True):
+    DEFAULT_CSS = "ProcessTable { height: 1fr; min-height: 3; }"
+    BINDINGS = [
+        Binding("up", "move(-1)", "Up", show=False, id="table.up"),
+        Binding("down", "move(1)", "Down", show=False, id="table.down"),
+        Binding("pageup", "page(-1)", "Page up", show=False, id="table.pageup"),
+        Binding("pagedown", "page(1)", "Page down", show=False, id="table.pagedown"),
+        Binding("home", "edge(-1)", "First row", show=False, id="table.home"),
+        Binding("end", "edge(1)", "Last row", show=False, id="table.end"),
+    ]
 
-
-def _plain(c: Any) -> Any:
-    """A str cell as Text, so that DataTable never parses it as markup."""
-    return Text(c) if isinstance(c, str) else c
-
-
-def _width(c: Any) -> int:
-    if isinstance(c, Text):
-        return c.cell_len
-    return cell_len(c) if isinstance(c, str) else len(str(c))
-
-
-def matches(p: ProcessInfo, text: str) -> bool:
-    """Case-insensitive substring filter over pid, user, state and command."""
-    if not text:
-        return True
-    hay = f"{p.pid} {p.user or ''} {p.state or ''} {p.command}".lower()
-    return all(word in hay for word in text.lower().split())
-
-
-class ProcessTable(DataTable):
-    DEFAULT_CSS = "ProcessTable { height: 1fr; }"
-
-    def __init__(self, **kw: Any) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, **kw)
-        self.rows_shown: dict[str, tuple[Any, ...]] = {}
-        self.procs: dict[str, ProcessInfo] = {}
-        self.order: list[str] = []
-        self.sort_by = "GPU"
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.rows: list[R.Row] = []
+        self.sort_by = R.DEFAULT_SORT
+        self.reverse = False
         self.filter_text = ""
-        self._widest: dict[str, int] = {c: cell_len(c) for c in COLUMNS}
-
-    def on_mount(self) -> None:
-        for c in COLUMNS:
-            self.add_column(c, key=c)
-
-    def _cells(self, p: ProcessInfo, job: Job | None, now: float, flag: Text) -> tuple[Any, ...]:
-        rank = "-" if not p.rank or p.rank.rank is None else str(p.rank.rank)
-        if p.env_error and rank == "-":
-            rank = Text("?", style="dim")  # explained in the command column
-        cmd = p.command if p.live or p.cmdline else f"{p.command} (recorded)"
-        if p.env_error:
-            cmd = f"{cmd}  [{p.env_error}]"
-        state = Text(
-            p.state or "?",
-            style="bold red" if p.state in ("stopped", "zombie", "disk-sleep") else "",
+        self.tree_view = False
+        self.cursor: str | None = None  # row key of the selected process
+        self.top_row = 0  # index of the first row shown
+        self._data: tuple[Sequence[ProcessInfo], Sequence[Job], float, dict[int, str]] = (
+            (),
+            (),
+            0.0,
+            {},
         )
-        return (
-            flag,
-            ",".join(map(str, p.gpus)) or "-",
-            str(p.pid),
-            rank,
-            job.label.split(" (")[0][:18] if job else "-",
-            (p.user or "?")[:10],
-            mib(p.gpu_mem_mb),
-            num(p.cpu_percent, "", 0),
-            mib(p.rss_mb),
-            state,
-            duration(p.elapsed_s(now)),
-            cmd,
-        )
+        self._shown: list[Strip] = []  # lines on screen, header first
+        self._row_cache: dict[str, tuple[Any, Strip]] = {}
+        self._cols: tuple[tuple[R.Column, int], ...] = ()
+        self._width = 0
+
+    # ------------------------------------------------------------ data in
 
     def apply(
         self,
         processes: Sequence[ProcessInfo],
         jobs: Sequence[Job],
         now: float,
-        flags: dict[int, Text] | None = None,
+        flags: dict[int, str] | None = None,
     ) -> None:
-        """Bring the table to `processes` with the fewest changes."""
-        flags = flags or {}
-        job_of = {pid: j for j in jobs for pid in j.pids}
-        wanted = {row_key(p): p for p in processes if matches(p, self.filter_text)}
-        widest = self._widest
-        changed: list[tuple[str, str, Any]] = []  # cells that keep their column's width
-        with self.app.batch_update():
-            gone = [k for k in self.rows_shown if k not in wanted]
-            self._remove_rows(gone)
-            for key in gone:
-                del self.rows_shown[key]
-            for key, p in wanted.items():
-                cells = self._cells(p, job_of.get(p.pid), now, flags.get(p.pid, Text("")))
-                old = self.rows_shown.get(key)
-                if old is None:
-                    for col, c in zip(COLUMNS, cells, strict=True):
-                        w = _width(c)
-                        if w > widest[col]:
-                            widest[col] = w
-                    self.add_row(*map(_plain, cells), key=key)
-                elif old != cells:
-                    for col, a, b in zip(COLUMNS, old, cells, strict=True):
-                        if a != b:
-                            w = _width(b)
-                            grow = w > widest[col]
-                            if grow:
-                                widest[col] = w
-                            if grow:
-                                self.update_cell(key, col, _plain(b), update_width=True)
-                            else:
-                                changed.append((key, col, _plain(b)))
-                self.rows_shown[key] = cells
-            self._set_cells(changed)
-            self.procs = wanted
-            self._resort(now)
+        """Show these processes; `flags` marks pids as "suspect" or "waiting"."""
+        self._data = (processes, jobs, now, flags or {})
+        self._rebuild()
 
-    def _set_cells(self, changed: list[tuple[str, str, Any]]) -> None:
-        """update_cell for many cells at once: one cache invalidation and one refresh instead
-        of one per cell (falls back to update_cell if DataTable's internals change)."""
-        if not changed:
-            return
-        try:
-            from textual.widgets._data_table import ColumnKey, RowKey
+    def _rebuild(self) -> None:
+        processes, jobs, now, flags = self._data
+        self.rows = R.build_rows(
+            processes,
+            jobs,
+            now,
+            sort_by=self.sort_by,
+            reverse=self.reverse,
+            filter_text=self.filter_text,
+            tree=self.tree_view,
+            flags=flags,
+            wide=self.size.width >= 120,
+        )
+        keys = [r.key for r in self.rows if r.proc is not None]
+        if self.cursor not in keys:
+            self.cursor = keys[0] if keys else None
+        self._keep_cursor_visible()
+        self._repaint()
 
-            data = self._data
-            for key, col, value in changed:
-                data[RowKey(key)][ColumnKey(col)] = value
-        except (ImportError, AttributeError, KeyError):
-            for key, col, value in changed:
-                self.update_cell(key, col, value)
+    # ------------------------------------------------------------ drawing
+
+    @property
+    def page(self) -> int:
+        return max(1, self.size.height - 1)
+
+    def _keep_cursor_visible(self) -> None:
+        i = self._cursor_index()
+        page = self.page
+        if i is not None:
+            if i < self.top_row:
+                self.top_row = i
+            elif i >= self.top_row + page:
+                self.top_row = i - page + 1
+        self.top_row = max(0, min(self.top_row, max(0, len(self.rows) - page)))
+
+    def _cursor_index(self) -> int | None:
+        for i, r in enumerate(self.rows):
+            if r.key == self.cursor:
+                return i
+        return None
+
+    def _repaint(self) -> None:
+        width, height = self.size
+        if width <= 0 or height <= 0:
             return
-        self._forget_rows({RowKey(key) for key, _, _ in changed})
+        if width != self._width:
+            self._width = width
+            self._cols = R.visible_columns(width)
+            self._row_cache.clear()
+        new = [self._header(width)]
+        for r in self.rows[self.top_row : self.top_row + height - 1]:
+            new.append(self._line(r, width))
+        new += [Strip.blank(width)] * (height - len(new))
+        old, self._shown = self._shown, new
+        repaint_changed(self, old, new, width, layout=False)
+
+    def _header(self, width: int) -> Strip:
+        line = Line()
+        first = True
+        for col, w in self._cols:
+            if not first:
+                line.add(" ", HEADER_STYLE)
+            first = False
+            title = col.title
+            if col.id == self.sort_by:
+                title += "▲" if self.reverse else "▼"
+            line.cell(title, w, HEADER_STYLE, col.align if col.id != self.sort_by else "<")
+        if self.filter_text or self.tree_view:
+            extra = "  tree" if self.tree_view else ""
+            extra += f"  filter: {self.filter_text}" if self.filter_text else ""
+            line = Line().add(fit(_plain(line), max(0, width - len(extra))), HEADER_STYLE)
+            line.add(extra, "bold black on yellow")
+        return line.strip(width, HEADER_STYLE)
+
+    def _line(self, r: R.Row, width: int) -> Strip:
+        selected = r.key == self.cursor and r.proc is not None
+        state = (r.cells, r.flag, r.heading, selected)
+        cached = self._row_cache.get(r.key)
+        if cached is not None and cached[0] == state:
+            return cached[1]
+        strip = self._draw_row(r, selected, width)
+        self._row_cache[r.key] = (state, strip)
+        return strip
+
+    def _draw_row(self, r: R.Row, selected: bool, width: int) -> Strip:
+        if r.proc is None:
+            return Line().add(fit(r.heading, width), HEADING_STYLE).strip(width)
+        base = SELECTED_STYLE if selected else ""
+        text = dict(r.cells)
+        wide = width >= 120
+        line = Line()
+        first = True
+        for col, w in self._cols:
+            if not first:
+                line.add(" ", base)
+            first = False
+            if col.id == "flag":
+                label = FLAG_TEXT.get(r.flag, ("", ""))[1 if wide else 0]
+                line.cell(label, w, FLAG_STYLE.get(r.flag, base))
+                continue
+            value = text.get(col.id, "")
+            spec = _CELL_STYLE.get(f"{col.id}:{value[:1]}", "") if col.id == "state" else ""
+            if col.id == "pid" and r.flag == "suspect":
+                spec = "bold red"
+            if selected:
+                spec = f"{spec} reverse".strip()
+            line.cell(value, w, spec or base, col.align)
+        return line.strip(width, base)
+
+    def render_line(self, y: int) -> Strip:
+        if 0 <= y < len(self._shown):
+            return self._shown[y]
+        return Strip.blank(self.size.width)
+
+    def on_resize(self) -> None:
+        if self._data[0] or self.rows:
+            self._rebuild()
+        else:
+            self._repaint()
         self.refresh()
 
-    def _forget_rows(self, row_keys: set[Any]) -> None:
-        """Drop the cached renders of these rows only.
-
-        DataTable keys all its render caches by a table-wide update counter, so bumping it
-        (what update_cell does) makes the next frame re-render every visible cell: ~75 ms on
-        a GPU node's core for a full screen of rows. Values changed in place move no row,
-        so only the changed rows' renderables, cells, row lines and screen lines need to go; the
-        rest of the frame comes from the caches. Falls back to the counter if the internals
-        differ.
-        """
-        try:
-            cells, rows, lines = self._cell_render_cache, self._row_render_cache, self._line_cache
-            for cache in (cells, rows):
-                for k in [k for k in list(cache.keys()) if k[0] in row_keys]:
-                    cache.discard(k)
-            renderables = self._row_renderable_cache  # keyed (update count, row index)
-            indices = {self._row_locations.get(rk) for rk in row_keys}
-            for k in [k for k in list(renderables.keys()) if k[1] in indices]:
-                renderables.discard(k)
-            for k in list(lines.keys()):
-                try:
-                    stale = self._get_offsets(k[0])[0] in row_keys
-                except LookupError:
-                    stale = True
-                if stale:
-                    lines.discard(k)
-        except (AttributeError, TypeError, IndexError):
-            self._update_count += 1
-
-    def _remove_rows(self, keys: list[str]) -> None:
-        if len(keys) < 3 or not self._bulk_remove(keys):
-            for key in keys:
-                self.remove_row(key)
-
-    def _bulk_remove(self, keys: list[str]) -> bool:
-        """DataTable.remove_row for many rows at once: one index rebuild, one refresh."""
-        try:
-            from textual._two_way_dict import TwoWayDict
-            from textual.widgets._data_table import CellKey, RowKey
-
-            locations = self._row_locations
-            data, rows, updated = self._data, self.rows, self._updated_cells
-        except (ImportError, AttributeError):
-            return False
-        gone = {RowKey(k) for k in keys}
-        kept = sorted((locations.get(rk), rk) for rk in locations if rk not in gone)
-        self._require_update_dimensions = True
-        self.check_idle()
-        self._row_locations = TwoWayDict({rk: i for i, (_, rk) in enumerate(kept)})
-        for rk in gone:
-            for ck in data.get(rk, ()):
-                updated.discard(CellKey(rk, ck))
-            rows.pop(rk, None)
-            data.pop(rk, None)
-        self.cursor_coordinate = self.cursor_coordinate
-        self.hover_coordinate = self.hover_coordinate
-        self._update_count += 1
-        self.refresh(layout=True)
-        return True
-
-    def _resort(self, now: float) -> None:
-        keyf = SORTS[self.sort_by]
-        order = sorted(self.procs, key=lambda k: keyf(self.procs[k], now))
-        if order != self.order:
-            self._sort_by_rank({k: i for i, k in enumerate(order)})
-            self.order = order
-
-    def _sort_by_rank(self, rank: dict[str, int]) -> None:
-        # DataTable sorts by cell values; map each row back to its key through the PID cell
-        # and the create-time-qualified key kept in self.procs.
-        pid_to_key = {str(p.pid): k for k, p in self.procs.items()}
-        self.sort("PID", key=lambda pid_cell: rank.get(pid_to_key.get(str(pid_cell), ""), 0))
-
-    def cycle_sort(self) -> str:
-        i = SORT_ORDER.index(self.sort_by) if self.sort_by in SORT_ORDER else -1
-        self.sort_by = SORT_ORDER[(i + 1) % len(SORT_ORDER)]
-        self.order = []
-        return self.sort_by
+    # ------------------------------------------------------------ selection
 
     def selected(self) -> ProcessInfo | None:
-        if not self.procs or self.cursor_row < 0 or self.row_count == 0:
-            return None
-        try:
-            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-        except Exception:  # empty table / cursor out of range
-            return None
-        return self.procs.get(key or "")
+        for r in self.rows:
+            if r.key == self.cursor:
+                return r.proc
+        return None
 
     def select_pid(self, pid: int) -> bool:
-        for key, p in self.procs.items():
-            if p.pid == pid:
-                self.move_cursor(row=self.get_row_index(key))
+        """Select the row of `pid` and scroll it into view (the `j` key)."""
+        for r in self.rows:
+            if r.proc is not None and r.proc.pid == pid:
+                self._select(r.key)
                 return True
         return False
+
+    def _select(self, key: str | None) -> None:
+        if key is None or key == self.cursor:
+            return
+        self.cursor = key
+        self._keep_cursor_visible()
+        self._repaint()
+
+    def _process_keys(self) -> list[str]:
+        return [r.key for r in self.rows if r.proc is not None]
+
+    def action_move(self, delta: int) -> None:
+        keys = self._process_keys()
+        if not keys:
+            return
+        i = keys.index(self.cursor) if self.cursor in keys else 0
+        self._select(keys[max(0, min(len(keys) - 1, i + delta))])
+
+    def action_page(self, direction: int) -> None:
+        self.action_move(direction * max(1, self.page - 1))
+
+    def action_edge(self, direction: int) -> None:
+        keys = self._process_keys()
+        if keys:
+            self._select(keys[-1] if direction > 0 else keys[0])
+            if direction < 0:
+                self.top_row = 0
+                self._repaint()
+
+    # ------------------------------------------------------------ sorting
+
+    def sort(self, column: str, reverse: bool | None = None) -> None:
+        """Sort by `column`; the same column again reverses (as a header click does)."""
+        if reverse is None:
+            reverse = not self.reverse if column == self.sort_by else False
+        self.sort_by, self.reverse = column, reverse
+        self._rebuild()
+
+    def step_sort(self, delta: int) -> str:
+        """`<` / `>`: the previous / next sortable column among those shown."""
+        shown = [c.id for c, _ in self._cols if c.sort is not None] or list(R.SORTABLE)
+        i = shown.index(self.sort_by) if self.sort_by in shown else 0
+        self.sort(shown[(i + delta) % len(shown)], reverse=self.reverse)
+        return self.sort_by
+
+    def set_filter(self, text: str) -> None:
+        self.filter_text = text.strip()
+        self._rebuild()
+
+    def set_tree(self, tree: bool) -> None:
+        self.tree_view = tree
+        self._rebuild()
+
+    # ------------------------------------------------------------ mouse
+
+    def on_click(self, event: Any) -> None:
+        y, x = event.y, event.x
+        if y == 0:
+            pos = 0
+            for col, w in self._cols:
+                if pos <= x < pos + w + 1 and col.sort is not None:
+                    self.sort(col.id)
+                    return
+                pos += w + 1
+            return
+        i = self.top_row + y - 1
+        if 0 <= i < len(self.rows) and self.rows[i].proc is not None:
+            self._select(self.rows[i].key)
+
+    def on_mouse_scroll_down(self, event: Any) -> None:
+        self._scroll(3)
+        event.stop()
+
+    def on_mouse_scroll_up(self, event: Any) -> None:
+        self._scroll(-3)
+        event.stop()
+
+    def _scroll(self, delta: int) -> None:
+        top = max(0, len(self.rows) - self.page)
+        offset = max(0, min(top, self.top_row + delta))
+        if offset != self.top_row:
+            self.top_row = offset
+            self._repaint()
+
+    @property
+    def lines_text(self) -> list[str]:
+        return [s.text for s in self._shown]
+
+
+def _plain(line: Line) -> str:
+    return "".join(s.text for s in line.segments)

@@ -7,6 +7,7 @@ are running), so a test can wait on the pipe instead of sleeping. It exits by it
 Roles:
   loader            waits in wait_for_the_data_loader (the stuck rank of a hang)
   allreduce         waits in all_reduce (a healthy rank waiting for its peers)
+  broadcast         waits in broadcast (a rank that entered another collective than its peers)
   exit-when-traced  exits with status 7 as soon as a tracer (strace) attaches
 """
 
@@ -35,6 +36,12 @@ def all_reduce(deadline: float, tick: float) -> None:
         time.sleep(min(tick, left))
 
 
+def broadcast(deadline: float, tick: float) -> None:
+    say_ready()
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(tick, left))
+
+
 def _traced() -> bool:
     with open("/proc/self/status") as f:
         for line in f:
@@ -56,7 +63,7 @@ def spin_in_worker_thread(started: threading.Barrier, stop: threading.Event) -> 
     stop.wait()
 
 
-ROLES = {"loader": wait_for_the_data_loader, "allreduce": all_reduce}
+ROLES = {"loader": wait_for_the_data_loader, "allreduce": all_reduce, "broadcast": broadcast}
 ROLES["exit-when-traced"] = exit_when_traced
 
 

@@ -1,0 +1,221 @@
+"""Stack data shared by the tools that take stacks and the diagnosis that reads them.
+
+Why here, below both: reading a culprit out of stacks is pure diagnosis over data, and
+running py-spy is a tool (DESIGN.md, "Beyond one node"). `gputui.tools` parses py-spy's
+text into these types; `gputui.diagnose` reads them and never imports tools. A rank's stack
+also travels through recordings (a `{"type": "stacks"}` record), so its JSON form lives here
+too, with the validation a record from an untrusted file needs: the reader checks only the
+envelope of typed records, their consumers check the body.
+
+Frames are innermost first, as py-spy prints them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# Bounds on a stacks record's body. A node has at most a few dozen local ranks; a deep
+# Python stack is ~100 frames, but the culprit is in the innermost few dozen and a record
+# must stay small enough to sit in a recording line (8 ranks x 64 frames ~ 40 KB).
+MAX_RANKS = 256
+MAX_FRAMES = 64
+MAX_TEXT = 300  # characters of a function name, file name or error message
+
+# Names of the calls a rank waits in when its peers do not arrive. Matched against the last
+# component of a function name (py-spy 0.4 prints `Class.method`). Native names cover
+# `py-spy --native` stacks (cuCtxSynchronize, ncclGroupEnd).
+_COLLECTIVE = re.compile(
+    r"^(all_reduce\w*|allreduce\w*|all_gather\w*|allgather\w*|reduce_scatter\w*|"
+    r"all_to_all\w*|alltoall\w*|broadcast\w*|barrier|monitored_barrier|synchronize|reduce|"
+    r"gather\w*|scatter\w*|recv\w*|send\w*|irecv|isend|batch_isend_irecv|wait_stream|"
+    r"cuCtxSynchronize\w*|cudaDeviceSynchronize|cudaStreamSynchronize|ncclGroupEnd)$"
+)
+# The names a person recognises, for the words: all_reduce, broadcast, send/recv...
+_CANONICAL = (
+    ("all_reduce", re.compile(r"^(all_?reduce)", re.I)),
+    ("reduce_scatter", re.compile(r"^reduce_scatter", re.I)),
+    ("all_gather", re.compile(r"^all_?gather", re.I)),
+    ("all_to_all", re.compile(r"^all_?to_?all", re.I)),
+    ("broadcast", re.compile(r"^broadcast", re.I)),
+    ("barrier", re.compile(r"^(monitored_)?barrier$")),
+    ("send/recv", re.compile(r"^(i?send|i?recv|batch_isend_irecv)")),
+    ("synchronize", re.compile(r"(synchronize|wait_stream|ncclGroupEnd)", re.I)),
+)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame: `train_step (train.py:21)`; native frames may have no line."""
+
+    function: str
+    file: str
+    line: int | None
+
+    def label(self) -> str:
+        if self.line:
+            return f"{self.function} ({self.file}:{self.line})"
+        return f"{self.function} ({self.file})"
+
+    def site(self) -> str:
+        """`train.py:21`, the place without the function."""
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+    @property
+    def native(self) -> bool:
+        """A frame py-spy --native adds: a bare address, or a shared library without a line."""
+        return self.function.startswith("0x") or self.line is None
+
+    def to_json(self) -> list[Any]:
+        return [self.function, self.file, self.line]
+
+    @classmethod
+    def from_json(cls, v: Any) -> Frame:
+        if not isinstance(v, list) or len(v) != 3:
+            raise ValueError("a frame is [function, file, line]")
+        func, file, line = v
+        if line is not None and (isinstance(line, bool) or not isinstance(line, int)):
+            raise ValueError("a frame's line is an integer or null")
+        if line is not None and not 0 <= line < 10_000_000:
+            raise ValueError("a frame's line is out of range")
+        return cls(_text(func, "function"), _text(file, "file"), line)
+
+
+@dataclass(frozen=True)
+class ThreadStack:
+    tid: str
+    status: str  # py-spy's word: active, idle, gil...
+    name: str  # the thread's Python name, "MainThread" for the main thread
+    frames: tuple[Frame, ...]
+
+
+def main_thread(threads: Sequence[ThreadStack]) -> ThreadStack | None:
+    """The thread a training loop runs in; py-spy lists it first when no name is known."""
+    for t in threads:
+        if t.name == "MainThread":
+            return t
+    return threads[0] if threads else None
+
+
+def collective_name(f: Frame) -> str | None:
+    """The collective a frame is (`all_reduce`, `broadcast`, `synchronize`...), or None."""
+    base = f.function.rsplit(".", 1)[-1]
+    if not _COLLECTIVE.match(base):
+        return None
+    for name, rx in _CANONICAL:
+        if rx.search(base):
+            return name
+    return base
+
+
+OUTCOMES = ("done", "gone", "permission", "missing", "timeout", "failed", "refused")
+
+
+@dataclass(frozen=True)
+class RankStack:
+    """One local rank's dump, as a stacks record carries it: where its main thread stands,
+    or why there is no stack (`outcome` and an `error` that says what to do)."""
+
+    pid: int | None
+    rank: int | None
+    gpu: int | None
+    outcome: str  # one of OUTCOMES
+    frames: tuple[Frame, ...] = ()  # the main thread's, innermost first
+    error: str | None = None
+    thread: str | None = None  # py-spy's status of the main thread (active, idle)
+    create_time: float | None = None
+    elapsed_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "done"
+
+    def who(self) -> str:
+        """`rank 1 (pid 908)`, `pid 908`, or `local rank on GPU 1` when nothing else is known."""
+        if self.rank is not None and self.pid is not None:
+            return f"rank {self.rank} (pid {self.pid})"
+        if self.rank is not None:
+            return f"rank {self.rank}"
+        if self.pid is not None:
+            return f"pid {self.pid}"
+        return f"the rank on GPU {self.gpu}" if self.gpu is not None else "a rank"
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "pid": self.pid,
+            "rank": self.rank,
+            "gpu": self.gpu,
+            "outcome": self.outcome,
+            "frames": [f.to_json() for f in self.frames[:MAX_FRAMES]],
+            "error": self.error,
+        }
+        if self.thread is not None:
+            d["thread"] = self.thread
+        if self.create_time is not None:
+            d["create_time"] = self.create_time
+        if self.elapsed_s is not None:
+            d["elapsed_s"] = round(self.elapsed_s, 4)
+        return d
+
+    @classmethod
+    def from_json(cls, d: Any) -> RankStack:
+        """Raises ValueError on anything a stacks record written by gputui would not hold."""
+        if not isinstance(d, dict):
+            raise ValueError("a rank entry is an object")
+        outcome = d.get("outcome")
+        if outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {str(outcome)[:20]!r}")
+        frames = d.get("frames") or []
+        if not isinstance(frames, list) or len(frames) > MAX_FRAMES:
+            raise ValueError(f"frames: a list of at most {MAX_FRAMES}")
+        error = d.get("error")
+        thread = d.get("thread")
+        return cls(
+            pid=_int(d.get("pid"), "pid", 1, 1 << 22),
+            rank=_int(d.get("rank"), "rank", 0, 1 << 24),
+            gpu=_int(d.get("gpu"), "gpu", 0, 1 << 16),
+            outcome=outcome,
+            frames=tuple(Frame.from_json(f) for f in frames),
+            error=None if error is None else _text(error, "error"),
+            thread=None if thread is None else _text(thread, "thread"),
+            create_time=_float(d.get("create_time"), "create_time"),
+            elapsed_s=_float(d.get("elapsed_s"), "elapsed_s"),
+        )
+
+
+def ranks_of_record(record: dict[str, Any]) -> tuple[RankStack, ...]:
+    """The rank entries of a `{"type": "stacks"}` record; ValueError when the body is bad."""
+    ranks = record.get("ranks")
+    if not isinstance(ranks, list) or len(ranks) > MAX_RANKS:
+        raise ValueError(f"'ranks' must be a list of at most {MAX_RANKS} entries")
+    return tuple(RankStack.from_json(r) for r in ranks)
+
+
+def clip(text: str, limit: int = MAX_TEXT) -> str:
+    """A string short enough for a record (tool messages can be long)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _text(v: Any, what: str) -> str:
+    if not isinstance(v, str) or len(v) > MAX_TEXT:
+        raise ValueError(f"{what}: a string of at most {MAX_TEXT} characters")
+    return v
+
+
+def _int(v: Any, what: str, lo: int, hi: int) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v < hi:
+        raise ValueError(f"{what}: an integer in [{lo}, {hi})")
+    return v
+
+
+def _float(v: Any, what: str) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise ValueError(f"{what}: a finite number >= 0")
+    return float(v)

@@ -1,0 +1,312 @@
+"""The culprit's line of Python: what a stack dump of every local rank says about a stall.
+
+NVML tells which GPU does not spin; the stacks tell what its rank is doing instead. This
+module reads a `{"type": "stacks"}` record (see gputui.collect.frames) against the current
+verdict and says, most important first:
+
+- where each suspect is: its innermost frame of *user* code (`rank 1 (pid 908) is in
+  load_next_batch_stuck (train.py:32)`), skipping torch, the standard library, installed
+  packages, `<frozen ...>` and native frames when a user frame exists, because the line a
+  person can change is in their own code;
+- where the waiting ranks are: the collective they sit in and the user line that entered it
+  (`ranks 0,2,3 wait in all_reduce (train.py:44)`);
+- when the waiting ranks stand at different collective call sites: "ranks entered
+  different collectives", with every site. When every local rank spins, NVML has no suspect
+  to name, and this mismatch is the answer only the stacks can give;
+- a rank that is gone, and a dump that failed: why, and the one fix (the tool layer's
+  messages already say it: ptrace refused, py-spy missing...).
+
+Pure: no tools, no processes; the same record gives the same words live and in a replay.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gputui.collect.frames import Frame, RankStack, collective_name, ranks_of_record
+from gputui.collect.model import Snapshot
+from gputui.diagnose.evidence import Evidence
+from gputui.diagnose.verdict import Verdict
+
+KIND = "stacks"
+SUSPECT, WAITING = "suspect", "waiting"
+
+_STDLIB = frozenset(sys.stdlib_module_names) - {"__main__", "test"}
+# Installed libraries whose frames py-spy shows relative to site-packages (`torch/...`),
+# so their paths do not say "site-packages". A user frame is never one of these.
+_LIBRARIES = frozenset(
+    {
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "torchdata",
+        "torchtext",
+        "functorch",
+        "triton",
+        "numpy",
+        "transformers",
+        "accelerate",
+        "deepspeed",
+        "datasets",
+        "apex",
+        "lightning",
+        "lightning_fabric",
+        "pytorch_lightning",
+        "fairscale",
+        "xformers",
+        "flash_attn",
+        "jax",
+        "jaxlib",
+        "flax",
+        "tensorflow",
+        "keras",
+        "cupy",
+        "ray",
+        "tqdm",
+        "wandb",
+        "safetensors",
+        "huggingface_hub",
+        "pkg_resources",
+        "setuptools",
+        "_pytest",
+        "pluggy",
+    }
+)
+
+
+# ---------------------------------------------------------------- reading one stack
+
+
+def is_library(f: Frame, main_file: str | None = None) -> bool:
+    """Whether a frame is somebody else's code: a library, the stdlib, or native."""
+    if f.native or f.file.startswith("<frozen") or f.file.startswith("<built-in"):
+        return True
+    if main_file is not None and f.file == main_file:
+        return False  # the script that was run is the user's, whatever its name
+    path = f.file.replace("\\", "/")
+    parts = [p for p in path.split("/") if p]
+    if any(p in ("site-packages", "dist-packages") for p in parts):
+        return True
+    if path.startswith("/"):
+        # An absolute path under a Python installation's lib/pythonX.Y is the stdlib.
+        return any(p.startswith("python3") for p in parts[:-1]) and "lib" in parts
+    top = parts[0].removesuffix(".py") if parts else ""
+    return top in _LIBRARIES or top in _STDLIB
+
+
+def _main_file(frames: Sequence[Frame]) -> str | None:
+    """The file of the script that was run: the outermost `<module>` frame (`python -m`
+    puts runpy's frames outside it, but they are functions, not modules), unless it is an
+    installed package's. Its name may be a stdlib module's (`queue.py`): it is still ours."""
+    for f in reversed(frames):
+        if f.function == "<module>":
+            installed = ("site-packages", "dist-packages", "<frozen")
+            return None if any(m in f.file for m in installed) else f.file
+    return None
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What one rank's main thread says."""
+
+    frame: Frame | None  # innermost user frame (else the innermost frame)
+    collective: str | None  # the collective it waits in (all_reduce, broadcast...)
+    site: Frame | None  # the user frame that entered that collective
+
+    def where(self) -> str | None:
+        """`all_reduce (train.py:44)`: the collective and the user line that entered it."""
+        if self.collective is None or self.site is None:
+            return None
+        return f"{self.collective} ({self.site.site()})"
+
+
+def read_stack(frames: Sequence[Frame]) -> Reading:
+    """The user frame, and the collective (with its call site) of a main thread's frames."""
+    if not frames:
+        return Reading(None, None, None)
+    main = _main_file(frames)
+    user = [not is_library(f, main) for f in frames]
+    frame = next((f for f, u in zip(frames, user, strict=True) if u), None)
+    if frame is None:
+        frame = next((f for f in frames if not f.native), frames[0])
+    for i, f in enumerate(frames):
+        name = collective_name(f)
+        # A stdlib `recv` or `wait` is a queue or a socket, not a peer's collective.
+        if name is None or (is_library(f) and not _is_known_library(f)):
+            continue
+        site = next((frames[j] for j in range(i, len(frames)) if user[j]), f)
+        return Reading(frame, name, site)
+    return Reading(frame, None, None)
+
+
+def _is_known_library(f: Frame) -> bool:
+    """Native frames (cuCtxSynchronize) and listed libraries (torch) may hold collectives."""
+    if f.native:
+        return True
+    top = f.file.replace("\\", "/").lstrip("/").split("/")[0].removesuffix(".py")
+    return top in _LIBRARIES or "site-packages" in f.file or "dist-packages" in f.file
+
+
+# ---------------------------------------------------------------- the explainer
+
+
+@dataclass(frozen=True)
+class _Rank:
+    stack: RankStack
+    reading: Reading
+    role: str
+    outcome: str  # the record's, or "gone" when the verdict says its GPU's process left
+
+
+def explain_stacks(record: dict[str, Any], verdict: Verdict, snap: Snapshot | None) -> Evidence:
+    """Findings, culprit frame and check --json stack entries from a stacks record."""
+    try:
+        stacks = ranks_of_record(record)
+    except ValueError as e:
+        return Evidence(KIND, findings=(f"the stack dump could not be read: {e}",))
+    ranks = [_judge(s, verdict) for s in stacks]
+    findings = _findings(ranks)
+    suspects = sorted((r for r in ranks if r.role == SUSPECT), key=_order)
+    culprit = next(
+        (r.reading.frame.label() for r in suspects if r.outcome == "done" and r.reading.frame),
+        None,
+    )
+    return Evidence(
+        KIND,
+        findings=tuple(findings),
+        culprit_frame=culprit,
+        stacks=tuple(_entry(r) for r in ranks),
+        extra={},
+    )
+
+
+def _judge(s: RankStack, v: Verdict) -> _Rank:
+    outcome = s.outcome
+    if s.gpu is not None and s.gpu in v.vanished:
+        outcome = "gone"  # a stack from before it died is not where it is now
+    reading = read_stack(s.frames) if outcome == "done" else Reading(None, None, None)
+    if s.gpu is not None and s.gpu in v.suspects:
+        role = SUSPECT
+    elif s.gpu is not None and s.gpu in v.spinning:
+        role = WAITING
+    elif outcome == "done":
+        role = WAITING if reading.collective else SUSPECT
+    else:
+        role = SUSPECT if outcome == "gone" else WAITING
+    return _Rank(s, reading, role, outcome)
+
+
+def _entry(r: _Rank) -> dict[str, Any]:
+    """One `check --json` stack entry (evidence-interface.md)."""
+    gone = r.outcome == "gone"
+    return {
+        "pid": r.stack.pid,
+        "rank": r.stack.rank,
+        "gpu": r.stack.gpu,
+        "role": r.role,
+        "outcome": r.outcome,
+        "frame": r.reading.frame.label() if r.reading.frame else None,
+        "collective": r.reading.collective,
+        "stack": [] if gone else [f.label() for f in r.stack.frames],
+        "error": None if r.outcome == "done" else _why(r),
+    }
+
+
+def _order(r: _Rank) -> tuple[int, int, int]:
+    s = r.stack
+    return (s.rank if s.rank is not None else 1 << 30, s.gpu or 0, s.pid or 0)
+
+
+def _ranks_words(rs: Sequence[_Rank]) -> str:
+    """`rank 1`, `ranks 0,2,3`, or pids where ranks are unknown."""
+    known = [r.stack.rank for r in rs if r.stack.rank is not None]
+    pids = [str(r.stack.pid) for r in rs if r.stack.rank is None and r.stack.pid is not None]
+    parts = []
+    if known:
+        parts.append(("rank " if len(known) == 1 else "ranks ") + ",".join(map(str, known)))
+    if pids:
+        parts.append(("pid " if len(pids) == 1 else "pids ") + ",".join(pids))
+    if not parts:
+        parts.append(rs[0].stack.who())
+    return " and ".join(parts)
+
+
+def _findings(ranks: list[_Rank]) -> list[str]:
+    ranks = sorted(ranks, key=_order)
+    suspects = [r for r in ranks if r.role == SUSPECT]
+    waiting = [r for r in ranks if r.role == WAITING and r.outcome == "done"]
+    failed = [r for r in ranks if r.outcome not in ("done", "gone")]
+    out: list[str] = []
+
+    # Waiting ranks by the collective call site they stand at.
+    sites: dict[str, list[_Rank]] = {}
+    elsewhere: list[_Rank] = []
+    for r in waiting:
+        where = r.reading.where()
+        if where is None:
+            elsewhere.append(r)
+        else:
+            sites.setdefault(where, []).append(r)
+    mismatch = len(sites) > 1
+    if mismatch:
+        out.append(
+            "ranks entered different collectives: "
+            + ", ".join(f"{_ranks_words(rs)} in {where}" for where, rs in sites.items())
+        )
+    for r in suspects:
+        if r.outcome == "gone":
+            out.append(f"{r.stack.who()} is gone: its process exited")
+        elif r.outcome == "done" and r.reading.frame is not None:
+            out.append(f"{r.stack.who()} is in {r.reading.frame.label()}")
+    if not mismatch:
+        for where, rs in sites.items():
+            verb = "waits" if len(rs) == 1 else "wait"
+            line = f"{_ranks_words(rs)} {verb} in {where}"
+            if not suspects and len(rs) > 1 and not elsewhere and not failed:
+                line += ": every local rank is in the same collective, so the rank they wait "
+                line += "for is on another node"
+            out.append(line)
+    for r in elsewhere:
+        if r.reading.frame is not None:
+            out.append(f"{r.stack.who()} is in {r.reading.frame.label()} while its GPU spins")
+    out.extend(_failure_sentences(failed))
+    return out
+
+
+def _why(r: _Rank) -> str:
+    """Why a rank has no stack, with the one thing to do (from the tool layer's message)."""
+    s, err = r.stack, (r.stack.error or "").strip()
+    if r.outcome == "gone":
+        return err or "its process exited"
+    if r.outcome == "timeout":
+        what = f"py-spy gave no stack in time ({err})" if err else "py-spy gave no stack in time"
+        hint = f"gputui dump --gdb {s.pid}" if s.pid is not None else "gputui dump --gdb PID"
+        return f"{what}: the process may be in the kernel (state D); try `{hint}`"
+    return err or r.outcome
+
+
+def _failure_sentences(failed: list[_Rank]) -> list[str]:
+    """One sentence per distinct reason, so "py-spy missing" on 8 ranks is said once."""
+    by_reason: dict[tuple[str, str], list[_Rank]] = {}
+    for r in failed:
+        by_reason.setdefault((r.outcome, _generic(_why(r), r.stack.pid)), []).append(r)
+    out = []
+    for (_outcome, generic), rs in by_reason.items():
+        text = _why(rs[0]) if len(rs) == 1 else generic
+        out.append(f"{_ranks_words(rs)}: no stack: {text}")
+    return out
+
+
+def _generic(text: str, pid: int | None) -> str:
+    """A message with its pid taken out, so the same reason on several ranks groups."""
+    if pid is None:
+        return text
+    return (
+        text.replace(f"process {pid}", "the process")
+        .replace(f"pid {pid}", "its pid")
+        .replace(f"--gdb {pid}", "--gdb PID")
+        .replace(f"-CONT {pid}", "-CONT PID")
+    )

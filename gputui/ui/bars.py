@@ -1,0 +1,127 @@
+"""The top status line and the bottom key bar (which doubles as the filter prompt).
+
+The status line changes only when a sample arrives or when the data turns stale: it shows
+the sample's clock time, not a seconds-ago counter, so an idle dashboard draws one frame a
+second (the sample) rather than two (the sample, then the age). The key bar replaces
+Textual's Footer: one pre-built line, the keys htop and nvitop users look for first.
+"""
+
+from __future__ import annotations
+
+from rich.cells import cell_len
+from textual import events
+from textual.message import Message
+from textual.strip import Strip
+
+from gputui.ui.strips import Line, LineView, fit
+
+STATUS_STYLE = "white on #1f3b5a"
+STALE_STYLE = "bold white on red"
+KEYBAR_STYLE = "white on #262626"
+KEY_STYLE = "bold #ffd75f on #262626"
+KEY_HINTS = (
+    ("q", "quit"),
+    ("?", "help"),
+    ("j", "suspect"),
+    ("p", "stack"),
+    ("a", "all ranks"),
+    ("/", "filter"),
+    ("t", "tree"),
+    ("k", "kill"),
+    ("e", "env"),
+    ("T", "strace"),
+    ("P", "probe"),
+    ("<>", "sort"),
+)
+
+
+class StatusLine(LineView):
+    DEFAULT_CSS = "StatusLine { height: 1; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.left = "gputui"
+        self.right = ""
+        self.stale = False
+
+    def show(self, left: str, right: str = "", stale: bool = False) -> None:
+        if (left, right, stale) != (self.left, self.right, self.stale):
+            self.left, self.right, self.stale = left, right, stale
+            self.redraw()
+
+    def build(self, width: int) -> list[Strip]:
+        right = f" {self.right} " if self.right else ""
+        spec = STALE_STYLE if self.stale else STATUS_STYLE
+        line = Line().add(fit(f" {self.left}", max(0, width - cell_len(right))), STATUS_STYLE)
+        line.add(right, spec)
+        return [line.strip(width, STATUS_STYLE)]
+
+
+class FilterChanged(Message):
+    """The filter prompt was applied (enter) or cleared (escape)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class KeyBar(LineView, can_focus=True):
+    """Key hints; while focused it is the filter prompt: type, enter applies, escape clears."""
+
+    DEFAULT_CSS = "KeyBar { height: 1; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.editing = False
+        self.text = ""
+        self.note = ""  # a short message shown at the left (e.g. "sorted by CPU%")
+
+    def build(self, width: int) -> list[Strip]:
+        line = Line()
+        if self.editing:
+            line.add(" filter: ", KEY_STYLE).add(self.text + "█", KEYBAR_STYLE)
+            line.add("   enter apply · esc clear", KEYBAR_STYLE)
+            return [line.strip(width, KEYBAR_STYLE)]
+        if self.note:
+            line.add(f" {self.note} ", "bold black on #ffd75f")
+        for key, what in KEY_HINTS:
+            if line.length + cell_len(key) + cell_len(what) + 2 > width:
+                break
+            line.add(f" {key}", KEY_STYLE).add(f" {what}", KEYBAR_STYLE)
+        return [line.strip(width, KEYBAR_STYLE)]
+
+    def start(self, text: str) -> None:
+        self.editing, self.text = True, text
+        self.focus()
+        self.redraw()
+
+    def set_note(self, note: str) -> None:
+        if note != self.note:
+            self.note = note
+            self.redraw()
+
+    def on_key(self, event: events.Key) -> None:
+        if not self.editing:
+            return
+        event.stop()
+        event.prevent_default()
+        if event.key == "enter":
+            self._finish(self.text)
+        elif event.key == "escape":
+            self._finish("")
+        elif event.key in ("backspace", "ctrl+h"):
+            self.text = self.text[:-1]
+            self.redraw()
+        elif event.character and event.is_printable:
+            self.text = fit(self.text + event.character, 60).rstrip()
+            self.redraw()
+
+    def on_blur(self) -> None:
+        if self.editing:
+            self._finish(self.text)
+
+    def _finish(self, text: str) -> None:
+        self.editing = False
+        self.text = text
+        self.redraw()
+        self.post_message(FilterChanged(text))

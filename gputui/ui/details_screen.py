@@ -1,0 +1,70 @@
+"""Full-text screens on top of the dashboard: the verdict's details (`d`) and a process's
+environment (`e`). Both are read-only, scroll, and close on escape or q."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+
+class TextScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q", "dismiss", "Close", id="text.close")]
+    DEFAULT_CSS = """
+    TextScreen { align: center middle; }
+    TextScreen > VerticalScroll { width: 100%; max-width: 110; height: auto;
+        max-height: 100%; border: round $primary; background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, title: str, body: Text) -> None:
+        super().__init__()
+        self.title_text, self.body = title, body
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(Text(f"{self.title_text}  (esc closes)", style="bold"))
+            yield Static(self.body)
+
+    def action_dismiss(self) -> None:  # type: ignore[override]
+        self.dismiss(None)
+
+
+def verdict_text(v: Any | None, snap: Any | None) -> Text:
+    """Everything the banner leaves out: the full reason, every finding, the next steps."""
+    t = Text()
+    if v is None:
+        return t.append("No sample yet.")
+    t.append(f"{v.state.upper()}", style="bold")
+    if v.alarm and v.since is not None and snap is not None:
+        t.append(f" for {snap.t - v.since:.0f} s")
+    t.append(f"\n\n{v.reason}\n")
+    if v.culprit_frame:
+        t.append("\nCulprit frame: ", style="bold").append(v.culprit_frame, style="bold red")
+        t.append("\n")
+    if v.findings:
+        t.append("\nWhat the evidence says:\n", style="bold")
+        for f in v.findings:
+            t.append(f"  · {f}\n")
+    for entry in v.stacks:
+        rank = entry.get("rank")
+        who = f"rank {rank}" if rank is not None else f"pid {entry.get('pid')}"
+        t.append(f"\n{who} (pid {entry.get('pid')}, GPU {entry.get('gpu')}, ")
+        t.append(f"{entry.get('role')}): {entry.get('outcome')}\n", style="bold")
+        if entry.get("error"):
+            t.append(f"    {entry['error']}\n", style="italic")
+        for frame in entry.get("stack") or ():
+            t.append(f"    {frame}\n")
+    if v.next_steps:
+        t.append("\nNext steps:\n", style="bold")
+        for s in v.next_steps:
+            t.append(f"  · {s}\n")
+    return t
+
+
+def DetailsScreen(v: Any | None, snap: Any | None) -> TextScreen:  # noqa: N802 - a factory
+    return TextScreen("hang detector: verdict details", verdict_text(v, snap))

@@ -1,0 +1,80 @@
+"""Small dialogs that ask before gputui does something to a process: a signal, an strace of
+pid 1 or of a kernel thread. One key answers; escape cancels."""
+
+from __future__ import annotations
+
+import signal
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+SIGNALS = (
+    ("t", signal.SIGTERM, "SIGTERM: ask it to exit"),
+    ("i", signal.SIGINT, "SIGINT: like Ctrl-C (KeyboardInterrupt in Python)"),
+    ("k", signal.SIGKILL, "SIGKILL: kill it now (no cleanup)"),
+    ("u", signal.SIGUSR1, "SIGUSR1: user signal 1 (some jobs dump state on it)"),
+)
+
+_CSS = """
+{name} {{ align: center middle; }}
+{name} > Vertical {{ width: 64; max-width: 100%; height: auto; border: round $warning;
+    background: $surface; padding: 0 1; }}
+{name} Static {{ height: auto; }}
+"""
+
+
+class KillDialog(ModalScreen["signal.Signals | None"]):
+    """Which signal to send to `pid`: one key per signal, escape cancels."""
+
+    BINDINGS = [Binding("escape,n,q", "cancel", "Cancel", id="kill.cancel")] + [
+        Binding(key, f"choose({int(sig)})", text, id=f"kill.{key}") for key, sig, text in SIGNALS
+    ]
+    DEFAULT_CSS = _CSS.format(name="KillDialog")
+
+    def __init__(self, pid: int, command: str) -> None:
+        super().__init__()
+        self.pid, self.command = pid, command
+
+    def compose(self) -> ComposeResult:
+        t = Text()
+        t.append(f"Send a signal to pid {self.pid}?\n", style="bold")
+        t.append(f"{self.command[:70]}\n\n", style="dim")
+        for key, _sig, text in SIGNALS:
+            t.append(f" {key} ", style="bold reverse").append(f" {text}\n")
+        t.append("\n esc ", style="bold reverse").append(" cancel")
+        with Vertical():
+            yield Static(t)
+
+    def action_choose(self, signum: int) -> None:
+        self.dismiss(signal.Signals(signum))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ConfirmDialog(ModalScreen[bool]):
+    """A yes/no question: y confirms, anything in BINDINGS' cancel list refuses."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes", id="confirm.yes"),
+        Binding("escape,n,q", "answer(False)", "No", id="confirm.no"),
+    ]
+    DEFAULT_CSS = _CSS.format(name="ConfirmDialog")
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        t = Text(self.question + "\n\n", style="bold")
+        t.append(" y ", style="bold reverse").append(" yes   ")
+        t.append(" n ", style="bold reverse").append(" no")
+        with Vertical():
+            yield Static(t)
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)

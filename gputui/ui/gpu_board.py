@@ -1,0 +1,277 @@
+"""The GPUs: one line each (compact) or one boxed panel each (full), chosen from the size.
+
+At 80x24, or with 8 GPUs at 120x40, boxed panels would push the process table (and the
+suspect's row) off the screen, so below a size the board switches to one line per GPU:
+name, the detector's word for it, util, mem%, power/limit and its share of the limit, VRAM,
+temperature, and a util history that fills the rest of the line, each bar coloured by the
+power drawn at that sample: a spinning NCCL wait is a full-height bar at idle power, which
+is exactly what a hang looks like. `v` cycles auto / compact / full.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from textual.strip import Strip
+
+from gputui.collect.model import GpuSample
+from gputui.ui.format import bar, mib, num
+from gputui.ui.strips import Line, LineView, fit, style
+
+HISTORY = 240  # samples kept per GPU: enough to fill a 240-column line
+PANEL_MIN_W = 46
+PANEL_H = 7  # a boxed panel: border, 5 lines, border
+SPARK = "▁▂▃▄▅▆▇█"
+
+TAG_STYLE = {
+    "spinning": "bold black on yellow",
+    "suspect": "bold white on red",
+    "computing": "green",
+    "communicating": "cyan",
+    "idle": "dim",
+    "free": "dim",
+    "unknown": "dim",
+}
+
+
+@dataclass(frozen=True)
+class GpuHistory:
+    """Recent readings of one GPU as plain floats (oldest first): util %, mem_util %, and
+    power as a fraction of the limit (None where a reading was missing)."""
+
+    util: tuple[float | None, ...] = ()
+    mem: tuple[float | None, ...] = ()
+    power: tuple[float | None, ...] = ()
+
+
+def choose_mode(n_gpus: int, width: int, height: int, reserved: int) -> str:
+    """ "full" when boxed panels leave the table at least 8 lines, else "compact".
+
+    `reserved`: lines the status line, banner and key bar take.
+    """
+    if n_gpus == 0:
+        return "compact"
+    per_row = max(1, width // PANEL_MIN_W)
+    rows = -(-n_gpus // per_row)
+    return "full" if rows * PANEL_H + reserved + 8 <= height else "compact"
+
+
+def _level(frac: float | None) -> str:
+    if frac is None:
+        return "dim"
+    return "red" if frac >= 0.9 else "yellow" if frac >= 0.6 else "green"
+
+
+def _power_colour(frac: float | None) -> str:
+    """Colour of a history bar by the power at that sample: low power reads yellow (idle,
+    or a kernel spinning in a wait), moderate cyan, high green (arithmetic)."""
+    if frac is None:
+        return "dim"
+    return "yellow" if frac < 0.25 else "cyan" if frac < 0.5 else "green"
+
+
+def spark(line: Line, values: Sequence[float | None], colours: Sequence[str], width: int) -> None:
+    """Append the last `width` values (0..100) as bars, right-aligned, coloured per sample."""
+    vals = list(values)[-width:]
+    cols = list(colours)[-width:]
+    if len(vals) < width:
+        line.add(" " * (width - len(vals)))
+    run, run_colour = [], None
+    for v, c in zip(vals, cols, strict=False):
+        ch = " " if v is None else SPARK[int(round(min(1.0, max(0.0, v / 100)) * 7))]
+        if c != run_colour and run:
+            line.add("".join(run), run_colour or "")
+            run = []
+        run_colour = c
+        run.append(ch)
+    if run:
+        line.add("".join(run), run_colour or "")
+
+
+def short_name(name: str | None) -> str:
+    return (name or "?").removeprefix("NVIDIA ").strip()
+
+
+class GpuBoard(LineView):
+    """All GPUs in one line-based widget."""
+
+    DEFAULT_CSS = "GpuBoard { height: auto; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.gpus: tuple[GpuSample, ...] = ()
+        self.history: dict[int, GpuHistory] = {}
+        self.tags: dict[int, tuple[str, str]] = {}
+        self.stale = False
+        self.view = "auto"  # "auto" | "compact" | "full"
+        self.reserved = 6  # lines other widgets take; set by the app
+
+    def show(
+        self,
+        gpus: Sequence[GpuSample],
+        history: dict[int, GpuHistory],
+        tags: dict[int, tuple[str, str]],
+        stale: bool = False,
+    ) -> None:
+        self.gpus, self.history, self.tags, self.stale = tuple(gpus), history, tags, stale
+        self.redraw()
+
+    @property
+    def mode(self) -> str:
+        if self.view != "auto":
+            return self.view
+        size = self.app.size
+        return choose_mode(len(self.gpus), size.width, size.height, self.reserved)
+
+    def build(self, width: int) -> list[Strip]:
+        if not self.gpus:
+            return []
+        lines = self._full(width) if self.mode == "full" else self._compact(width)
+        if self.stale:
+            return [s.apply_style(style("dim")) for s in lines]
+        return lines
+
+    # ------------------------------------------------------------ compact: a line per GPU
+
+    def _compact(self, width: int) -> list[Strip]:
+        head = Line()
+        head.cell(" #", 2).add(" ").cell("GPU", 8).add(" ").cell("STATE", 14).add(" ")
+        head.cell("UTIL", 4, align=">").add(" ").cell("MEM%", 4, align=">").add(" ")
+        head.cell("POWER/LIMIT", 13).add(" ").cell("VRAM", 4, align=">").add(" ")
+        head.cell("TEMP", 4, align=">").add(" ")
+        room = max(0, width - head.length)
+        label = "UTIL HISTORY (colour: power)"
+        head.add(fit(label if len(label) <= room else "HISTORY", room))
+        lines = [head.strip(width, "bold")]
+        gpus = self.gpus
+        room = self._room()
+        hidden = 0
+        if self.view == "auto" and len(gpus) > room:
+            # Too short for every GPU: the ones the detector points at first, then by index,
+            # and a line that says how many are left out.
+            keep = max(1, room - 1)
+            first = {"suspect": 0, "spinning": 1}
+            order = sorted(
+                gpus, key=lambda g: (first.get(self.tags.get(g.index, ("",))[0], 2), g.index)
+            )
+            chosen = {g.index for g in order[:keep]}
+            hidden = len(gpus) - len(chosen)
+            gpus = tuple(g for g in gpus if g.index in chosen)
+        for g in gpus:
+            lines.append(self._compact_line(g, width))
+        if hidden:
+            more = f" … {hidden} more GPU(s): a taller terminal, or v for panels, shows all"
+            lines.append(Line().add(fit(more, width), "dim italic").strip(width))
+        return lines
+
+    def _room(self) -> int:
+        """GPU lines that fit while leaving the table its header and four rows."""
+        height = self.app.size.height if self.is_mounted else 10**6
+        return max(2, height - self.reserved - 1 - 5)
+
+    def _compact_line(self, g: GpuSample, width: int) -> Strip:
+        tag, detail = self.tags.get(g.index, ("", ""))
+        line = Line().cell(str(g.index), 2, "bold", ">").add(" ")
+        line.cell(short_name(g.name), 8, "bold").add(" ")
+        line.cell(f"{_tag_text(tag)}{detail}", 14, TAG_STYLE.get(tag, ""))
+        line.add(" ")
+        line.cell(num(g.util), 4, _level(_frac(g.util)), ">").add(" ")
+        line.cell(num(g.mem_util), 4, _level(_frac(g.mem_util)), ">").add(" ")
+        pf = g.power_frac
+        power = f"{num(g.power_w)}/{num(g.power_limit_w)}W"
+        pct = f"{pf * 100:.0f}%" if pf is not None else ""
+        line.cell(f"{power} {pct}".strip(), 13, _power_colour(pf)).add(" ")
+        vram = _vram_frac(g)
+        line.cell(f"{vram * 100:.0f}%" if vram is not None else "N/A", 4, _level(vram), ">")
+        line.add(" ").cell(num(g.temp_c, "C"), 4, align=">").add(" ")
+        h = self.history.get(g.index) or GpuHistory((g.util,), (g.mem_util,), (pf,))
+        spark(line, h.util, [_power_colour(p) for p in h.power], max(0, width - line.length))
+        return line.strip(width)
+
+    # ------------------------------------------------------------ full: a boxed panel per GPU
+
+    def _full(self, width: int) -> list[Strip]:
+        per_row = max(1, min(len(self.gpus), width // PANEL_MIN_W))
+        pw = width // per_row
+        out: list[Strip] = []
+        for start in range(0, len(self.gpus), per_row):
+            panels = [self._panel(g, pw) for g in self.gpus[start : start + per_row]]
+            for y in range(PANEL_H):
+                out.append(Strip.join([p[y] for p in panels]).extend_cell_length(width))
+        return out
+
+    def _panel(self, g: GpuSample, w: int) -> list[Strip]:
+        tag, detail = self.tags.get(g.index, ("", ""))
+        box = "yellow" if tag == "spinning" else "red" if tag == "suspect" else "blue"
+        inner = w - 4
+        title = f"─ GPU {g.index} · {short_name(g.name)} "
+        label = f" {_tag_text(tag)}{detail} " if tag else ""
+        room = max(0, w - 4 - len(label))
+        top = (
+            Line()
+            .add("╭", box)
+            .add(title if len(title) <= room else fit(title, room), f"{box} bold")
+        )
+        top.add("─" * max(0, w - 2 - top.length - len(label)), box)
+        top.add(label, TAG_STYLE.get(tag, "")).add("─╮", box)
+        h = self.history.get(g.index) or GpuHistory((g.util,), (g.mem_util,), (g.power_frac,))
+        pf = g.power_frac
+        power_hist = [None if p is None else p * 100 for p in h.power]
+        power_fig = f"{num(g.power_w)}/{num(g.power_limit_w)} W"
+        if pf is not None:
+            power_fig += f" {pf * 100:.0f}%"
+        vram = _vram_frac(g)
+        pids = ", ".join(map(str, g.pids))
+        last = Line().add(f"SM {num(g.sm_mhz, ' MHz')}  mem {num(g.mem_mhz, ' MHz')}  ")
+        last.add(f"pids {pids}" if pids else "no process", "" if pids else "dim")
+        if g.na:
+            last.add(f"  N/A: {', '.join(sorted(g.na))}", "dim italic")
+        body = [
+            _metric("util ", _frac(g.util), f"{num(g.util, '%'):>4}", h.util, h.power, inner),
+            _metric("mem% ", _frac(g.mem_util), f"{num(g.mem_util, '%'):>4}", h.mem, None, inner),
+            _metric("power", pf, power_fig, power_hist, h.power, inner),
+            Line()
+            .add("vram  ")
+            .add(bar(vram), _level(vram))
+            .add(f" {mib(g.mem_used_mb)}/{mib(g.mem_total_mb)}  ")
+            .add(f"{num(g.temp_c, 'C')}  P{num(g.pstate)}"),
+            last,
+        ]
+        rows = [top.strip(w)]
+        for b in body:
+            row = Line().add("│ ", box)
+            row.segments += list(b.strip(inner)) if b.length > inner else b.segments
+            row.length += min(b.length, inner)
+            rows.append(row.pad_to(w - 2).add(" │", box).strip(w))
+        rows.append(Line().add("╰" + "─" * (w - 2) + "╯", box).strip(w))
+        return rows
+
+
+def _metric(
+    name: str,
+    frac: float | None,
+    figure: str,
+    values: Sequence[float | None],
+    power: Sequence[float | None] | None,
+    inner: int,
+) -> Line:
+    """`util  ██████░░░░  97%  ▁▂▃▅▇█` with the history filling the panel's width."""
+    line = Line().add(f"{name} ").add(bar(frac), _level(frac)).add(f" {figure}  ")
+    colours = [_power_colour(p) for p in power] if power else ["magenta"] * len(values)
+    spark(line, values, colours, max(0, inner - line.length))
+    return line
+
+
+def _tag_text(tag: str) -> str:
+    return tag.upper() if tag in ("spinning", "suspect") else tag
+
+
+def _frac(v: float | None) -> float | None:
+    return None if v is None else v / 100
+
+
+def _vram_frac(g: GpuSample) -> float | None:
+    if g.mem_used_mb is None or not g.mem_total_mb:
+        return None
+    return g.mem_used_mb / g.mem_total_mb

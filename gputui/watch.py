@@ -1,0 +1,343 @@
+"""The Watcher: the hang detector, plus evidence gathered once per stall transition.
+
+Why this shape (evidence-interface.md): the detector names a GPU from NVML alone; a person
+then wants the line of Python. So when a job goes from ok to stalled, and again from stalled
+to hung, the Watcher starts its gatherers (py-spy on every local rank; later NCCL RAS and
+the flight recorder) once, off the caller's thread, bounded and cancellable, and folds what
+they return into the verdicts that follow. Never per sample, never in a loop: a job whose
+alarm cleared and that stalls again is a new transition.
+
+Every gatherer returns a typed record (a JSON-able dict). The record IS the evidence:
+`gputui record` writes it into the recording, and a replay hands it back through
+`Snapshot.records`, so a replayed Watcher (live=False, nothing gathered) shows the same
+findings. Explainers are pure (gputui.diagnose), so live and replay agree.
+
+Layering: above collect, diagnose and tools (it runs tools), below the faces (ui,
+commands, exporter), and it never imports textual or the UI (an import-linter contract).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from gputui.collect.frames import RankStack
+from gputui.collect.model import Job, ProcessInfo, Snapshot
+from gputui.diagnose.culprit import explain_stacks
+from gputui.diagnose.detector import Detector
+from gputui.diagnose.evidence import Evidence, fold
+from gputui.diagnose.verdict import HUNG, STALLED, Verdict
+
+AUTO_DUMP_TIMEOUT_S = 5.0  # per rank; py-spy took 10-20 ms on a hung H200 rank
+# A record taken this long before a job's spinning began still belongs to that episode
+# (clocks of the sampler and the gatherer differ a little); older ones are a past episode.
+EPISODE_SLACK_S = 5.0
+KEEP_PER_JOB = 4  # records kept per (job, kind): only the newest usable one is shown
+CLOSE_WAIT_S = 3.0
+
+Gather = Callable[["JobTarget", threading.Event], "dict[str, Any] | None"]
+Explain = Callable[[dict[str, Any], Verdict, "Snapshot | None"], Evidence]
+
+
+@dataclass(frozen=True)
+class JobTarget:
+    """The stalled job at its transition, for a gatherer: who to look at, and why now."""
+
+    key: str  # the job's key (Job.key): records name it, so a replay finds its job
+    label: str
+    trigger: str  # "stalled" | "hung"
+    verdict: Verdict
+    ranks: tuple[ProcessInfo, ...]  # live local ranks, with create times for the identity check
+    gone: tuple[RankStack, ...] = ()  # ranks whose process has exited (Verdict.vanished)
+
+
+def gather_stacks(target: JobTarget, cancel: threading.Event) -> dict[str, Any] | None:
+    """py-spy on every local rank of the job, in parallel, each bounded; never raises."""
+    from gputui.tools.dumpall import dump_all, stacks_record
+
+    if not target.ranks and not target.gone:
+        return None
+    t = time.time()
+    try:
+        ranks = {p.pid: p.rank.rank for p in target.ranks if p.rank is not None}
+        res = dump_all(list(target.ranks), ranks=ranks, timeout=AUTO_DUMP_TIMEOUT_S, cancel=cancel)
+        return stacks_record(
+            res,
+            t=t,
+            job=target.key,
+            trigger=target.trigger,
+            processes=target.ranks,
+            gone=target.gone,
+        )
+    except Exception as e:  # a gatherer never raises: its failure is data in the record
+        failed = [
+            RankStack(p.pid, p.rank.rank if p.rank else None, None, "failed", error=str(e)[:200])
+            for p in target.ranks
+        ]
+        return {
+            "type": "stacks",
+            "t": round(t, 3),
+            "job": target.key,
+            "trigger": target.trigger,
+            "ranks": [r.to_json() for r in [*failed, *target.gone]],
+        }
+
+
+DEFAULT_GATHERERS: tuple[tuple[str, Gather, Explain], ...] = (
+    ("stacks", gather_stacks, explain_stacks),
+)
+
+
+class Watcher:
+    """The detector's verdicts, enriched with the latest evidence about the stalled job.
+
+    `update()` is called by one thread (the sampler, or a CLI loop) and never blocks;
+    gatherers run in one worker thread per kind, so a slow kind does not hold up another.
+    """
+
+    def __init__(
+        self,
+        stall_after: float = 10.0,
+        hang_after: float = 60.0,
+        *,
+        auto_dump: bool = True,
+        gatherers: Sequence[tuple[str, Gather, Explain]] = DEFAULT_GATHERERS,
+        live: bool = True,
+    ) -> None:
+        self.detector = Detector(stall_after, hang_after)
+        self.stall_after = stall_after
+        self.live = live
+        self.explainers = {kind: explain for kind, _g, explain in gatherers}
+        self.gatherers = [
+            (kind, gather)
+            for kind, gather, _e in gatherers
+            if live and (auto_dump or kind != "stacks")
+        ]
+        self.on_evidence: Callable[[], None] | None = None
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._pools: dict[str, ThreadPoolExecutor] = {}
+        self._futures: list[Future[Any]] = []
+        # (job key, kind) -> records, newest last
+        self._records: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._new: list[dict[str, Any]] = []  # gathered, not yet taken by take_records()
+        self._state: dict[str, str] = {}  # job key -> "stalled" | "hung", while its alarm lasts
+        self._seen: dict[str, dict[int, ProcessInfo]] = {}  # job key -> GPU -> last process
+        self._cache: tuple[Any, list[Evidence]] | None = None
+        self._last: tuple[Verdict, Snapshot] | None = None
+        self.transitions = 0  # how many times gathering was started (for tests and the UI)
+
+    # ------------------------------------------------------------ per sample
+
+    def update(self, snap: Snapshot) -> Verdict:
+        v = self.detector.update(snap)
+        self._remember(snap)
+        for rec in snap.records:
+            self._keep(rec)
+        job = _job_of(v, snap) if v.alarm else None
+        if job is None:
+            self._state.clear()
+            self._prune(snap.t)
+        else:
+            self._transition(v, snap, job)
+        self._last = (v, snap)
+        return self._enrich(v, snap, job)
+
+    def latest(self) -> Verdict | None:
+        """The last verdict with the evidence known now (e.g. after `wait()` at the end, or
+        from `on_evidence`, so a UI can show a dump before the next sample)."""
+        if self._last is None:
+            return None
+        v, snap = self._last
+        return self._enrich(v, snap, _job_of(v, snap) if v.alarm else None)
+
+    def _transition(self, v: Verdict, snap: Snapshot, job: Job) -> None:
+        before = self._state.get(job.key)
+        self._state[job.key] = v.state
+        if before == v.state or before == HUNG or not self.gatherers or self._cancel.is_set():
+            return  # nothing new, nothing to run, or closed
+        if v.state not in (STALLED, HUNG):
+            return
+        target = self._target(v, snap, job)
+        self.transitions += 1
+        for kind, gather in self.gatherers:
+            pool = self._pools.get(kind)
+            if pool is None:
+                pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"gputui-{kind}")
+                self._pools[kind] = pool
+            self._futures.append(pool.submit(self._run, gather, target))
+        self._futures = [f for f in self._futures if not f.done()]
+
+    def _run(self, gather: Gather, target: JobTarget) -> None:
+        if self._cancel.is_set():
+            return
+        try:
+            rec = gather(target, self._cancel)
+        except Exception as e:  # a gatherer that breaks its contract must not kill the thread
+            rec = {"type": "error", "t": time.time(), "job": target.key, "error": repr(e)[:200]}
+        if not isinstance(rec, dict) or not isinstance(rec.get("type"), str):
+            return
+        rec.setdefault("job", target.key)
+        rec.setdefault("trigger", target.trigger)
+        self._keep(rec)
+        with self._lock:
+            self._new.append(rec)
+        cb = self.on_evidence
+        if cb is not None:
+            try:
+                cb()
+            except Exception:  # noqa: S110 - a UI callback's bug must not lose the record
+                pass
+
+    def _target(self, v: Verdict, snap: Snapshot, job: Job) -> JobTarget:
+        procs = {p.pid: p for p in snap.processes}
+        ranks = tuple(procs[p] for p in job.pids if p in procs and procs[p].live)
+        seen = self._seen.get(job.key, {})
+        gone = []
+        for gpu in v.vanished:
+            last = seen.get(gpu)
+            if last is not None and last.pid in procs:
+                continue  # still alive (it left the GPU, not the node): dumped with the others
+            r = last.rank.rank if last is not None and last.rank is not None else None
+            err = "its process exited before the dump"
+            pid = last.pid if last is not None else None
+            gone.append(RankStack(pid, r, gpu, "gone", error=err))
+        return JobTarget(job.key, job.label, v.state, v, ranks, tuple(gone))
+
+    # ------------------------------------------------------------ evidence
+
+    def _keep(self, rec: dict[str, Any]) -> None:
+        kind, job, t = rec.get("type"), rec.get("job"), rec.get("t")
+        if kind not in self.explainers or not isinstance(job, str):
+            return
+        if not isinstance(t, (int, float)) or isinstance(t, bool):
+            return
+        with self._lock:
+            kept = self._records.setdefault((job, kind), [])
+            kept.append(rec)
+            kept.sort(key=lambda r: r["t"])
+            del kept[:-KEEP_PER_JOB]
+
+    def _prune(self, now: float) -> None:
+        """No alarm: records too old for any future episode can go (memory stays bounded)."""
+        horizon = now - self.stall_after - EPISODE_SLACK_S - 10.0
+        with self._lock:
+            for key in list(self._records):
+                kept = [r for r in self._records[key] if r["t"] >= horizon]
+                if kept:
+                    self._records[key] = kept
+                else:
+                    del self._records[key]
+
+    def _evidence(self, v: Verdict, snap: Snapshot, job: Job) -> list[tuple[str, dict]]:
+        """The newest record of each kind for this job, taken in this spin episode."""
+        start = (v.since if v.since is not None else v.t) - EPISODE_SLACK_S
+        pids = set(job.pids) | set(v.suspect_pids)
+        found = []
+        with self._lock:
+            for kind in self.explainers:
+                recs = self._records.get((job.key, kind), [])
+                if not recs:  # a record under another key that names this job's pids
+                    recs = [
+                        r
+                        for (k, kd), rs in self._records.items()
+                        if kd == kind
+                        for r in rs
+                        if _pids_of(r) & pids
+                    ]
+                usable = [r for r in recs if r["t"] >= start]
+                if usable:
+                    found.append((kind, max(usable, key=lambda r: r["t"])))
+        return found
+
+    def _enrich(self, v: Verdict, snap: Snapshot, job: Job | None) -> Verdict:
+        if job is None:
+            return v
+        recs = self._evidence(v, snap, job)
+        if not recs:
+            return v
+        # Explain again only when the records or the judgement change, not every sample.
+        ids = tuple((k, r["t"], id(r)) for k, r in recs)
+        key = (ids, v.state, v.spinning, v.suspects, v.vanished)
+        if self._cache is not None and self._cache[0] == key:
+            return fold(v, self._cache[1])
+        ev = []
+        for kind, rec in recs:
+            try:
+                ev.append(self.explainers[kind](rec, v, snap))
+            except Exception as e:  # an explainer's bug must not take the verdict with it
+                ev.append(Evidence(kind, findings=(f"{kind}: could not be explained ({e})",)))
+        self._cache = (key, ev)
+        return fold(v, ev)
+
+    def _remember(self, snap: Snapshot) -> None:
+        """The last process seen on each GPU of each job: a rank that dies is named by it."""
+        procs = {p.pid: p for p in snap.processes}
+        keys = set()
+        for job in snap.jobs:
+            keys.add(job.key)
+            seen = self._seen.setdefault(job.key, {})
+            for pid in job.pids:
+                p = procs.get(pid)
+                for g in p.gpus if p is not None else ():
+                    seen[g] = p
+        for key in [k for k in self._seen if k not in keys and k not in self._state]:
+            del self._seen[key]
+
+    # ------------------------------------------------------------ for the faces
+
+    def pending(self) -> bool:
+        """A gatherer is still running (or queued)."""
+        return any(not f.done() for f in self._futures)
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until no gatherer runs, at most `timeout` s; True when none runs."""
+        deadline = time.monotonic() + timeout
+        for f in list(self._futures):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                f.result(timeout=left)
+            except Exception:  # noqa: S110 - _run never raises; a timeout is handled below
+                pass
+        return not self.pending()
+
+    def take_records(self) -> list[dict[str, Any]]:
+        """Records gathered since the last call, oldest first, for `gputui record` to write."""
+        with self._lock:
+            out, self._new = self._new, []
+        return sorted(out, key=lambda r: r.get("t", 0))
+
+    def close(self) -> None:
+        """Cancel running gatherers (their tools are killed) and let their threads end."""
+        self._cancel.set()
+        for pool in self._pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)
+        self.wait(CLOSE_WAIT_S)
+
+
+def _job_of(v: Verdict, snap: Snapshot) -> Job | None:
+    """The job the verdict is about: by its label, else the job on its spinning GPUs; a
+    node-wide group (environments unreadable) when no job claims them."""
+    gpus = set(v.spinning)
+    for job in snap.jobs:
+        if job.label == v.job and gpus & set(job.gpus):
+            return job
+    for job in snap.jobs:
+        if gpus & set(job.gpus):
+            return job
+    on = set(v.spinning) | set(v.suspects)
+    pids = tuple(sorted({p for g in snap.gpus if g.index in on for p in g.pids}))
+    return Job(key="~node", label=v.job or "node", pids=pids, gpus=tuple(sorted(on)))
+
+
+def _pids_of(rec: dict[str, Any]) -> set[int]:
+    ranks = rec.get("ranks")
+    if not isinstance(ranks, list):
+        return set()
+    return {r["pid"] for r in ranks[:256] if isinstance(r, dict) and isinstance(r.get("pid"), int)}
