@@ -265,7 +265,8 @@ class NvmlReader:
         mismatch = getattr(nv, "NVMLLibraryMismatchError", nv.NVMLError)
 
         def q(field: str, fn: Callable[..., Any], *args: Any) -> Any:
-            self._thread.current = f"{getattr(fn, '__name__', field)} on GPU {d.index}"
+            name = "nvmlDeviceGetMemoryInfo" if field == "mem_used_mb" else fn.__name__
+            self._thread.current = f"{name} on GPU {d.index}"
             try:
                 return fn(h, *args)
             except nv.NVMLError_GpuIsLost as e:
