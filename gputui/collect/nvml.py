@@ -264,9 +264,10 @@ class NvmlReader:
         na: dict[str, str] = {}
         mismatch = getattr(nv, "NVMLLibraryMismatchError", nv.NVMLError)
 
-        def q(field: str, fn: Callable[..., Any], *args: Any) -> Any:
-            name = "nvmlDeviceGetMemoryInfo" if field == "mem_used_mb" else fn.__name__
-            self._thread.current = f"{name} on GPU {d.index}"
+        thread, i = self._thread, d.index
+
+        def q(field: str, fn: Callable[..., Any], *args: Any, name: str = "") -> Any:
+            thread.current = (name or fn, i)  # formatted only if the call hangs
             try:
                 return fn(h, *args)
             except nv.NVMLError_GpuIsLost as e:
@@ -279,7 +280,7 @@ class NvmlReader:
         util = q("util", nv.nvmlDeviceGetUtilizationRates)
         power = q("power_w", nv.nvmlDeviceGetPowerUsage)
         limit = q("power_limit_w", nv.nvmlDeviceGetEnforcedPowerLimit)
-        mem = q("mem_used_mb", self._memory_info)
+        mem = q("mem_used_mb", self._memory_info, name="nvmlDeviceGetMemoryInfo")
         events_fn = (
             getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
             or nv.nvmlDeviceGetCurrentClocksThrottleReasons

@@ -60,7 +60,9 @@ class NvmlThread:
     The callables are whole units of NVML work (open the library and list the GPUs; read
     every GPU once), so one sample costs one hand-over, not one per NVML call. A callable
     names the NVML function it is inside through `current`, so a hang is reported with the
-    call that hung ("nvmlDeviceGetUtilizationRates on GPU 0"), not only the unit of work.
+    call that hung ("nvmlDeviceGetUtilizationRates on GPU 0"), not only the unit of work:
+    a string, or (function or name, GPU index), formatted only if a call hangs (a read sets
+    it a dozen times per GPU, and formatting each time would be most of gputui's own cost).
     """
 
     def __init__(self, name: str = "gputui-nvml") -> None:
@@ -69,7 +71,7 @@ class NvmlThread:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._busy: _Job | None = None
-        self.current = ""  # the NVML call in progress, set by the running callable
+        self.current: Any = ""  # the NVML call in progress, set by the running callable
         self.hung: str | None = None  # the one-line message, once a call has overstayed
 
     def run(self, fn: Callable[..., T], *args: Any, timeout: float, what: str) -> T:
@@ -98,7 +100,7 @@ class NvmlThread:
     def _give_up(self, timeout: float, what: str) -> None:
         """Mark the library hung and fail every queued call. Holds self._lock."""
         if self.hung is None:
-            where = self.current or what
+            where = _describe(self.current) or what
             self.hung = f"NVML did not answer within {timeout:g} s ({where}): {HUNG_HINT}"
         while True:
             try:
@@ -139,6 +141,14 @@ class NvmlThread:
         """The thread may be inside NVML for good: exit must not wait on it."""
         with self._lock:
             return self.hung is not None or self._busy is not None
+
+
+def _describe(current: Any) -> str:
+    """`current` as words: "nvmlInit", or "nvmlDeviceGetUtilizationRates on GPU 0"."""
+    if isinstance(current, tuple) and len(current) == 2:
+        fn, gpu = current
+        return f"{getattr(fn, '__name__', fn)} on GPU {gpu}"
+    return str(current or "")
 
 
 _THREAD = NvmlThread()
