@@ -8,8 +8,17 @@ are dropped, and the marker is searched in the text; resolution is the time of t
 that completed the marker, well under 1 ms). `auto` takes tmux when it is installed.
 
 - first frame: from just before the app is started to the first screen (tmux) or output
-  (pty) holding all of the app's markers: "GPU 0" and the GPU name for gputui (its panel),
-  the GPU name and "MiB" for nvitop (its device table). Python's start-up is included.
+  (pty) that shows a power figure (`122/700W` for gputui and the floor, `80W / 700W` for
+  nvitop; "No GPUs" for gputui on a machine without one). Python's start-up is included.
+- `--source`: what gputui shows: `live` NVML (host processes without a GPU), the `demo`
+  replay (4 samples/s), or `busy`: a 1 sample/s replay of the recording's training phase
+  whose process figures change every second (bench/busy_trace.py), the case a person
+  watching a running job lives in.
+- `floor` (bench/floor_app.py): a bare Textual app that repaints one line a second. Its
+  figures, in the same run, are what Textual itself costs.
+- `--no-pyc`: every app compiles its modules from source at each start, as on images with
+  PYTHONDONTWRITEBYTECODE=1 or `pip install --no-compile` (PYTHONDONTWRITEBYTECODE=1 and an
+  empty `-X pycache_prefix` directory, so no .pyc is read or written; nothing is deleted).
 - CPU: user + system seconds of the app's process (and its children) over --duration s,
   after --warmup s, as a percentage of one core; the start-up CPU is reported apart.
 - memory: the app's peak RSS (VmHWM from /proc/PID/status: the high-water mark, not a sample).
@@ -17,9 +26,9 @@ that completed the marker, well under 1 ms). `auto` takes tmux when it is instal
 All apps given run at the same time (`--together`, the default: the same 60 s for both, on a
 GPU node with cores to spare) or one after the other (`--one-by-one`).
 
-    python bench/app_cpu.py --duration 60                  # gputui and nvitop, live NVML
-    python bench/app_cpu.py --demo --duration 20           # CPU box: gputui replaying the demo
-    python bench/app_cpu.py --apps gputui --duration 20    # CPU box: live, host processes
+    python bench/app_cpu.py --duration 60 --apps gputui nvitop floor    # GPU node, live
+    python bench/app_cpu.py --source busy --apps gputui floor --duration 60  # CPU box
+    python bench/app_cpu.py --apps gputui --duration 20                  # CPU box: host mode
 """
 
 from __future__ import annotations
@@ -30,11 +39,14 @@ import os
 import shlex
 import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psutil
+from busy_trace import busy_lines
 from common import fmt, gpu_names, machine, machine_line, median, table, write_json
 from terminals import TmuxRunner, exited, make_runner, peak_rss_mb, pick_runner, proc_cpu, tail
 
@@ -62,26 +74,43 @@ class Run:
 # ---------------------------------------------------------------- measuring
 
 
+POWER = r"re:\d+/\d+ ?W"  # gputui's and the floor's power/limit figure, e.g. 122/700W
+NVITOP_POWER = r"re:\d+W / \d+W"  # nvitop's, e.g. 80W / 700W
+
+
 def app_specs(
-    apps: list[str], demo: bool, interval: float, nvitop: str | None, gputui: str | None
+    apps: list[str],
+    source: str,
+    interval: float,
+    nvitop: str | None,
+    gputui: str | None,
+    busy_file: str | None = None,
+    no_pyc: str | None = None,
 ) -> tuple[list[AppSpec], list[str]]:
+    """The apps to start, each with the markers of its first frame with data.
+
+    `no_pyc`: an empty directory; every app then runs with PYTHONDONTWRITEBYTECODE=1 and
+    PYTHONPYCACHEPREFIX pointing there, so it neither reads nor writes any .pyc.
+    """
     specs, skipped = [], []
-    names = gpu_names()
-    have_gpu = bool(names)
-    # the GPU's name as both apps show it ("NVIDIA H200" -> "H200"): the panels are drawn
-    short = names[0].removeprefix("NVIDIA ").split()[0] if names else "H200"
+    have_gpu = bool(gpu_names())
+    pre = ["env", "PYTHONDONTWRITEBYTECODE=1", f"PYTHONPYCACHEPREFIX={no_pyc}"] if no_pyc else []
     for name in apps:
-        if name == "gputui":
-            argv = shlex.split(gputui) if gputui else [sys.executable, "-m", "gputui"]
+        name, _, cmd = name.partition("=")  # NAME=COMMAND: another build, e.g. an older gputui
+        if name.startswith("gputui"):
+            argv = shlex.split(cmd or gputui or "") or [sys.executable, "-m", "gputui"]
             argv += ["--interval", f"{interval:g}"]
-            if demo:
+            markers: tuple[str, ...] = (POWER,)
+            if source == "demo":
                 argv.append("--demo")
-                markers: tuple[str, ...] = ("GPU 0", "H200")  # the demo is 2 x H200
-            elif have_gpu:
-                markers = ("GPU 0", short)
-            else:
-                markers = ("No GPUs",)  # host mode: its first frame has the explanation panel
-            specs.append(AppSpec("gputui", argv, markers))
+            elif source == "busy":
+                argv += ["--replay", str(busy_file)]
+            elif not have_gpu:
+                markers = ("No GPUs",)  # host mode: its first frame has the explanation
+            specs.append(AppSpec(name, pre + argv, markers))
+        elif name == "floor":
+            floor = str(Path(__file__).resolve().parent / "floor_app.py")
+            specs.append(AppSpec("floor", pre + [sys.executable, floor], (POWER,)))
         elif name == "nvitop":
             exe = nvitop or shutil.which("nvitop")
             if exe is None:
@@ -90,10 +119,9 @@ def app_specs(
                 skipped.append("nvitop: no NVIDIA GPU here, it shows nothing without one")
             else:
                 argv = [*shlex.split(exe), "--monitor", "full", "--interval", f"{interval:g}"]
-                # its GPU row: the name and the power figures ("80W / 700W"); memory may read "0B"
-                specs.append(AppSpec("nvitop", argv, (short, "W / ")))
+                specs.append(AppSpec("nvitop", pre + argv, (NVITOP_POWER,)))
         else:
-            raise SystemExit(f"unknown app {name!r}")
+            raise SystemExit(f"unknown app {name!r} (gputui, nvitop, floor)")
     return specs, skipped
 
 
@@ -193,7 +221,7 @@ def summarize(runs: list[Run]) -> list[dict[str, Any]]:
 
 def run(
     apps: list[str] | None = None,
-    demo: bool = False,
+    source: str = "live",
     duration: float = 60.0,
     warmup: float = 3.0,
     interval: float = 1.0,
@@ -205,12 +233,54 @@ def run(
     nvitop: str | None = None,
     gputui: str | None = None,
     frames: int = 0,
+    no_pyc: bool = False,
 ) -> dict[str, Any]:
     """The CPU/RSS run (skipped with duration 0), then `frames` first-frame starts of each app,
     one app at a time (alternating which goes first), so start-ups never compete."""
     cols, rows = (int(x) for x in size.lower().split("x"))
     kind = pick_runner(runner)
-    specs, skipped = app_specs(apps or ["gputui", "nvitop"], demo, interval, nvitop, gputui)
+    with tempfile.TemporaryDirectory(prefix="gputui-bench-") as tmp:
+        busy = str(Path(tmp) / "busy.jsonl")
+        if source == "busy":
+            Path(busy).write_text("\n".join(busy_lines(int(duration + 60))) + "\n")
+        empty = str(Path(tmp) / "no-pycache") if no_pyc else None
+        specs, skipped = app_specs(
+            apps or ["gputui", "nvitop"], source, interval, nvitop, gputui, busy, empty
+        )
+        return _run(
+            specs,
+            skipped,
+            kind,
+            cols,
+            rows,
+            duration,
+            warmup,
+            interval,
+            together,
+            poll,
+            frame_timeout,
+            frames,
+            source,
+            no_pyc,
+        )
+
+
+def _run(
+    specs: list[AppSpec],
+    skipped: list[str],
+    kind: str,
+    cols: int,
+    rows: int,
+    duration: float,
+    warmup: float,
+    interval: float,
+    together: bool,
+    poll: float,
+    frame_timeout: float,
+    frames: int,
+    source: str,
+    no_pyc: bool,
+) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     groups = [specs] if together else [[s] for s in specs]
     for group in groups if duration > 0 else []:
@@ -236,7 +306,8 @@ def run(
         "duration_s": duration,
         "warmup_s": warmup,
         "interval_s": interval,
-        "demo": demo,
+        "source": source,
+        "pyc": not no_pyc,
         "together": together and len(specs) > 1,
         "apps": results,
         "skipped": skipped,
@@ -248,7 +319,10 @@ def run(
     if fm.get("gputui") and fm.get("nvitop"):
         res["first_frame_median_ratio_gputui_over_nvitop"] = fm["gputui"] / fm["nvitop"]
     by = {a["app"]: a for a in results}
-    g, n = by.get("gputui"), by.get("nvitop")
+    g, n, fl = by.get("gputui"), by.get("nvitop"), by.get("floor")
+    if g and fl and g.get("cpu_percent") is not None and fl.get("cpu_percent"):
+        res["cpu_ratio_gputui_over_floor"] = g["cpu_percent"] / fl["cpu_percent"]
+        res["rss_ratio_gputui_over_floor"] = g["peak_rss_mb"] / fl["peak_rss_mb"]
     if g and n and g.get("cpu_percent") is not None and n.get("cpu_percent"):
         res["cpu_ratio_gputui_over_nvitop"] = g["cpu_percent"] / n["cpu_percent"]
         res["rss_ratio_gputui_over_nvitop"] = g["peak_rss_mb"] / n["peak_rss_mb"]
@@ -272,12 +346,18 @@ def report(res: dict[str, Any]) -> str:
     head = ("app", "first frame s", "start-up CPU s", "CPU % of a core", "peak RSS MiB", "")
     how = "together" if res["together"] else "one after the other"
     lines = [
+        f"gputui source: {res['source']}, .pyc {'present' if res['pyc'] else 'absent'}; "
         f"{res['size']} terminal ({res['runner']}, first-frame resolution {res['resolution']}), "
         f"refresh {res['interval_s']:g} s, CPU over {res['duration_s']:g} s after "
         f"{res['warmup_s']:g} s warm-up, apps run {how}",
         table(rows, head),
     ]
-    for k in ("cpu_ratio_gputui_over_nvitop", "rss_ratio_gputui_over_nvitop"):
+    for k in (
+        "cpu_ratio_gputui_over_nvitop",
+        "rss_ratio_gputui_over_nvitop",
+        "cpu_ratio_gputui_over_floor",
+        "rss_ratio_gputui_over_floor",
+    ):
         if k in res:
             lines.append(f"{k}: {res[k]:.2f}")
     if "first_frame_ratio_gputui_over_nvitop" in res:
@@ -299,8 +379,16 @@ def report(res: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--apps", nargs="+", default=["gputui", "nvitop"])
-    ap.add_argument("--demo", action="store_true", help="gputui replays its bundled demo")
+    ap.add_argument(
+        "--apps",
+        nargs="+",
+        default=["gputui", "nvitop"],
+        help="gputui, nvitop, floor, or gputui-NAME=COMMAND for another gputui build",
+    )
+    ap.add_argument(
+        "--source", choices=("live", "demo", "busy"), default="live", help="what gputui shows"
+    )
+    ap.add_argument("--no-pyc", action="store_true", help="no .pyc read or written by any app")
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--warmup", type=float, default=3.0)
     ap.add_argument("--interval", type=float, default=1.0, help="refresh of both apps (s)")
@@ -321,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     print(machine_line(machine()), file=sys.stderr)
     res = run(
         args.apps,
-        args.demo,
+        args.source,
         args.duration,
         args.warmup,
         args.interval,
@@ -333,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         args.nvitop,
         args.gputui,
         args.frames,
+        args.no_pyc,
     )
     print(report(res))
     write_json(args.json, "app_cpu", res)

@@ -26,6 +26,12 @@ ANSI = re.compile(
 )
 
 
+def shows(text: str, markers: tuple[str, ...]) -> bool:
+    """Every marker is in `text`; a marker `re:PATTERN` is a regular expression (a power
+    figure such as `122/700W` is what counts as a first frame with data)."""
+    return all(re.search(m[3:], text) if m.startswith("re:") else m in text for m in markers)
+
+
 def proc_cpu(pid: int) -> float | None:
     """CPU seconds of a process, its reaped children and its live descendants."""
     try:
@@ -90,7 +96,7 @@ class TmuxRunner:
 
     def found(self, markers: tuple[str, ...]) -> float | None:
         text = self.screen()
-        return time.perf_counter() if all(m in text for m in markers) else None
+        return time.perf_counter() if shows(text, markers) else None
 
     def stop(self) -> None:
         self._tmux("kill-session", "-t", self.name)
@@ -113,7 +119,7 @@ class PtyRunner:
         self._fd: int | None = None
         self._text = bytearray()  # output with escape sequences dropped, until found
         self._found_at: float | None = None
-        self._markers: tuple[bytes, ...] = ()
+        self._markers: tuple[str, ...] = ()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.bytes_read = 0
@@ -152,7 +158,8 @@ class PtyRunner:
                 now = time.perf_counter()
                 with self._lock:
                     self._text += ANSI.sub(b"", chunk)
-                    if self._markers and all(m in self._text for m in self._markers):
+                    text = self._text.decode("utf-8", "replace")
+                    if self._markers and shows(text, self._markers):
                         self._found_at = now
                     elif len(self._text) > 4_000_000:
                         del self._text[:2_000_000]
@@ -167,8 +174,8 @@ class PtyRunner:
     def found(self, markers: tuple[str, ...]) -> float | None:
         with self._lock:
             if not self._markers:
-                self._markers = tuple(m.encode() for m in markers)
-                if all(m in self._text for m in self._markers):
+                self._markers = markers
+                if shows(self._text.decode("utf-8", "replace"), markers):
                     self._found_at = time.perf_counter()
             return self._found_at
 

@@ -27,7 +27,17 @@ from gputui import __version__
 from gputui.errors import GputuiError
 
 # Subcommand modules, in the order `gputui --help` lists them.
-COMMANDS = ("snapshot", "record", "check", "dump", "bundle", "probe")
+COMMANDS = (
+    "snapshot",
+    "record",
+    "check",
+    "dump",
+    "bundle",
+    "probe",
+    "merge",
+    "fleet",
+    "exporter",
+)
 
 STDOUT_CLOSED = 0  # exit status when the reader of stdout went away
 

@@ -30,6 +30,7 @@ from gputui.collect.model import Job, ProcessInfo, Snapshot
 from gputui.diagnose.culprit import explain_stacks
 from gputui.diagnose.detector import Detector
 from gputui.diagnose.evidence import Evidence, fold
+from gputui.diagnose.nccl import explain_nccl
 from gputui.diagnose.verdict import HUNG, STALLED, Verdict
 
 AUTO_DUMP_TIMEOUT_S = 5.0  # per rank; py-spy took 10-20 ms on a hung H200 rank
@@ -87,8 +88,18 @@ def gather_stacks(target: JobTarget, cancel: threading.Event) -> dict[str, Any] 
         }
 
 
+def gather_nccl(target: JobTarget, cancel: threading.Event) -> dict[str, Any] | None:
+    """NCCL RAS asked twice and the flight recorder triggered, where the job has them."""
+    from gputui.tools.nccl_gather import gather_nccl as gather
+
+    return gather(target, cancel)
+
+
+# Stacks first: the banner's second line is the first finding, and the culprit's frame is
+# what a person wants first; RAS and the flight recorder add the ranks of other nodes.
 DEFAULT_GATHERERS: tuple[tuple[str, Gather, Explain], ...] = (
     ("stacks", gather_stacks, explain_stacks),
+    ("nccl", gather_nccl, explain_nccl),
 )
 
 

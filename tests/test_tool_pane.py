@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 import psutil
 import pytest
 from targets.launch import Targets
+from test_tools import sleeping_natively
 from textual.app import App
 from textual.widgets import RichLog, Static
 
@@ -112,7 +113,7 @@ async def test_escape_stops_strace_and_leaves_the_target_running(targets):
     p = targets.start("loader", tick=0.01)
     pane = strace_pane(ProcessInfo(pid=p.pid), seconds=60)
     async with PaneApp(pane).run_test(size=(100, 24)) as pilot:
-        await until(pilot, lambda: "sleep(" in log_text(pane) or "select(" in log_text(pane))
+        await until(pilot, lambda: sleeping_natively(log_text(pane)))
         assert len(children_named("strace")) == 1
         await pilot.press("q")
         await asyncio.to_thread(pane.finished.wait, 10)

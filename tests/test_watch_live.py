@@ -13,6 +13,7 @@ rank that was stopped before stays stopped; ptrace refused (its reason and fix).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -126,6 +127,7 @@ def test_the_stuck_rank_is_named_by_its_function_and_the_others_by_their_collect
     assert all(s["outcome"] == "done" and s["error"] is None for s in v.stacks)
 
 
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 def test_a_real_torch_job_names_the_stuck_function_and_the_line_that_entered_all_reduce(
     targets,
 ):

@@ -67,5 +67,9 @@ class Sampler:
                 return
             if self._stop.is_set():
                 return
-            self.on_snapshot(snap)
+            try:
+                self.on_snapshot(snap)
+            except Exception as e:  # a bug downstream (detector, UI hand-off) must be seen,
+                if self.on_error:  # not end sampling silently with a frozen dashboard
+                    self.on_error(e)
             self._stop.wait(wait_for(self.source, started))

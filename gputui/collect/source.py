@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
+from gputui.collect.jobs import group_jobs
 from gputui.collect.model import Snapshot
 from gputui.collect.trace import read_trace
 from gputui.errors import GputuiError
@@ -97,6 +98,50 @@ class ReplaySource:
 
     def close(self) -> None:
         pass
+
+
+def filter_gpus(snap: Snapshot, keep: frozenset[int]) -> Snapshot:
+    """The snapshot as if the node had only the GPUs in `keep` (their processes, their jobs).
+
+    A process on several GPUs keeps only the kept ones; jobs are grouped again, so a job
+    that spans GPUs 0 and 1 is, on the node watched as `--gpus 1`, the job of GPU 1 alone.
+    """
+    from dataclasses import replace
+
+    gpus = tuple(g for g in snap.gpus if g.index in keep)
+    procs = tuple(
+        replace(p, gpus=tuple(i for i in p.gpus if i in keep))
+        for p in snap.processes
+        if any(i in keep for i in p.gpus)
+    )
+    return replace(snap, gpus=gpus, processes=procs, jobs=group_jobs(procs))
+
+
+class FilteredSource:
+    """Another source, seen through `--gpus`: only those GPU indices are watched."""
+
+    def __init__(self, inner: Source, gpus: tuple[int, ...]) -> None:
+        self.inner = inner
+        self.keep = frozenset(gpus)
+        self.kind = inner.kind
+        self.description = f"{inner.description}, GPUs {','.join(map(str, sorted(gpus)))} only"
+        self.seen: tuple[int, ...] = ()  # GPU indices the inner source had, at the last sample
+
+    def sample(self) -> Snapshot | None:
+        snap = self.inner.sample()
+        if snap is None:
+            return None
+        self.seen = tuple(g.index for g in snap.gpus)
+        return filter_gpus(snap, self.keep)
+
+    def next_delay(self) -> float:
+        return self.inner.next_delay()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)  # e.g. ReplaySource.finished for the app
 
 
 def wait_for(source: Source, started: float) -> float:

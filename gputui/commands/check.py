@@ -5,7 +5,9 @@ error. With --json, one object per line each time the verdict (state, spinning G
 suspects) changes, or evidence arrives: when a job stalls, a live check dumps its ranks
 with py-spy (once per transition; --no-auto-dump turns it off) and prints a line with the
 findings, the culprit's frame and every rank's stack. A replay shows the dumps the
-recording carries.
+recording carries. Each line also names the node (`host`) and the job's global ranks on its
+GPUs (`job_key`, `world_size`, `ranks`), so that `gputui merge` can join the lines of every
+node of a job (gputui/diagnose/node_report.py).
 
 A node with no NVIDIA driver has nothing to watch: 0. A node whose driver or GPUs are there
 but NVML fails, does not answer within --timeout, or reports a GPU lost is a broken node: 2,
@@ -21,7 +23,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from gputui.commands.common import add_source_args, open_source, positive_float
+from gputui.commands.common import add_host_arg, add_source_args, open_source, positive_float
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
@@ -44,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     add_source_args(p)
+    add_host_arg(p)
     p.add_argument(
         "--duration",
         type=positive_float,
@@ -82,6 +85,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _host(args: argparse.Namespace, snap: Snapshot) -> str:
+    """--host, else the snapshot's host (live: the hostname; replay: the recording's), else a
+    replay's file name without extensions."""
+    from gputui.collect.hostlist import host_from_name
+
+    if args.host:
+        return args.host
+    if snap.hostname:
+        return snap.hostname
+    if getattr(args, "replay", None):
+        return host_from_name(args.replay)
+    if getattr(args, "demo", False):
+        from gputui.collect.source import demo_path
+
+        return host_from_name(str(demo_path()))
+    import socket
+
+    return socket.gethostname()
+
+
+def _check_gpus(args: argparse.Namespace, source: object) -> None:
+    """--gpus that name no GPU of the node are a mistake, said at the first sample."""
+    seen = getattr(source, "seen", None)
+    if args.gpus and seen and not set(args.gpus) & set(seen):
+        have = ", ".join(map(str, seen))
+        raise GputuiError(f"--gpus {','.join(map(str, args.gpus))}: this node has GPUs {have}")
+
+
 def _nvml_problem(source: Source, snap: Snapshot | None = None) -> str | None:
     """NVML's trouble in one line (see LiveSource.problem); a replay has none."""
     if source.kind == "replay":
@@ -111,6 +142,8 @@ def _snapshots(args: argparse.Namespace, source: Source) -> Iterator[Snapshot]:
             return
         if why := _nvml_problem(source, snap):
             raise GputuiError(why)
+        if first is None:
+            _check_gpus(args, source)
         first = snap.t if first is None else first
         if duration is not None and snap.t - first > duration:
             return
@@ -133,6 +166,7 @@ def _line(v: Verdict, t0: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gputui.diagnose.node_report import NodeReport
     from gputui.diagnose.verdict import verdict_to_json
     from gputui.watch import Watcher
 
@@ -142,35 +176,46 @@ def run(args: argparse.Namespace) -> int:
     source = open_source(args, realtime=False)  # NVML's start is bounded by --timeout
     watcher = Watcher(args.stall_after, args.hang_after, auto_dump=not args.no_auto_dump, live=live)
     last: Verdict | None = None
+    last_key: object = None
+    report: NodeReport | None = None
     last_alarm: Verdict | None = None
     alarms = 0
     first: Snapshot | None = None
     n = 0
     human: list[str] = []
 
-    def show(v: Verdict) -> None:
-        nonlocal last, last_alarm, alarms
+    def show(v: Verdict, snap: Snapshot) -> None:
+        """Print a line when the verdict, its evidence, or the job's ranks on the GPUs
+        changed (the last two are what `gputui merge` needs from each node)."""
+        nonlocal last, last_alarm, alarms, last_key
+        assert report is not None
         if v.alarm:
             alarms += last is None or not last.alarm
             last_alarm = v
-        if last is None or v.key() != last.key():
+        keys = report.keys(v, snap)
+        key = (v.key(), keys["job_key"], tuple(keys["ranks"].items()))
+        if key != last_key:
             if args.json:
-                print(json.dumps(verdict_to_json(v)), flush=True)
+                print(json.dumps({**verdict_to_json(v), **keys}), flush=True)
             elif first is not None:
                 human.append(_line(v, first.t))
-        last = v
+        last, last_key = v, key
 
+    last_snap: Snapshot | None = None
     try:
         for snap in _snapshots(args, source):
             first = first or snap
+            last_snap = snap
             n += 1
-            show(watcher.update(snap))
+            report = report or NodeReport(_host(args, snap))
+            report.update(snap)
+            show(watcher.update(snap), snap)
         # The duration ended while a dump of the stalled job ran: its answer is the point.
         if watcher.pending():
             watcher.wait(DUMP_WAIT_S)
             v = watcher.latest()
-            if v is not None:
-                show(v)
+            if v is not None and last_snap is not None:
+                show(v, last_snap)
     except KeyboardInterrupt:
         pass  # report what was seen so far
     finally:
@@ -181,7 +226,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.json:
         span = last.t - first.t
         where = "no GPUs" if not first.gpus else f"{len(first.gpus)} GPU(s)"
-        print(f"gputui check: {n} samples over {span:.1f} s, {where}")
+        host = f" on {report.host}" if report is not None else ""
+        print(f"gputui check: {n} samples over {span:.1f} s, {where}{host}")
         print("\n".join(human))
         print(f"final: {last.state}: {last.reason}")
         if last_alarm is not None:

@@ -39,10 +39,35 @@ def non_negative_float(text: str) -> float:
     return v
 
 
+def gpu_list(text: str) -> tuple[int, ...]:
+    """argparse type for --gpus: '0', '0,2', '4-7', '0-1,6' -> sorted GPU indices."""
+    out: set[int] = set()
+    for part in text.split(","):
+        lo, sep, hi = part.strip().partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise argparse.ArgumentTypeError(f"not a GPU list (e.g. 0,1 or 4-7): {text!r}")
+        a, b = int(lo), int(hi) if sep else int(lo)
+        if b < a or b - a > 4096:
+            raise argparse.ArgumentTypeError(f"not a GPU range: {part.strip()!r}")
+        out.update(range(a, b + 1))
+    return tuple(sorted(out))
+
+
+def add_host_arg(p: argparse.ArgumentParser) -> None:
+    """--host NAME: the node's name in reports that `gputui merge` puts together."""
+    p.add_argument(
+        "--host",
+        metavar="NAME",
+        default=None,
+        help="name this node in --json lines (default: the hostname; replay: the "
+        "recording's host, else its file name)",
+    )
+
+
 def add_source_args(
     p: argparse.ArgumentParser, interval: float = 1.0, interval_help: str | None = None
 ) -> None:
-    """--replay FILE | --demo, and --interval for live sampling."""
+    """--replay FILE | --demo, --interval for live sampling, --gpus to watch some GPUs."""
     g = p.add_mutually_exclusive_group()
     g.add_argument("--replay", metavar="FILE", help="read a recorded trace instead of NVML")
     g.add_argument(
@@ -56,6 +81,13 @@ def add_source_args(
         default=interval,
         metavar="S",
         help=interval_help or f"seconds between live samples (default {interval:g})",
+    )
+    p.add_argument(
+        "--gpus",
+        type=gpu_list,
+        default=None,
+        metavar="LIST",
+        help="watch only these GPU indices (e.g. 0,1 or 4-7): one node seen as two",
     )
 
 
@@ -110,15 +142,22 @@ def open_source(
         kw["speed"] = args.speed
     if getattr(args, "start", None) is not None:
         kw["start_s"] = args.start
+    source: Source
     if getattr(args, "demo", False):
-        return ReplaySource.demo(**kw)
-    if getattr(args, "replay", None):
-        return ReplaySource.from_file(args.replay, **kw)
-    from gputui.collect.live import LiveSource
-    from gputui.collect.nvml import DEFAULT_TIMEOUT_S
+        source = ReplaySource.demo(**kw)
+    elif getattr(args, "replay", None):
+        source = ReplaySource.from_file(args.replay, **kw)
+    else:
+        from gputui.collect.live import LiveSource
+        from gputui.collect.nvml import DEFAULT_TIMEOUT_S
 
-    limit = timeout or getattr(args, "timeout", None) or DEFAULT_TIMEOUT_S
-    return LiveSource(interval=getattr(args, "interval", 1.0), timeout=limit)
+        limit = timeout or getattr(args, "timeout", None) or DEFAULT_TIMEOUT_S
+        source = LiveSource(interval=getattr(args, "interval", 1.0), timeout=limit)
+    if getattr(args, "gpus", None):
+        from gputui.collect.source import FilteredSource
+
+        source = FilteredSource(source, args.gpus)
+    return source
 
 
 def require_nonempty(name: str, values: list[int]) -> list[int]:

@@ -94,7 +94,6 @@ def _fail_lines(results: list[ToolResult]) -> int:
 
 
 def _run_job(args: argparse.Namespace, pid: int) -> int:
-    from gputui.redact import redact_text
     from gputui.tools.dumpall import DumpAll, dump_all
     from gputui.tools.jobfind import JobMembers, find_job
 
@@ -106,12 +105,10 @@ def _run_job(args: argparse.Namespace, pid: int) -> int:
     )
     if args.json:
         doc = {"job": {"pid": pid, "pids": list(job.pids), "how": job.how}, **res.to_json()}
-        for r in doc["results"]:
-            r["lines"] = [redact_text(ln) for ln in r["lines"]]
         print(json.dumps(doc, indent=2))
     else:
         for text, _kind in res.render():
-            print(redact_text(text))
+            print(text)  # tool output arrives redacted (gputui.tools.runner)
     status = _fail_lines([d.result for d in res.dumps])
     if nvml_problem:
         found = "" if snap is not None else "; the ranks were found from host processes"
@@ -121,7 +118,6 @@ def _run_job(args: argparse.Namespace, pid: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gputui.redact import redact_text
     from gputui.tools.dumpall import dump_all
     from gputui.tools.stacks import gdb_backtrace
 
@@ -138,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         for pid in pids:  # one at a time: cuda-gdb is heavy (11-14 s on a hung rank)
             if len(pids) > 1 and not args.json:
                 print(f"==> pid {pid} <==", flush=True)
-            on_line = None if args.json else (lambda ln: print(redact_text(ln), flush=True))
+            on_line = None if args.json else (lambda ln: print(ln, flush=True))
             kw: dict[str, Any] = {"on_line": on_line}
             if args.timeout:
                 kw["timeout"] = args.timeout
@@ -153,10 +149,8 @@ def run(args: argparse.Namespace) -> int:
                 if len(pids) > 1:
                     print(f"==> pid {pid} <==")
                 for ln in r.lines:
-                    print(redact_text(ln))
+                    print(ln)
     if args.json:
         out = [r.to_json() for r in results]
-        for o in out:
-            o["lines"] = [redact_text(ln) for ln in o["lines"]]
         print(json.dumps({"results": out}, indent=2))
     return _fail_lines(results)

@@ -41,6 +41,10 @@ class Detector:
         self.runs: dict[int, SpinRun] = {}
         self.memory = GroupMemory()
         self.last: Verdict | None = None
+        # The verdict of every stalled or hung group at the last sample, by job key (the
+        # Verdict above is only the worst). A group of `memory.groups` that is not here is ok.
+        # Read by faces that show every job, such as the Prometheus exporter.
+        self.job_verdicts: dict[str, Verdict] = {}
 
     def update(self, snap: Snapshot) -> Verdict:
         states = {g.index: classify_gpu(g) for g in snap.gpus}
@@ -56,6 +60,7 @@ class Detector:
             del self.runs[i]
         groups = self.memory.update(snap)
         verdicts = []
+        self.job_verdicts = {}
         claimed: set[int] = set()  # spinning GPUs already explained by a larger group
         for g in groups:  # largest first
             found = self._stalled(g, snap) if self.runs else None
@@ -68,6 +73,7 @@ class Detector:
             if not set(spinning) <= claimed:
                 claimed.update(spinning)
                 verdicts.append(self._judge(g, snap, states, spinning, since))
+                self.job_verdicts[g.key] = verdicts[-1]
         words = {i: str(s) for i, s in states.items()}
         if not verdicts:
             reason = _ok_reason(snap, states, self.runs, self.stall_after)

@@ -137,6 +137,7 @@ def process_record(p: ProcessInfo | int) -> dict[str, Any]:
 
 
 def _redacted_snapshot(s: Snapshot) -> Snapshot:
+    """Live snapshots are redacted when read; a replayed file is anyone's: redact it again."""
     procs = tuple(
         replace(
             p,
@@ -287,13 +288,13 @@ def write_bundle(
         res = dump_all(
             list(processes), timeout=dump_timeout, cancel=cancel, tool_path=tool_path, on_line=say
         )
-        for d in res.dumps:
-            body = [redact_text(ln) for ln in d.result.lines] + ["", d.result.summary()]
+        for d in res.dumps:  # tool output is redacted where it is read (tools.runner)
+            body = [*d.result.lines, "", d.result.summary()]
             write(f"stacks/pid-{d.pid}.txt", "\n".join(body))
             if not d.result.ok:
                 rep.failed_dumps += 1
-                rep.notes.append(redact_text(d.result.summary()))
-        write("stacks/groups.txt", "\n".join(redact_text(t) for t, _ in res.render()))
+                rep.notes.append(d.result.summary())
+        write("stacks/groups.txt", "\n".join(t for t, _ in res.render()))
         verdict = verdict_with_stacks(verdict, res, processes, last)
 
         say("reading command lines, environments and libraries")

@@ -7,6 +7,11 @@ a time limit, an optional line bound and a cancel event; on any of them the whol
 SIGTERM (gdb detaches on it), then SIGKILL after a grace period. Output is read by a thread
 and handed to `on_line` on the caller's thread, so a callback never runs concurrently with
 itself.
+
+Every line is redacted here, before anyone sees it (`on_line`, `ToolResult.lines`, the
+messages built from them): py-spy prints the target's command line, gdb its string
+arguments, strace its system call buffers. Panes, saved files, `dump --json`, bundles and
+automatic dumps then all hold redacted text without having to remember to redact.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
+from gputui.redact import redact_text
 from gputui.tools.result import Cancel, LineSink, Outcome, ToolResult
 
 GRACE_S = 2.0  # SIGTERM -> SIGKILL; gdb needs a moment to detach from every thread
@@ -109,7 +115,7 @@ def run_tool(
 
     def take(raw: bytes) -> None:
         nonlocal count, truncated
-        line = raw.decode("utf-8", "replace").rstrip("\r\n")
+        line = redact_text(raw.decode("utf-8", "replace").rstrip("\r\n"))
         count += 1
         if len(lines) < keep:
             lines.append(line)

@@ -163,15 +163,18 @@ class GputuiApp(ProcessActions, App[None]):
 
     # -- UI
     def compose(self) -> ComposeResult:
-        yield StatusLine(id="status")
-        yield VerdictBanner(id="banner")
-        yield GpuBoard(id="gpus")
-        yield NoGpuNote()
-        yield ProcessTable(id="procs")
-        yield KeyBar(id="keys")
+        # Kept as attributes: a DOM query per widget per sample is work for nothing, and
+        # these widgets live as long as the app.
+        self.status = StatusLine(id="status")
+        self.banner = VerdictBanner(id="banner")
+        self.board = GpuBoard(id="gpus")
+        self.no_gpu = NoGpuNote()
+        self.table = ProcessTable(id="procs")
+        self.keybar = KeyBar(id="keys")
+        yield from (self.status, self.banner, self.board, self.no_gpu, self.table, self.keybar)
 
     def on_mount(self) -> None:
-        self.query_one(ProcessTable).focus()
+        self.table.focus()
         self.sampler.start()
         self.set_interval(1.0, self._check_stale)
         self._refresh_status()
@@ -209,7 +212,7 @@ class GputuiApp(ProcessActions, App[None]):
         self.notify(f"sampling failed: {msg.error}", severity="error", timeout=5)
 
     def on_resize(self, event: events.Resize) -> None:
-        self.query_one(GpuBoard).redraw()
+        self.board.redraw()
 
     def _gpu_tags(self) -> dict[int, tuple[str, str]]:
         v, snap = self.verdict, self.snapshot
@@ -229,17 +232,16 @@ class GputuiApp(ProcessActions, App[None]):
     def _render_snapshot(self) -> None:
         snap = self.snapshot
         assert snap is not None
-        banner = self.query_one(VerdictBanner)
-        banner.show(self.verdict, snap.t)
-        board = self.query_one(GpuBoard)
+        self.banner.show(self.verdict, snap.t)
+        board = self.board
         board.reserved = 2 + banner_height(self.verdict)
         board.show(snap.gpus, self.history, self._gpu_tags(), self._is_stale())
-        note = self.query_one(NoGpuNote)
+        note = self.no_gpu
         error = "" if snap.gpus else (snap.gpu_error or "this node reports no GPUs")
         if error != note.error:
             note.error = error
             note.redraw()
-        self.query_one(ProcessTable).apply(snap.processes, snap.jobs, snap.t, self._row_flags())
+        self.table.apply(snap.processes, snap.jobs, snap.t, self._row_flags())
         self._refresh_status()
 
     def _row_flags(self) -> dict[int, str]:
@@ -277,7 +279,7 @@ class GputuiApp(ProcessActions, App[None]):
             self._stale_shown = shown
             self._refresh_status()
             if self.snapshot is not None:
-                board = self.query_one(GpuBoard)
+                board = self.board
                 if board.stale != stale:
                     board.stale = stale
                     board.redraw()
@@ -303,7 +305,7 @@ class GputuiApp(ProcessActions, App[None]):
             right = "replay ended (q quits)"
         elif self.sampler.paused:
             right = "PAUSED (space resumes)"
-        self.query_one(StatusLine).show(left, right, stale)
+        self.status.show(left, right, stale)
 
     # -- commands, help, palette
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
@@ -332,11 +334,11 @@ class GputuiApp(ProcessActions, App[None]):
 
     # -- table actions
     def _table(self) -> ProcessTable:
-        return self.query_one(ProcessTable)
+        return self.table
 
     def _note(self, text: str) -> None:
-        self.query_one(KeyBar).set_note(text)
-        self.set_timer(3.0, lambda: self.query_one(KeyBar).set_note(""))
+        self.keybar.set_note(text)
+        self.set_timer(3.0, lambda: self.keybar.set_note(""))
 
     def action_sort(self) -> None:
         table = self._table()
@@ -354,7 +356,7 @@ class GputuiApp(ProcessActions, App[None]):
         table.set_tree(not table.tree_view)
 
     def action_view(self) -> None:
-        board = self.query_one(GpuBoard)
+        board = self.board
         board.view = {"auto": "compact", "compact": "full", "full": "auto"}[board.view]
         board.redraw()
         self._note(f"GPU view: {board.view}")
@@ -364,7 +366,7 @@ class GputuiApp(ProcessActions, App[None]):
         self._refresh_status()
 
     def action_filter(self) -> None:
-        self.query_one(KeyBar).start(self._table().filter_text)
+        self.keybar.start(self.table.filter_text)
 
     def action_clear_filter(self) -> None:
         if self._table().filter_text:

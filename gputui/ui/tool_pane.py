@@ -90,7 +90,7 @@ class ToolPane(ModalScreen[None]):
     # ------------------------------------------------------------ worker thread side
 
     def _on_line(self, line: str) -> None:
-        line = redact_text(line)
+        # The tools layer has redacted the line already (gputui.tools.runner).
         with self._lock:
             self._pending.append(line)
 
@@ -163,7 +163,6 @@ class DumpAllPane(ToolPane):
         log.clear()
         styles = {"odd-header": "bold reverse red", "header": "bold", "note": "italic"}
         for text, kind in render():
-            text = redact_text(text)
             self.lines.append(text)
             log.write(Text(text, style=styles.get(kind, "")))
         super().show_result(result)

@@ -1,0 +1,97 @@
+"""Read `check --json` lines from files or standard input, bounded, for `gputui merge`.
+
+Input comes from pipelines (`srun ... gputui check --json | gputui merge`, pdsh, kubectl),
+so it may carry a launcher's prefix (`node-17: {...}`) or stray lines; those are taken or
+counted as skipped, never fatal. gzip is recognised by its magic bytes, so a compressed
+stream on standard input works too. Bounded like the recording reader: a line longer than
+MAX_LINE or a total past MAX_TOTAL is an error, not a memory blow-up.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import sys
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from gputui.collect.hostlist import host_from_name
+from gputui.errors import GputuiError
+
+MAX_LINE = 1 << 20
+MAX_TOTAL = 1 << 30
+
+
+@dataclass
+class ReadStats:
+    lines: int = 0
+    skipped: int = 0
+    examples: list[str] = field(default_factory=list)  # where the first skipped lines were
+
+
+def _binary(name: str) -> IO[bytes]:
+    if name == "-":
+        return sys.stdin.buffer
+    p = Path(name)
+    if p.is_dir():
+        raise GputuiError(f"{name}: is a directory")
+    try:
+        return open(p, "rb")
+    except OSError as e:
+        raise GputuiError(f"{name}: {e.strerror or e}") from None
+
+
+def _text(raw: IO[bytes]) -> IO[bytes]:
+    """The stream, gunzipped when it starts with gzip's magic bytes."""
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    if buffered.peek(2)[:2] == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=buffered)  # type: ignore[return-value]
+    return buffered
+
+
+def read_reports(names: list[str], stats: ReadStats) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(default host, parsed object) for every JSON line of every input."""
+    total = 0
+    for name in names or ["-"]:
+        default = "stdin" if name == "-" else host_from_name(name)
+        raw = _binary(name)
+        try:
+            stream = _text(raw)
+            n = 0
+            while True:
+                line = stream.readline(MAX_LINE + 1)
+                if not line:
+                    break
+                n += 1
+                total += len(line)
+                if len(line) > MAX_LINE:
+                    raise GputuiError(f"{name}:{n}: line longer than {MAX_LINE >> 20} MiB")
+                if total > MAX_TOTAL:
+                    raise GputuiError(f"input larger than {MAX_TOTAL >> 30} GiB")
+                text = line.decode("utf-8", errors="replace").strip()
+                if not text:
+                    continue
+                host = default
+                if not text.startswith("{") and ": {" in text:  # pdsh's "host: " prefix
+                    host, _, text = text.partition(": ")
+                    host = host.strip() or default
+                try:
+                    obj = json.loads(text)
+                except json.JSONDecodeError:
+                    obj = None
+                if not isinstance(obj, dict):
+                    stats.skipped += 1
+                    if len(stats.examples) < 3:
+                        stats.examples.append(f"{name}:{n}")
+                    continue
+                stats.lines += 1
+                yield host, obj
+        except (OSError, EOFError, zlib.error) as e:
+            raise GputuiError(f"{name}: not readable ({e})") from None
+        finally:
+            if name != "-":
+                raw.close()

@@ -1,0 +1,272 @@
+"""`gputui fleet HOSTS -- check|dump|snapshot ...`: run gputui on many hosts, merge the checks.
+
+    gputui fleet node[01-64] -- check --duration 20
+    gputui fleet --launcher srun --jobid 4242 node[01-64] -- check
+    gputui fleet a,b -- dump --json 1234
+
+With `check`, every host's `--json` lines are merged into the job-wide verdict (as
+`gputui merge`); hosts that refuse, fail or time out are named silent with the reason. Other
+commands print each host's lines prefixed `host: `, as pdsh does. Exit status: as `check`
+(0 ok, 1 stalled or hung) for check, else 0/1 as the hosts' worst; 2 when no host answered.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from gputui.commands.common import positive_float
+from gputui.errors import GputuiError
+
+if TYPE_CHECKING:
+    from gputui.tools.fleet import HostRun
+
+REMOTE_COMMANDS = ("check", "dump", "snapshot")
+
+
+def _fanout(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 4096:
+        raise argparse.ArgumentTypeError(f"must be 1 to 4096: {text!r}")
+    return int(text)
+
+
+def _add_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--launcher",
+        choices=("ssh", "srun", "pdsh"),
+        default="ssh",
+        help="how to reach the hosts (default ssh)",
+    )
+    p.add_argument(
+        "--fanout", type=_fanout, default=64, metavar="N", help="hosts at once (default 64)"
+    )
+    p.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=60.0,
+        metavar="S",
+        help="run time allowed per host, connecting included (default 60)",
+    )
+    p.add_argument(
+        "--connect-timeout",
+        type=positive_float,
+        default=10.0,
+        metavar="S",
+        help="ssh ConnectTimeout (default 10)",
+    )
+    p.add_argument(
+        "--remote-gputui",
+        default="gputui",
+        metavar="PATH",
+        help="gputui on the hosts (default: gputui on their PATH)",
+    )
+    p.add_argument(
+        "--ssh-option",
+        action="append",
+        default=[],
+        metavar="OPT",
+        help="an ssh -o option (repeatable), e.g. StrictHostKeyChecking=accept-new",
+    )
+    p.add_argument("--ssh-config", metavar="FILE", default=None, help="ssh -F FILE")
+    p.add_argument("--jobid", default=None, metavar="J", help="srun --jobid J")
+    p.add_argument("--json", action="store_true", help="merged verdict as JSON lines")
+    p.add_argument(
+        "--window",
+        type=positive_float,
+        default=2.0,
+        metavar="S",
+        help="merge: changes closer than S seconds form one step (default 2)",
+    )
+
+
+class _OptionParser(argparse.ArgumentParser):
+    """The options written between HOSTS and `--`: errors as one line, exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise GputuiError(f"fleet: {message}")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "fleet",
+        help="run gputui check|dump on many hosts (ssh, srun, pdsh) and merge the checks",
+        description=(
+            "Run `gputui COMMAND` on every host (ssh with BatchMode, srun or pdsh), each "
+            "bounded in time, at most --fanout at once. `check` results are merged into the "
+            "job-wide verdict; a host that refuses or times out is named silent. `{host}` in "
+            "an argument is replaced by the host's name. Options go before `--`."
+        ),
+    )
+    _add_options(p)
+    p.add_argument("hosts", metavar="HOSTS", help="node[01-64], a,b,c or @file")
+    p.add_argument(
+        "remote",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND ...",
+        help="the gputui command to run on each host: check, dump or snapshot",
+    )
+    p.set_defaults(func=run)
+
+
+def _remote(args: argparse.Namespace) -> list[str]:
+    """The remote command; fleet options written after HOSTS (before `--`) are read here."""
+    remote = list(args.remote)
+    if "--" in remote:
+        cut = remote.index("--")
+        if cut:
+            opts = _OptionParser(prog="gputui fleet", add_help=False)
+            _add_options(opts)
+            given = opts.parse_args(remote[:cut])
+            for k, v in vars(given).items():
+                if v != opts.get_default(k):
+                    setattr(args, k, v)
+        remote = remote[cut + 1 :]
+    if not remote:
+        raise GputuiError("fleet: give the command to run after --, e.g. -- check")
+    if remote[0] not in REMOTE_COMMANDS:
+        raise GputuiError(f"fleet: runs {', '.join(REMOTE_COMMANDS)}, not {remote[0]!r}")
+    if remote[0] == "check" and "--json" not in remote:
+        remote.append("--json")
+    return remote
+
+
+def _hosts(text: str) -> list[str]:
+    from gputui.collect.hostlist import expand_hosts
+
+    try:
+        hosts = expand_hosts(text)
+    except ValueError as e:
+        raise GputuiError(f"fleet: {e}") from None
+    if not hosts:
+        raise GputuiError("fleet: no hosts given")
+    bad = [h for h in hosts if h.startswith("-")]
+    if bad:
+        raise GputuiError(f"fleet: not a host name: {bad[0]!r}")
+    return hosts
+
+
+def _runs(args: argparse.Namespace, hosts: list[str], remote: list[str]) -> list[HostRun]:
+    """One HostRun per host, whatever the launcher."""
+    import os
+
+    from gputui.tools import fleet
+
+    if args.launcher == "ssh":
+        if remote[0] == "check" and "--host" not in remote:
+            remote = [*remote, "--host", "{host}"]
+        return fleet.run_ssh(
+            hosts,
+            lambda h: fleet.remote_command(args.remote_gputui, remote, h),
+            fanout=args.fanout,
+            timeout=args.timeout,
+            connect_timeout=args.connect_timeout,
+            options=args.ssh_option,
+            config=args.ssh_config,
+        )
+    import threading
+
+    bound = args.timeout + args.connect_timeout + 5.0
+    if args.launcher == "pdsh":
+        cmd = fleet.remote_command(args.remote_gputui, remote, "{host}")
+        argv = fleet.pdsh_argv(
+            hosts,
+            cmd,
+            fanout=args.fanout,
+            connect_timeout=args.connect_timeout,
+            timeout=args.timeout,
+        )
+        ssh_opts = ["-o", "BatchMode=yes"] + (["-F", args.ssh_config] if args.ssh_config else [])
+        for o in args.ssh_option:
+            ssh_opts += ["-o", o]
+        env = {**os.environ, "PDSH_SSH_ARGS_APPEND": " ".join(ssh_opts)}
+    else:
+        argv = fleet.srun_argv(
+            hosts, [args.remote_gputui, *remote], jobid=args.jobid, timeout=args.timeout
+        )
+        env = None
+    outcome, rc, out, err, secs = fleet.run_bounded(argv, bound, threading.Event(), env)
+    if outcome == "failed" and rc is None:
+        raise GputuiError(f"fleet: {err}")
+    if args.launcher == "pdsh":
+        per_host = fleet.split_pdsh(out, hosts)
+    else:
+        per_host = {h: [] for h in hosts}
+        per_host["*"] = out.splitlines()  # srun: the lines name their host themselves
+    runs = []
+    for h in hosts:
+        lines = per_host.get(h, [])
+        why = next((ln.strip() for ln in reversed(err.splitlines()) if f"{h}:" in ln), None)
+        state = "done" if lines else "timeout" if outcome == "timeout" else "failed"
+        runs.append(
+            fleet.HostRun(
+                h,
+                state,
+                rc,
+                "\n".join(lines),
+                None if lines else (why or f"no output through {args.launcher}"),
+                secs,
+            )
+        )
+    if "*" in per_host:
+        runs.append(fleet.HostRun("*", "done", rc, "\n".join(per_host["*"]), None, secs))
+    return runs
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    hosts = _hosts(args.hosts)
+    remote = _remote(args)
+    runs = _runs(args, hosts, remote)
+    if remote[0] != "check":
+        answered = [r for r in runs if r.stdout.strip()]
+        for r in runs:
+            if r.host != "*" and not r.stdout.strip():
+                print(f"gputui: {r.host}: silent ({r.outcome}: {r.error})", file=sys.stderr)
+        if not answered:
+            raise GputuiError(f"fleet: none of the {len(hosts)} host(s) answered")
+        for r in answered:
+            for line in r.stdout.splitlines():
+                print(f"{r.host}: {line}" if r.host != "*" else line)
+        return 1 if any(r.rc not in (0, None) for r in answered) else 0
+    return _merge(args, hosts, runs, json, sys.stderr)
+
+
+def _merge(args: argparse.Namespace, hosts: list[str], runs: list[HostRun], json, err) -> int:
+    """Parse every host's check lines (a host cut off at its bound keeps what it said)."""
+    from dataclasses import replace
+
+    from gputui.commands.merge import text_report
+    from gputui.diagnose.merge import line_from_json, merge, merged_to_json
+
+    lines = []
+    said: set[str] = set()
+    for r in runs:
+        for text in r.stdout.splitlines():
+            try:
+                ln = line_from_json(json.loads(text), r.host)
+            except ValueError:
+                continue
+            if r.host != "*" and args.launcher == "pdsh":
+                ln = replace(ln, host=r.host)  # the name it was reached by
+            lines.append(ln)
+            said.add(ln.host)
+    for r in runs:
+        if r.host == "*":
+            continue
+        if r.host not in said:
+            print(
+                f"gputui: {r.host}: silent ({r.outcome}: {r.error or 'no check lines'})", file=err
+            )
+        elif r.outcome != "done":
+            print(f"gputui: {r.host}: cut off ({r.error}); its lines so far are used", file=err)
+    if not lines:
+        raise GputuiError(f"fleet: none of the {len(hosts)} host(s) sent check lines")
+    steps = merge(lines, expect=hosts, window=args.window)
+    if args.json:
+        for m in steps:
+            print(json.dumps(merged_to_json(m)), flush=True)
+    else:
+        print(text_report(steps))
+    return 1 if steps[-1].state != "ok" else 0

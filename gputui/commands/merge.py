@@ -1,0 +1,124 @@
+"""`gputui merge`: many nodes' `check --json` lines -> the job-wide verdict.
+
+    srun --overlap --jobid J -N 64 --ntasks-per-node=1 gputui check --json | gputui merge
+
+Exit status as `check`: 0 when the job-wide verdict at the end is ok, 1 when stalled or
+hung, 2 on bad input (a file that cannot be read, no check lines at all, a bad --expect).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from gputui.commands.common import positive_float
+from gputui.errors import GputuiError
+
+if TYPE_CHECKING:
+    from gputui.diagnose.merge import Merged
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "merge",
+        help="join many nodes' `check --json` lines into one job-wide verdict",
+        description=(
+            "Read `gputui check --json` lines of many nodes (files, gzip, or standard input), "
+            "align them in time and print the job-wide verdict: the GPUs that spin and the "
+            "ones that do not (host:gpu), the suspect ranks, waiting and silent hosts, and the "
+            "ranks' stacks grouped across nodes. Exit 0: ok; 1: stalled or hung; 2: error."
+        ),
+    )
+    p.add_argument("files", nargs="*", metavar="FILE", help="check --json output ('-': stdin)")
+    p.add_argument("--json", action="store_true", help="one JSON line per job-wide change")
+    p.add_argument(
+        "--expect",
+        metavar="HOSTS",
+        default=None,
+        help="the hosts that should have answered (node[01-64], a,b or @file): those that "
+        "sent nothing are named silent",
+    )
+    p.add_argument(
+        "--window",
+        type=positive_float,
+        default=2.0,
+        metavar="S",
+        help="changes closer than S seconds form one step (default 2)",
+    )
+    p.set_defaults(func=run)
+
+
+def text_report(steps: list[Merged]) -> str:
+    """What `merge` prints without --json: the changes, then the final verdict in full."""
+    from gputui.diagnose.merge import ranks_text
+
+    t0 = steps[0].t
+    out = [f"gputui merge: {steps[-1].hosts} host(s), {len(steps)} step(s)"]
+    for m in steps:
+        out.append(f"+{m.t - t0:7.1f} s  {m.state.upper():8s} {m.reason}")
+    last = steps[-1]
+    out.append(f"final: {last.state}: {last.reason}")
+    if last.suspects:
+        ranks = f" ({ranks_text(last.suspect_ranks)})" if last.suspect_ranks else ""
+        out.append(f"suspects: {', '.join(last.suspects)}{ranks}")
+    if last.waiting_hosts:
+        out.append(f"waiting hosts: {', '.join(last.waiting_hosts)}")
+    if last.silent_hosts:
+        out.append(f"silent hosts: {', '.join(last.silent_hosts)}")
+    if last.stack_groups:
+        out.append("stacks across hosts:")
+        out += [f"  {g}" for g in last.stack_groups]
+    for f in last.findings[:10]:
+        out.append(f"  - {f}")
+    if last.next_steps:
+        out.append("next steps:")
+        out += [f"  - {s}" for s in last.next_steps]
+    return "\n".join(out)
+
+
+def merge_inputs(files: list[str], expect: str | None, window: float) -> list[Merged]:
+    """Read, parse and merge; GputuiError on bad input."""
+    import sys
+
+    from gputui.collect.hostlist import expand_hosts
+    from gputui.collect.report_reader import ReadStats, read_reports
+    from gputui.diagnose.merge import line_from_json, merge
+
+    hosts: list[str] = []
+    if expect is not None:
+        try:
+            hosts = expand_hosts(expect)
+        except ValueError as e:
+            raise GputuiError(f"--expect: {e}") from None
+    stats = ReadStats()
+    lines = []
+    for host, obj in read_reports(files, stats):
+        try:
+            lines.append(line_from_json(obj, host))
+        except ValueError:
+            stats.skipped += 1
+    if not lines:
+        other = f" ({stats.skipped} other line(s) skipped)" if stats.skipped else ""
+        raise GputuiError(f"no `gputui check --json` lines in the input{other}")
+    if stats.skipped:
+        where = ", ".join(stats.examples)
+        print(
+            f"gputui: skipped {stats.skipped} line(s) that are not check --json output"
+            + (f" ({where}...)" if where else ""),
+            file=sys.stderr,
+        )
+    return merge(lines, expect=hosts, window=window)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from gputui.diagnose.merge import merged_to_json
+
+    steps = merge_inputs(args.files, args.expect, args.window)
+    if args.json:
+        for m in steps:
+            print(json.dumps(merged_to_json(m)), flush=True)
+    else:
+        print(text_report(steps))
+    return 1 if steps[-1].state != "ok" else 0

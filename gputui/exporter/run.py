@@ -1,0 +1,109 @@
+"""Wiring: the Source, one Sampler thread, the Detector, the HTTP server; ends on a signal.
+
+Nothing here attaches to a process (no py-spy, no ptrace): the exporter reads NVML and /proc
+only, so it runs without CAP_SYS_PTRACE.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import TextIO
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.process_collector import ProcessCollector
+
+from gputui.collect.model import Snapshot
+from gputui.collect.sampler import Sampler
+from gputui.collect.source import Source
+from gputui.diagnose.detector import Detector
+from gputui.exporter.metrics import GputuiCollector
+from gputui.exporter.server import bound_port, serve_metrics
+from gputui.exporter.view import Watch
+
+CLOSE_TIMEOUT_S = 2.0  # closing NVML may block when NVML is wedged: do not wait longer
+
+
+def make_registry(watch: Watch) -> CollectorRegistry:
+    """gputui's families and the standard process_* series of the exporter itself (its CPU
+    and memory, so a fleet can see that it is not a load); no other default collector."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(GputuiCollector(watch))
+    ProcessCollector(registry=registry)
+    return registry
+
+
+class _Log:
+    """One line per event on stderr; a failure that repeats is said once, not every tick."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._last_error = ""
+
+    def say(self, text: str) -> None:
+        print(f"gputui exporter: {text}", file=self.out, flush=True)
+
+    def error(self, e: BaseException) -> None:
+        text = f"sampling failed: {type(e).__name__}: {e}"
+        if text != self._last_error:
+            self._last_error = text
+            self.say(text + " (retrying; the sample age grows until it works)")
+
+
+def serve(
+    source: Source,
+    *,
+    addr: str,
+    port: int,
+    host: str,
+    stall_after: float,
+    hang_after: float,
+    stop: threading.Event | None = None,
+    out: TextIO = sys.stderr,
+) -> int:
+    """Serve until SIGTERM/SIGINT (or `stop` is set, for tests). Returns the exit status."""
+    log = _Log(out)
+    watch = Watch(Detector(stall_after=stall_after, hang_after=hang_after), host=host)
+    server = serve_metrics(addr, port, make_registry(watch))  # fails before sampling starts
+    stop = stop or threading.Event()
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            stop.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+    def consume(snap: Snapshot) -> None:
+        try:
+            watch.on_snapshot(snap)
+        except Exception as e:  # a bug on one sample must not end the sampler thread
+            log.error(e)
+
+    sampler = Sampler(
+        source,
+        consume,
+        on_end=lambda: log.say("the replay has ended; still serving its last sample"),
+        on_error=log.error,
+    )
+    sampler.start()
+    where = f"[{addr}]" if ":" in addr else addr
+    log.say(
+        f"serving http://{where}:{bound_port(server)}/metrics from {source.description} "
+        "(Ctrl-C or SIGTERM to stop)"
+    )
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        sampler.stop()  # never waits on a sampler blocked inside NVML
+        server.shutdown()
+        server.server_close()
+        closer = threading.Thread(target=source.close, name="gputui-close", daemon=True)
+        closer.start()
+        closer.join(CLOSE_TIMEOUT_S)
+    log.say(f"stopped after {watch.samples} samples")
+    return 0

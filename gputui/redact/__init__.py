@@ -1,0 +1,68 @@
+"""Redaction of secrets in environments, command lines and tool output, by default.
+
+Training jobs carry tokens (HF_TOKEN, WANDB_API_KEY, AWS keys, database passwords) in their
+environment, on their command line, inside URLs and JSON, and in the memory and system calls
+that gdb and strace print. A list of known names always misses the next spelling, so the
+rules work by kind rather than by list:
+
+- names (variables, options, JSON and query keys) are judged word by word (`names.py`);
+- on a command line, the value after any secret option is secret in every spelling
+  (`--pw X`, `--pw=X`, `-p X`, `-pX`);
+- values are scanned wherever they appear for URLs with a password or credential query
+  keys, `name=value` / `name: value` / JSON pairs, connection strings, key formats, PEM
+  private keys, JWTs and random-looking tokens (`formats.py`), including inside the quoted
+  strings gdb and strace print (`scan.py`).
+
+Only the secret is replaced with `<redacted>`; the rest stays readable. The rules lean
+towards redacting too much: a hidden port costs little, a leaked token in a bundle a lot.
+Redacting twice gives the same text as once, so a second pass at presentation is harmless.
+Tool output is redacted where it is produced (gputui.tools.runner), command lines where
+they are read (gputui.collect.procs), environments where the bundle reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from gputui.redact.names import holds_a_path, is_secret_name, looks_like_path
+from gputui.redact.scan import REDACTED, apply_spans, argv_spans, text_spans
+
+__all__ = [
+    "REDACTED",
+    "is_secret_name",
+    "redact_argv",
+    "redact_env",
+    "redact_text",
+    "redact_value",
+]
+
+
+def redact_text(text: str) -> str:
+    """Free text with every secret found in it replaced: tool output lines, a command line
+    joined by spaces, an environment or config value."""
+    if not text:
+        return text
+    return apply_spans(text, text_spans(text))
+
+
+def redact_value(name: str, value: str) -> str:
+    """The value of a variable or option called `name`: all of it when the name says it is
+    a secret (but a path in `*_FILE`/`*_PATH` stays, and an empty value stays empty),
+    otherwise the secrets found inside it."""
+    if is_secret_name(name):
+        if not value or (holds_a_path(name) and looks_like_path(value)):
+            return value
+        return REDACTED
+    return redact_text(value)
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """A copy of `env` with secret-named variables and secrets inside values redacted."""
+    return {k: redact_value(k, v) for k, v in env.items()}
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    """A command line with secrets redacted, argument by argument (`--token X`,
+    `--api-key=X`, `-pX`, `PASS=X`, URLs, JSON and key formats inside arguments)."""
+    args = list(argv)
+    return [apply_spans(a, s) if s else a for a, s in zip(args, argv_spans(args), strict=True)]

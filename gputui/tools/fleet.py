@@ -1,0 +1,189 @@
+"""Run gputui on many hosts at once: ssh (default), srun or pdsh, every host bounded.
+
+`gputui fleet HOSTS -- check ...` is the one-liner for a job that spans nodes: each host
+runs `gputui check --json`, and the lines are merged into one job-wide verdict. The cluster's
+own launchers do the reaching; gputui adds bounds: `-o BatchMode=yes` (never a password
+prompt), `-o ConnectTimeout`, a run time per host enforced here by killing the ssh process
+group, and at most `fanout` hosts at once. A host that refuses, fails or times out is
+*silent*, reported with the reason, and never waited on past its bound.
+
+The remote command line is a shell string on the remote side (ssh joins its arguments), so
+every argument is quoted with shlex.quote; `{host}` in an argument is replaced by the host's
+name (e.g. `--replay /shared/rec/{host}.jsonl.gz`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shlex
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+MAX_OUTPUT = 64 << 20  # per host
+SSH_FAILED = 255  # ssh's own exit status: no connection, authentication, host key
+
+
+@dataclass(frozen=True)
+class HostRun:
+    """What one host (or one launcher run) gave back."""
+
+    host: str
+    outcome: str  # done | refused | timeout | failed | cancelled
+    rc: int | None
+    stdout: str
+    error: str | None  # one line: why the host is silent
+    seconds: float
+
+
+def remote_args(args: Sequence[str], host: str) -> list[str]:
+    return [a.replace("{host}", host) for a in args]
+
+
+def remote_command(remote_gputui: str, args: Sequence[str], host: str) -> str:
+    """The shell string the remote side runs, every word quoted."""
+    return shlex.join([remote_gputui, *remote_args(args, host)])
+
+
+def ssh_argv(
+    host: str,
+    command: str,
+    *,
+    connect_timeout: float,
+    options: Sequence[str] = (),
+    config: str | None = None,
+) -> list[str]:
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={math.ceil(connect_timeout)}"]
+    if config:
+        argv += ["-F", config]
+    for opt in options:
+        argv += ["-o", opt]
+    return [*argv, "--", host, command]
+
+
+def pdsh_argv(
+    hosts: Sequence[str], command: str, *, fanout: int, connect_timeout: float, timeout: float
+) -> list[str]:
+    """pdsh runs the command on every host through ssh and prefixes each line `host: `."""
+    return [
+        "pdsh", "-R", "ssh", "-S",
+        "-f", str(fanout),
+        "-t", str(math.ceil(connect_timeout)),
+        "-u", str(math.ceil(timeout)),
+        "-w", ",".join(hosts),
+        command,
+    ]  # fmt: skip
+
+
+def srun_argv(
+    hosts: Sequence[str], remote: Sequence[str], *, jobid: str | None, timeout: float
+) -> list[str]:
+    """One task per node, inside the job's allocation (--overlap: beside its running steps)."""
+    argv = ["srun", "--overlap", "-N", str(len(hosts)), "--ntasks-per-node=1"]
+    argv += ["-w", ",".join(hosts), f"--time={max(1, math.ceil(timeout / 60))}"]
+    if jobid:
+        argv += ["--jobid", jobid]
+    return [*argv, *remote]
+
+
+def run_bounded(
+    argv: list[str], timeout: float, cancel: threading.Event, env: dict[str, str] | None = None
+) -> tuple[str, int | None, str, str, float]:
+    """(outcome, rc, stdout, stderr, seconds): the process group is killed past `timeout`."""
+    start = time.monotonic()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen(  # noqa: S603 - an argument list built above
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+                env=env,
+            )
+        except OSError as e:
+            return "failed", None, "", f"cannot start {argv[0]}: {e.strerror or e}", 0.0
+        outcome = "done"
+        while True:
+            try:
+                proc.wait(timeout=0.1)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if cancel.is_set() or time.monotonic() - start > timeout:
+                outcome = "cancelled" if cancel.is_set() else "timeout"
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                break
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read(MAX_OUTPUT).decode("utf-8", errors="replace")
+        stderr = err.read(64 << 10).decode("utf-8", errors="replace")
+    return outcome, proc.returncode, stdout, stderr, round(time.monotonic() - start, 3)
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def classify(
+    host: str, outcome: str, rc: int | None, stdout: str, stderr: str, secs: float, timeout: float
+) -> HostRun:
+    """A host's run, with the reason it is silent when it is."""
+    if outcome == "timeout":
+        return HostRun(host, "timeout", rc, stdout, f"no result within {timeout:g} s", secs)
+    if outcome != "done":
+        return HostRun(host, outcome, rc, stdout, _last_line(stderr) or outcome, secs)
+    if rc == SSH_FAILED:
+        why = _last_line(stderr) or "ssh failed"
+        return HostRun(host, "refused", rc, stdout, why, secs)
+    if rc not in (0, 1):
+        why = _last_line(stderr) or f"exit status {rc}"
+        return HostRun(host, "failed", rc, stdout, why, secs)
+    return HostRun(host, "done", rc, stdout, None, secs)
+
+
+def run_ssh(
+    hosts: Sequence[str],
+    command_for: Callable[[str], str],
+    *,
+    fanout: int = 64,
+    timeout: float = 60.0,
+    connect_timeout: float = 10.0,
+    options: Sequence[str] = (),
+    config: str | None = None,
+    cancel: threading.Event | None = None,
+) -> list[HostRun]:
+    """Run `command_for(host)` on every host through ssh, at most `fanout` at once."""
+    cancel = cancel or threading.Event()
+
+    def one(host: str) -> HostRun:
+        if cancel.is_set():
+            return HostRun(host, "cancelled", None, "", "cancelled", 0.0)
+        argv = ssh_argv(
+            host, command_for(host), connect_timeout=connect_timeout, options=options, config=config
+        )
+        return classify(host, *run_bounded(argv, timeout, cancel), timeout=timeout)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(fanout, len(hosts)))) as pool:
+        return list(pool.map(one, hosts))
+
+
+def split_pdsh(stdout: str, hosts: Sequence[str]) -> dict[str, list[str]]:
+    """pdsh's `host: line` output, per host (only the hosts asked for)."""
+    wanted = set(hosts)
+    out: dict[str, list[str]] = {}
+    for line in stdout.splitlines():
+        host, sep, rest = line.partition(": ")
+        if sep and host in wanted:
+            out.setdefault(host, []).append(rest)
+    return out

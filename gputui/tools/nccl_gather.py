@@ -1,0 +1,193 @@
+"""The NCCL evidence gatherer: NCCL RAS twice, and the flight recorder where it is on.
+
+`gather_nccl(target, cancel)` is registered in gputui.watch's Watcher as
+`("nccl", gather_nccl, explain_nccl)` (evidence-interface.md). It runs in the Watcher's
+gathering thread once per stall transition of a job, never on the UI thread, and returns
+one typed record `{"type": "nccl", "t", "job", "trigger", "ras": {...}, "flightrec": {...},
+"local": [...]}` that `gputui record` writes into a recording; gputui.diagnose.nccl
+explains it, live or in a replay. It never raises: failures are data in the record.
+
+RAS is asked twice, `RAS_INTERVAL_S` apart, because a rank that is alive but launches
+nothing shows only as a count that stays behind. The flight recorder (a dump takes seconds)
+runs in parallel with the two RAS queries.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import psutil
+
+from gputui.collect.flightrec import FrRank, flight_record, job_interpreter
+from gputui.collect.model import ProcessInfo
+from gputui.collect.ras import query_ras
+from gputui.collect.ras_model import answer_to_dict
+from gputui.tools.bundle import process_libraries
+
+KIND = "nccl"
+RAS_INTERVAL_S = 3.0
+_ENV_KEYS = ("NCCL_RAS_ENABLE", "NCCL_RAS_ADDR")
+
+
+class Target(Protocol):
+    """What the gatherer reads of gputui.watch.JobTarget."""
+
+    key: str
+    trigger: str
+
+
+def _ranks_of(target: Any) -> Sequence[ProcessInfo]:
+    return tuple(getattr(target, "ranks", None) or getattr(target, "processes", None) or ())
+
+
+def _same_process(p: ProcessInfo) -> psutil.Process | None:
+    """The live process, if it is still the one the snapshot saw (pid and create time)."""
+    try:
+        proc = psutil.Process(p.pid)
+        if p.create_time is not None and abs(proc.create_time() - p.create_time) > 0.05:
+            return None
+        return proc
+    except psutil.Error:
+        return None
+
+
+def _rank_number(p: ProcessInfo, env: dict[str, str]) -> int | None:
+    if p.rank is not None and p.rank.rank is not None:
+        return p.rank.rank
+    v = env.get("RANK", "")
+    return int(v) if v.isdigit() else None
+
+
+def _query(addr: str | None, cancel: threading.Event) -> dict[str, Any]:
+    q = query_ras(addr, cancel=cancel)
+    return {
+        "outcome": q.outcome,
+        "t": round(q.t, 3),
+        "latency_s": q.latency_s,
+        "nbytes": q.nbytes,
+        "error": q.error,
+        "answer": answer_to_dict(q.answer) if q.answer is not None else None,
+    }
+
+
+def _ras(env: dict[str, str], libs: dict[str, Any], cancel: threading.Event, interval: float):
+    nccl = libs.get("nccl")
+    ras: dict[str, Any] = {
+        "env": {k: env[k] for k in _ENV_KEYS if k in env},
+        "nccl": {"loaded": nccl is not None, "version": (nccl or {}).get("version")},
+        "interval_s": interval,
+        "queries": [],
+    }
+    if env.get("NCCL_RAS_ENABLE", "").strip() == "0":
+        return ras
+    addr = env.get("NCCL_RAS_ADDR") or None
+    first = _query(addr, cancel)
+    ras["queries"].append(first)
+    if first["outcome"] == "done" and not cancel.wait(interval):
+        ras["queries"].append(_query(addr, cancel))
+    return ras
+
+
+def gather_nccl(
+    target: Any,
+    cancel: threading.Event,
+    *,
+    ras_interval: float = RAS_INTERVAL_S,
+    fr_wait_s: float | None = None,
+    analyzer_timeout_s: float | None = None,
+) -> dict[str, Any] | None:
+    """The `nccl` record for a stalled job's local ranks, or None when none is alive here."""
+    record: dict[str, Any] = {
+        "type": KIND,
+        "t": time.time(),
+        "job": getattr(target, "key", None),
+        "trigger": getattr(target, "trigger", None),
+    }
+    try:
+        live: list[tuple[ProcessInfo, psutil.Process, dict[str, str]]] = []
+        problems = []
+        for p in _ranks_of(target):
+            if not p.live:
+                continue
+            proc = _same_process(p)
+            if proc is None:
+                continue
+            try:
+                env = proc.environ()
+            except psutil.Error as e:
+                problems.append(f"pid {p.pid}: environment not readable ({type(e).__name__})")
+                env = {}
+            live.append((p, proc, env))
+        if not live:
+            return None
+        record["local"] = [
+            {"pid": p.pid, "rank": _rank_number(p, env), "gpus": list(p.gpus)} for p, _, env in live
+        ]
+        if problems:
+            record["problems"] = problems
+        fr_result: dict[str, Any] = {}
+        fr_thread = _start_flightrec(live, cancel, fr_result, fr_wait_s, analyzer_timeout_s)
+        env0 = live[0][2]
+        record["ras"] = _ras(env0, process_libraries(live[0][0].pid), cancel, ras_interval)
+        if fr_thread is not None:
+            fr_thread.join()  # bounded by the flight recorder's own wait and analyzer limits
+            record["flightrec"] = fr_result.get("result") or {
+                "outcome": "failed",
+                "error": fr_result.get("error", "no result"),
+            }
+        record["t"] = time.time()
+        return record
+    except Exception as e:  # a gatherer never raises: the failure is the evidence
+        record["error"] = f"{type(e).__name__}: {e}"
+        return record
+
+
+def _start_flightrec(
+    live: list[tuple[ProcessInfo, psutil.Process, dict[str, str]]],
+    cancel: threading.Event,
+    out: dict[str, Any],
+    wait_s: float | None,
+    analyzer_timeout_s: float | None,
+) -> threading.Thread | None:
+    """The flight recorder in its own thread when the job set its pipe; None otherwise."""
+    if not any(env.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE") for _, _, env in live):
+        return None
+    ranks = []
+    world = None
+    for p, proc, env in live:
+        r = _rank_number(p, env)
+        if r is None:
+            continue
+        try:
+            uids, gids, cmd = proc.uids(), proc.gids(), proc.cmdline()
+        except psutil.Error:
+            continue
+        world = world or (p.rank.world_size if p.rank else None)
+        ranks.append(
+            FrRank(
+                pid=p.pid,
+                rank=r,
+                env=env,
+                uid=uids.real,
+                gid=gids.real,
+                interpreter=job_interpreter(p.pid, cmd, env),
+            )
+        )
+    kw: dict[str, Any] = {"world_size": world}
+    if wait_s is not None:
+        kw["wait_s"] = wait_s
+    if analyzer_timeout_s is not None:
+        kw["analyzer_timeout_s"] = analyzer_timeout_s
+
+    def work() -> None:
+        try:
+            out["result"] = flight_record(ranks, cancel, **kw)
+        except Exception as e:  # reported in the record
+            out["error"] = f"{type(e).__name__}: {e}"
+
+    t = threading.Thread(target=work, name="gputui-flightrec", daemon=True)
+    t.start()
+    return t

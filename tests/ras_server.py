@@ -1,0 +1,80 @@
+"""A real TCP server on 127.0.0.1 that answers like NCCL's RAS thread, for the client tests.
+
+It stands in for the one thing CI cannot run (NCCL with 2+ GPUs). Each connection gets the
+next answer of its script: bytes to send after the query arrived, "silent" (accept, read,
+never answer), or "close" (accept and hang up at once). It records what each client sent.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+class RasServer:
+    def __init__(self, script: list[bytes | str], port: int = 0) -> None:
+        self.script = list(script)
+        self.received: list[bytes] = []
+        self.sock = socket.create_server(("127.0.0.1", port))
+        self.sock.settimeout(0.1)  # the accept loop looks at the stop flag this often
+        self.port = self.sock.getsockname()[1]
+        self.addr = f"127.0.0.1:{self.port}"
+        self._stop = threading.Event()
+        self._held: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            what = self.script[min(n, len(self.script) - 1)]
+            n += 1
+            threading.Thread(target=self._answer, args=(conn, what), daemon=True).start()
+
+    def _answer(self, conn: socket.socket, what: bytes | str) -> None:
+        if what == "close":
+            conn.close()
+            return
+        got = b""
+        conn.settimeout(5)
+        try:
+            while got.count(b"\n") < 2:  # SET FORMAT json + VERBOSE STATUS
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                got += chunk
+        except OSError:
+            pass
+        self.received.append(got)
+        if what == "silent":
+            self._held.append(conn)  # keep it open, say nothing
+            return
+        try:
+            conn.sendall(what)  # type: ignore[arg-type]
+        except OSError:
+            pass
+        conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self.sock.close()
+        for c in self._held:
+            c.close()
+        self._thread.join(timeout=5)
+
+
+@contextmanager
+def ras_server(*script: bytes | str, port: int = 0) -> Iterator[RasServer]:
+    s = RasServer(list(script), port)
+    try:
+        yield s
+    finally:
+        s.close()

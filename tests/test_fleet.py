@@ -1,0 +1,245 @@
+"""`gputui fleet` through a real ssh to a real sshd on 127.0.0.1 (and pdsh through it).
+
+The test starts Debian's OpenSSH server (`.ci/run` installs openssh-server) on a free port
+with its own host key and a user key made here, as the current user (root in CI). Hosts
+`a` and `b` are ssh aliases for it, each replaying its half of the real demo recording with
+the venv's gputui as `--remote-gputui`; `never` is a local TCP port that accepts and never
+speaks; `closed` refuses. The merged verdict must name b:1 and arrive within the per-host
+bound, with `never` and `closed` silent. Skipped, with the reason, when sshd cannot run.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+from gputui.collect.source import demo_path, filter_gpus
+from gputui.collect.trace import TraceWriter, read_trace
+from gputui.tools.fleet import pdsh_argv, remote_command, srun_argv, ssh_argv
+
+SSHD = "/usr/sbin/sshd"
+GPUTUI = str(Path(sys.executable).with_name("gputui"))
+STALL_END_S = 95.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Blackhole:
+    """Accepts connections and never says a word (an ssh server that hangs)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        self.sock.settimeout(0.1)
+        self.stop = threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                c, _ = self.sock.accept()
+                self.conns.append(c)
+            except OSError:
+                continue
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+        for c in self.conns:
+            c.close()
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    if not os.path.exists(SSHD) or not shutil.which("ssh") or not shutil.which("ssh-keygen"):
+        pytest.skip("openssh-server is not installed (apt-get install openssh-server)")
+    d = tmp_path_factory.mktemp("sshd")
+    os.chmod(d, 0o700)
+    for key in ("hostkey", "userkey"):
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)],
+            check=True,
+            timeout=60,
+        )
+    (d / "authorized_keys").write_text((d / "userkey.pub").read_text())
+    os.chmod(d / "authorized_keys", 0o600)
+    port = _free_port()
+    (d / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/hostkey\nPidFile {d}/sshd.pid\n"
+        f"AuthorizedKeysFile {d}/authorized_keys\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPermitRootLogin yes\n"
+        "LogLevel INFO\n"
+    )
+    if os.geteuid() == 0:
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation dir
+    proc = subprocess.Popen(
+        [SSHD, "-D", "-e", "-f", str(d / "sshd_config")],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    ready = threading.Event()
+    log: list[str] = []
+
+    def watch():
+        for ln in proc.stderr:
+            log.append(ln)
+            if "Server listening" in ln:
+                ready.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    if not ready.wait(30):
+        proc.kill()
+        pytest.skip(f"sshd did not start: {''.join(log)[-300:]}")
+    hole = Blackhole()
+    closed = _free_port()
+    hostkey = (d / "hostkey.pub").read_text().split()
+    (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {hostkey[0]} {hostkey[1]}\n")
+    (d / "ssh_config").write_text(
+        f"Host a b\n  HostName 127.0.0.1\n  Port {port}\n  User {getpass.getuser()}\n"
+        f"  IdentityFile {d}/userkey\n  IdentitiesOnly yes\n  UserKnownHostsFile {d}/known_hosts\n"
+        "  StrictHostKeyChecking yes\n  LogLevel ERROR\n"
+        f"Host never\n  HostName 127.0.0.1\n  Port {hole.port}\n"
+        f"Host closed\n  HostName 127.0.0.1\n  Port {closed}\n"
+    )
+    # each host's half of the real demo recording, up to inside the stall
+    snaps = read_trace(demo_path())
+    for host, gpus in (("a", {0}), ("b", {1}), ("both", {0, 1})):
+        w = TraceWriter(d / f"{host}.jsonl")
+        for s in snaps:
+            if s.t - snaps[0].t <= STALL_END_S:
+                w.write(filter_gpus(s, frozenset(gpus)))
+        w.close()
+    yield d
+    hole.close()
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def fleet(
+    d: Path, hosts: str, *remote: str, timeout: float = 30, extra=()
+) -> subprocess.CompletedProcess:
+    return run_cli(
+        "fleet",
+        hosts,
+        "--ssh-config",
+        str(d / "ssh_config"),
+        "--remote-gputui",
+        GPUTUI,
+        "--timeout",
+        str(timeout),
+        "--connect-timeout",
+        "3",
+        "--json",
+        *extra,
+        "--",
+        *remote,
+        timeout=120,
+    )
+
+
+def test_fleet_over_ssh_names_the_stuck_rank_and_the_silent_hosts_within_the_bound(sshd):
+    start = time.monotonic()
+    r = fleet(sshd, "a,b,never,closed", "check", "--replay", str(sshd / "{host}.jsonl"), timeout=20)
+    took = time.monotonic() - start
+    assert r.returncode == 1, r.stderr
+    last = json.loads(r.stdout.splitlines()[-1])
+    assert last["state"] == "stalled" and last["spinning"] == ["a:0"]
+    assert last["suspects"] == ["b:1"] and last["suspect_ranks"] == [1]
+    assert last["silent_hosts"] == ["closed", "never"]
+    assert "gputui: never: silent" in r.stderr and "gputui: closed: silent (refused" in r.stderr
+    assert took < 20 + 15  # the hanging host costs its bound, never more
+
+
+def test_a_host_that_never_answers_is_cut_at_its_bound(sshd):
+    start = time.monotonic()
+    r = fleet(sshd, "never", "check", "--replay", "x", timeout=2, extra=("--connect-timeout", "30"))
+    assert r.returncode == 2 and "none of the 1 host(s) sent check lines" in r.stderr
+    assert "never: silent (timeout: no result within 2 s)" in r.stderr
+    assert time.monotonic() - start < 15
+
+
+def test_other_commands_print_each_hosts_lines_with_its_name(sshd):
+    r = fleet(sshd, "a,b", "snapshot", "--replay", str(sshd / "{host}.jsonl"))
+    assert r.returncode == 0, r.stderr
+    hosts = {ln.split(": ", 1)[0] for ln in r.stdout.splitlines() if ln.strip()}
+    assert hosts == {"a", "b"}
+
+
+@pytest.mark.skipif(not shutil.which("pdsh"), reason="pdsh is not installed")
+def test_pdsh_reaches_the_same_hosts(sshd):
+    start = time.monotonic()
+    r = run_cli(
+        "fleet",
+        "a,b,never",
+        "--launcher",
+        "pdsh",
+        "--ssh-config",
+        str(sshd / "ssh_config"),
+        "--remote-gputui",
+        GPUTUI,
+        "--timeout",
+        "20",
+        "--connect-timeout",
+        "3",
+        "--json",
+        "--",
+        "check",
+        "--replay",
+        str(sshd / "both.jsonl"),
+        timeout=120,
+    )
+    assert r.returncode == 1, r.stderr + r.stdout
+    last = json.loads(r.stdout.splitlines()[-1])
+    # both hosts replay the whole node here: pdsh cannot vary the command per host
+    assert last["spinning"] == ["a:0", "b:0"] and last["suspects"] == ["a:1", "b:1"]
+    assert last["silent_hosts"] == ["never"] and "never: silent" in r.stderr
+    assert time.monotonic() - start < 60
+
+
+def test_the_remote_command_is_quoted_for_the_remote_shell():
+    cmd = remote_command(
+        "/opt/gputui bin/gputui", ["check", "--replay", "/r/{host};rm -rf ~"], "node-1"
+    )
+    assert cmd == "'/opt/gputui bin/gputui' check --replay '/r/node-1;rm -rf ~'"
+    argv = ssh_argv("node-1", cmd, connect_timeout=2.5, options=["Port=2222"])
+    assert argv[:5] == ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3"]
+    assert argv[-3:] == ["--", "node-1", cmd] and ["-o", "Port=2222"] == argv[5:7]
+
+
+def test_srun_and_pdsh_get_their_own_bounds():
+    argv = srun_argv(["n1", "n2"], ["gputui", "check", "--json"], jobid="42", timeout=90)
+    assert argv[:5] == ["srun", "--overlap", "-N", "2", "--ntasks-per-node=1"]
+    assert "--jobid" in argv and argv[-3:] == ["gputui", "check", "--json"]
+    p = pdsh_argv(["n1", "n2"], "gputui check --json", fanout=8, connect_timeout=5, timeout=30)
+    assert p[:3] == ["pdsh", "-R", "ssh"] and p[-2:] == ["n1,n2", "gputui check --json"]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["a", "--", "probe"], "runs check, dump, snapshot"),
+        (["a"], "give the command to run after --"),
+        (["node[2-1]", "--", "check"], "bad range"),
+        (["--fanout", "0", "a", "--", "check"], "must be 1 to 4096"),
+    ],
+)
+def test_bad_fleet_arguments_are_one_line_and_exit_2(args, said):
+    r = run_cli("fleet", *args)
+    assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr
