@@ -29,9 +29,9 @@ from targets.launch import Targets
 
 TIMEOUT = 1  # the --timeout every command gets here
 SLACK = 2.0  # what a command may take beyond it: start-up, a py-spy dump, exit
-# Commands run side by side, but no more than there are CPUs: a command's time limit is
-# about gputui, not about the start-up of seven interpreters on two cores.
-PARALLEL = max(2, os.cpu_count() or 2)
+# Commands run side by side, on half the CPUs: a command's time limit is about gputui, not
+# about the start-up of seven interpreters fighting for two cores.
+PARALLEL = max(1, (os.cpu_count() or 2) // 2)
 
 
 @pytest.fixture(scope="module")
