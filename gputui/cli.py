@@ -3,12 +3,24 @@
 Every error the user can cause ends as one line on stderr and exit status 2, never a traceback.
 Each subcommand lives in gputui/commands/<name>.py with `register(subparsers)` and a `run(args)`
 that returns the exit status.
+
+Two ways out are handled here once, for every mode:
+
+- stdout closed by its reader (`gputui check --json | head -1`): the command stops quietly
+  with STDOUT_CLOSED (0: the reader chose to stop reading; `check`'s 0/1/2 contract is for a
+  reader that reads to the end), and stdout is pointed at /dev/null so that the interpreter's
+  own flush at exit cannot fail again;
+- a thread left inside NVML (a call that never returned): the process leaves through
+  `os._exit` after flushing, since a normal exit runs the C libraries' destructors, which may
+  wait for that thread forever.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import select
 import sys
 
 from gputui import __version__
@@ -26,6 +38,8 @@ COMMANDS = (
     "fleet",
     "exporter",
 )
+
+STDOUT_CLOSED = 0  # exit status when the reader of stdout went away
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,9 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def _dispatch(argv: list[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version, or a usage error already printed
+        return e.code if isinstance(e.code, int) else 2
     try:
         if args.command is None:
             from gputui.commands.app import run as run_app
@@ -70,6 +87,54 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except KeyboardInterrupt:
         return 130
+
+
+def _stdout_reader_gone() -> bool:
+    """The write end of a pipe (or socket) whose reader has closed polls as an error."""
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _silence_stdout() -> None:
+    """Send what stdout still holds, and all later writes, to /dev/null."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _flush_all() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    code: int | None = None
+    try:
+        code = _dispatch(argv)
+        sys.stdout.flush()  # here, not at interpreter exit, so a closed pipe is caught
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise  # some other pipe: a bug to see, not a reader that went away
+        _silence_stdout()
+        # An error already told on stderr keeps its status; anything else was cut short
+        # by a reader who chose to stop reading.
+        code = code if code == 2 else STDOUT_CLOSED
+    nvml = sys.modules.get("gputui.collect.nvml_thread")
+    if nvml is not None and nvml.stuck():  # type: ignore[attr-defined]
+        _flush_all()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

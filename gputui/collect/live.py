@@ -1,5 +1,11 @@
 """The live Source: NVML for the GPUs, psutil for their processes (or the busiest host
-processes when this node has no GPU to show)."""
+processes when this node has no GPU to show).
+
+Every NVML call is bounded by `timeout` (see nvml.py). A start that does not answer raises
+NvmlHung from the constructor; a read that does not answer raises it from `sample()`, and so
+does every later sample: a failed sample, reported, never a silent one (the dashboard keeps
+its last snapshot and shows it as stale).
+"""
 
 from __future__ import annotations
 
@@ -8,16 +14,27 @@ import time
 
 from gputui.collect.jobs import group_jobs
 from gputui.collect.model import Snapshot
-from gputui.collect.nvml import NvmlReader
+from gputui.collect.nvml import (
+    DEFAULT_TIMEOUT_S,
+    FAILING,
+    HUNG,
+    NvmlReader,
+    unreadable_message,
+)
+from gputui.collect.nvml_thread import NvmlHung
 from gputui.collect.procs import HostTop, ProcessReader
 
 
 class LiveSource:
     kind = "nvml"
 
-    def __init__(self, interval: float = 1.0, host_limit: int = 40) -> None:
+    def __init__(
+        self, interval: float = 1.0, host_limit: int = 40, timeout: float = DEFAULT_TIMEOUT_S
+    ) -> None:
         self.interval = interval
-        self.nvml = NvmlReader()
+        self.nvml = NvmlReader(timeout=timeout)
+        if self.nvml.status == HUNG:
+            raise NvmlHung(self.nvml.error or "NVML did not answer")
         self.procs = ProcessReader()
         self.host = HostTop(host_limit) if not self.nvml.devices else None
         self.hostname = socket.gethostname()
@@ -40,17 +57,20 @@ class LiveSource:
                 m = mem.get(pid)
                 total = (total or 0.0) + m if m is not None else total
                 want[pid] = (idx + (g.index,), total)
+        cpu: dict[int, float] = {}
         if self.host is not None:
-            for pid in self.host.pids():
+            for pid, pct in self.host.top():  # busiest first
                 want.setdefault(pid, ((), None))
-        processes = tuple(self.procs.read(want))
+                if pct is not None:
+                    cpu[pid] = pct
+        processes = tuple(self.procs.read(want, cpu=cpu))
         return Snapshot(
             t=t,
             gpus=gpus,
             processes=processes,
             jobs=group_jobs(processes),
             source=self.kind,
-            gpu_error=self.nvml.error,
+            gpu_error=self.nvml.error or unreadable_message(gpus),
             driver=self.nvml.driver,
             hostname=self.hostname,
         )
@@ -58,5 +78,21 @@ class LiveSource:
     def next_delay(self) -> float:
         return self.interval
 
+    def problem(self, snap: Snapshot | None = None) -> str | None:
+        """What is wrong with NVML, in one line, or None: it failed to start although a
+        driver is here, it stopped answering (even in nvmlShutdown), or `snap` has GPUs that
+        cannot be read. No driver at all is not a problem: there is nothing to watch."""
+        said = []
+        if self.nvml.status in (FAILING, HUNG):
+            said.append(self.nvml.error or "NVML failed")
+        if snap is not None and (lost := unreadable_message(snap.gpus)):
+            said.append(lost)
+        return "; ".join(said) or None
+
     def close(self) -> None:
+        """nvmlShutdown, bounded by `timeout`; a shutdown that overstays shows in problem()."""
         self.nvml.close()
+
+    def leave(self) -> None:
+        """Close for a process that exits right away: nvmlShutdown is not waited for."""
+        self.nvml.leave()

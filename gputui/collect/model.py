@@ -30,7 +30,9 @@ class GpuSample:
     events: int | None = None  # clock event reasons bitmask (1 = GPU idle)
     pids: tuple[int, ...] = ()  # compute processes NVML sees on this GPU
     proc_mem_mb: tuple[tuple[int, float | None], ...] = ()  # (pid, used MiB) per process
-    na: dict[str, str] = field(default_factory=dict)  # field name -> why it is not available
+    # field name -> why it is not available. The key "gpu" (nvml.GPU_UNREADABLE) means the
+    # whole GPU gave no reading (NVML: "GPU is lost", or no handle): every reading is None.
+    na: dict[str, str] = field(default_factory=dict)
 
     @property
     def power_frac(self) -> float | None:

@@ -3,7 +3,8 @@
 Things that never change for a process (command line, user, environment-derived rank, parent
 command) are read once per (pid, create time) and cached; only CPU, RSS and state are read on
 every tick. psutil.Process objects are kept between ticks because cpu_percent() measures
-the time since its previous call on the same object.
+the time since its previous call on the same object: the first call on a process has no
+interval to measure, so its CPU% is reported as unknown (None), never as a made-up 0.0.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class _Static:
     parent_cmd: str | None
     rank: RankInfo | None
     env_error: str | None
+    cpu_started: bool = False  # cpu_percent() has been called once: the next call measures
 
 
 class ProcessReader:
@@ -81,12 +83,21 @@ class ProcessReader:
         self._cache[pid] = st
         return st
 
-    def read(self, pids: dict[int, tuple[tuple[int, ...], float | None]]) -> list[ProcessInfo]:
-        """ProcessInfo for each pid: {pid: (gpu indices, GPU MiB)}.
+    def read(
+        self,
+        pids: dict[int, tuple[tuple[int, ...], float | None]],
+        cpu: dict[int, float] | None = None,
+    ) -> list[ProcessInfo]:
+        """ProcessInfo for each pid: {pid: (gpu indices, GPU MiB)}, in the order given.
+
+        `cpu` holds CPU% already measured elsewhere (HostTop measures every process to pick
+        the busiest); those pids are not measured again. Others get CPU% since this reader's
+        previous call for them, or None on the first.
 
         A pid NVML reports but the host cannot see (another PID namespace, e.g. gputui inside
         a container that does not share the host's PIDs) is still listed, with a note.
         """
+        cpu = cpu or {}
         out = []
         for pid, (gpus, gpu_mem) in pids.items():
             st = self._static(pid)
@@ -103,7 +114,11 @@ class ProcessReader:
                 continue
             try:
                 with st.proc.oneshot():
-                    cpu = st.proc.cpu_percent(None)
+                    pct: float | None = cpu.get(pid)
+                    if pct is None:
+                        since_last = st.proc.cpu_percent(None)  # the first call starts the clock
+                        pct = since_last if st.cpu_started else None
+                        st.cpu_started = True
                     rss = st.proc.memory_info().rss / 2**20
                     state = st.proc.status()
             except psutil.Error:
@@ -117,7 +132,7 @@ class ProcessReader:
                     name=st.name,
                     cmdline=st.cmdline,
                     state=state,
-                    cpu_percent=cpu,
+                    cpu_percent=pct,
                     rss_mb=rss,
                     ppid=st.ppid,
                     parent_cmd=st.parent_cmd,
@@ -134,26 +149,37 @@ class ProcessReader:
 
 
 class HostTop:
-    """The busiest host processes, for nodes with no GPU to show (like `top`)."""
+    """The busiest host processes, for nodes with no GPU to show (like `top`).
+
+    CPU% is the share of one CPU since the previous call, so the first call can only start
+    the clocks: every process then reads as unknown. A caller that wants a true ranking
+    right away (`gputui snapshot`) calls twice, an interval apart.
+    """
 
     def __init__(self, limit: int = 40) -> None:
         self.limit = limit
         self._procs: dict[int, psutil.Process] = {}
 
-    def pids(self) -> list[int]:
+    def top(self) -> list[tuple[int, float | None]]:
+        """(pid, CPU% or None when not yet measured), busiest first, at most `limit`."""
         seen: dict[int, psutil.Process] = {}
-        usage: list[tuple[float, int]] = []
+        usage: list[tuple[float, int, float | None]] = []
         for p in psutil.process_iter():
-            cached = self._procs.get(p.pid, p)
+            known = self._procs.get(p.pid)
+            measured = known is not None and known == p  # psutil compares pid and create time
+            cached = known if measured and known is not None else p
             try:
-                cpu = cached.cpu_percent(None)
+                pct = cached.cpu_percent(None)
             except psutil.Error:
                 continue
             seen[p.pid] = cached
-            usage.append((cpu, p.pid))
+            usage.append((pct if measured else -1.0, p.pid, pct if measured else None))
         self._procs = seen
-        usage.sort(reverse=True)
-        return [pid for _, pid in usage[: self.limit]]
+        usage.sort(key=lambda u: (-u[0], u[1]))
+        return [(pid, pct) for _, pid, pct in usage[: self.limit]]
+
+    def pids(self) -> list[int]:
+        return [pid for pid, _ in self.top()]
 
 
 def now() -> float:

@@ -27,7 +27,7 @@ def _open_in_background(args: argparse.Namespace) -> tuple[threading.Thread, lis
 
     def work() -> None:
         try:
-            result.append(open_source(args, realtime=True))
+            result.append(open_source(args, realtime=True, timeout=NVML_START_TIMEOUT))
         except BaseException as e:  # re-raised in the main thread
             result.append(e)
 
@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     thread, result = _open_in_background(args)
     from gputui.ui.app import GputuiApp
 
-    thread.join(NVML_START_TIMEOUT)
+    # The source bounds NVML itself (and names the call that hung); this wait is a backstop.
+    thread.join(NVML_START_TIMEOUT + 1.0)
     if not result:
         what = "the recording" if args.replay or args.demo else "NVML"
         hint = "" if args.replay or args.demo else " (is the driver hung? try nvidia-smi)"
@@ -85,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         app.run(mouse=not args.no_mouse)
     finally:
         app.sampler.stop()
-        source.close()
+        # `q` must not wait on nvmlShutdown (a wedged driver would hold it): the exit that
+        # follows releases NVML. Replays have nothing to leave and just close.
+        getattr(source, "leave", source.close)()
     # A crash inside the UI is reported by Textual and must not look like a clean exit.
     return app.return_code or 0

@@ -1,7 +1,9 @@
 """`gputui bundle`: write an incident bundle directory and say where it is.
 
 Exit status 0 when the bundle was written (parts that could not be had are notes inside it
-and on stderr), 2 on bad input or when the directory cannot be written.
+and on stderr), 2 on bad input or when the directory cannot be written, and 2 when NVML fails,
+does not answer within --timeout or cannot read a GPU: the bundle is still written (a hung
+driver is when it is needed most), with NVML's state as a note in it and one line on stderr.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from gputui.commands.common import (
 
 if TYPE_CHECKING:
     from gputui.collect.model import ProcessInfo, Snapshot
+    from gputui.collect.source import Source
     from gputui.diagnose.verdict import Verdict
 
+DEFAULT_TIMEOUT_S = 10.0  # NVML's start and each sample, when --timeout is not given
 MAX_REPLAY_SAMPLES = 2400  # ~5 min of a 2-GPU recording at 4 Hz: enough for the detector
 
 
@@ -58,31 +62,53 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=positive_float,
         default=None,
         metavar="S",
-        help="time limit per py-spy dump (default 10 s)",
+        help="time limit for NVML's start, each sample and each py-spy dump (default 10 s)",
     )
     p.set_defaults(func=run)
 
 
-def _samples(args: argparse.Namespace) -> list[Snapshot]:
-    from gputui.collect.bounded import sample_bounded
+def _samples(args: argparse.Namespace) -> tuple[list[Snapshot], str | None]:
+    """The samples to bundle, and NVML's trouble in one line (None when there is none)."""
+    from gputui.errors import GputuiError
 
-    src = open_source(args, realtime=False)
-    snaps: list[Snapshot] = []
+    replay = bool(args.replay or args.demo)
     try:
-        if src.kind == "replay":
+        src = open_source(args, realtime=False)
+    except GputuiError as e:
+        if replay:
+            raise  # a bad recording is bad input
+        return [], str(e)  # NVML did not start: bundle what the host can tell
+    snaps: list[Snapshot] = []
+    if replay:
+        try:
             while (s := src.sample()) is not None:
                 snaps.append(s)
-            return snaps[-MAX_REPLAY_SAMPLES:]
-        deadline = time.monotonic() + args.seconds
-        while True:
-            s = sample_bounded(src, 10.0)
-            if s is not None:
-                snaps.append(s)
-            if time.monotonic() + src.next_delay() > deadline:
-                return snaps
-            time.sleep(src.next_delay())
+        finally:
+            src.close()
+        return snaps[-MAX_REPLAY_SAMPLES:], None
+    try:
+        problem = _sample_live(args, src, snaps)
     finally:
-        src.close()
+        src.close()  # bounded; never on a hung library
+    return snaps, problem or src.problem(snaps[-1] if snaps else None)  # type: ignore[attr-defined]
+
+
+def _sample_live(args: argparse.Namespace, src: Source, snaps: list[Snapshot]) -> str | None:
+    """Live samples for --seconds into `snaps`; NVML's error if a sample did not come."""
+    from gputui.collect.bounded import sample_bounded
+    from gputui.errors import GputuiError
+
+    deadline = time.monotonic() + args.seconds
+    while True:
+        try:
+            s = sample_bounded(src, args.timeout or DEFAULT_TIMEOUT_S)
+        except GputuiError as e:
+            return str(e)
+        if s is not None:
+            snaps.append(s)
+        if time.monotonic() + src.next_delay() > deadline:
+            return None
+        time.sleep(src.next_delay())
 
 
 def _verdict(args: argparse.Namespace, snaps: list[Snapshot]) -> Verdict | None:
@@ -106,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     from gputui.tools.bundle import write_bundle
 
     pids = parse_pids(args.pid, what="bundle") if args.pid is not None else None
-    snaps = _samples(args)
+    snaps, nvml_problem = _samples(args)
     procs: list[ProcessInfo | int] | None = None
     if pids is not None:
         seen = {p.pid: p for p in snaps[-1].processes if p.live} if snaps else {}
@@ -121,8 +147,14 @@ def run(args: argparse.Namespace) -> int:
         dump_timeout=args.timeout,
         on_line=lambda ln: print(f"  {ln}", file=sys.stderr, flush=True),
     )
+    if nvml_problem:
+        with open(rep.path / "README.txt", "a", encoding="utf-8") as f:
+            f.write(f"note: NVML: {nvml_problem}\n")
     first, *notes = rep.summary_lines()
     for n in notes:
         print(f"gputui: {n}", file=sys.stderr)
     print(first)
+    if nvml_problem:
+        print(f"gputui: {nvml_problem}", file=sys.stderr)
+        return 2
     return 0

@@ -8,6 +8,10 @@ findings, the culprit's frame and every rank's stack. A replay shows the dumps t
 recording carries. Each line also names the node (`host`) and the job's global ranks on its
 GPUs (`job_key`, `world_size`, `ranks`), so that `gputui merge` can join the lines of every
 node of a job (gputui/diagnose/node_report.py).
+
+A node with no NVIDIA driver has nothing to watch: 0. A node whose driver or GPUs are there
+but NVML fails, does not answer within --timeout, or reports a GPU lost is a broken node: 2,
+with NVML's state in one line. A health check must never pass there.
 """
 
 from __future__ import annotations
@@ -24,9 +28,9 @@ from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
     from gputui.collect.model import Snapshot
+    from gputui.collect.source import Source
     from gputui.diagnose.verdict import Verdict
 
-SAMPLE_TIMEOUT_S = 10.0
 # At the end of a live check, wait this long at most for a dump still running; the dump is
 # bounded by its own per-rank limit (5 s) and runs the ranks in parallel.
 DUMP_WAIT_S = 15.0
@@ -51,6 +55,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="seconds to watch (live default: stall-after + 5; replay: the whole file)",
     )
     p.add_argument("--json", action="store_true", help="one JSON line per verdict change")
+    p.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=10.0,
+        metavar="S",
+        help="live: exit 2 if NVML does not start, or a sample does not come, within S "
+        "seconds (default 10)",
+    )
     p.add_argument(
         "--stall-after",
         type=positive_float,
@@ -101,34 +113,45 @@ def _check_gpus(args: argparse.Namespace, source: object) -> None:
         raise GputuiError(f"--gpus {','.join(map(str, args.gpus))}: this node has GPUs {have}")
 
 
-def _snapshots(args: argparse.Namespace) -> Iterator[Snapshot]:
-    """Snapshots in time order: a replay's own timestamps, or live samples paced."""
+def _nvml_problem(source: Source, snap: Snapshot | None = None) -> str | None:
+    """NVML's trouble in one line (see LiveSource.problem); a replay has none."""
+    if source.kind == "replay":
+        return None
+    return source.problem(snap)  # type: ignore[attr-defined, no-any-return]
+
+
+def _snapshots(args: argparse.Namespace, source: Source) -> Iterator[Snapshot]:
+    """Snapshots in time order: a replay's own timestamps, or live samples paced.
+
+    Live, raises GputuiError (exit 2) as soon as NVML is in trouble: failing although a
+    driver is here, not answering, or a GPU that cannot be read.
+    """
     from gputui.collect.bounded import sample_bounded
 
-    source = open_source(args, realtime=False)
     replay = source.kind == "replay"
+    if why := _nvml_problem(source):
+        raise GputuiError(why)
     duration = args.duration
     if duration is None and not replay:
         duration = args.stall_after + 5.0
     first: float | None = None
     start = time.monotonic()
-    try:
-        while True:
-            snap = source.sample() if replay else sample_bounded(source, SAMPLE_TIMEOUT_S)
-            if snap is None:
+    while True:
+        snap = source.sample() if replay else sample_bounded(source, args.timeout)
+        if snap is None:
+            return
+        if why := _nvml_problem(source, snap):
+            raise GputuiError(why)
+        if first is None:
+            _check_gpus(args, source)
+        first = snap.t if first is None else first
+        if duration is not None and snap.t - first > duration:
+            return
+        yield snap
+        if not replay:
+            if time.monotonic() - start >= (duration or 0):
                 return
-            if first is None:
-                _check_gpus(args, source)
-            first = snap.t if first is None else first
-            if duration is not None and snap.t - first > duration:
-                return
-            yield snap
-            if not replay:
-                if time.monotonic() - start >= (duration or 0):
-                    return
-                time.sleep(source.next_delay())
-    finally:
-        source.close()
+            time.sleep(source.next_delay())
 
 
 def _line(v: Verdict, t0: float) -> str:
@@ -150,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
     if args.hang_after < args.stall_after:
         raise GputuiError("--hang-after must be at least --stall-after")
     live = not (args.replay or args.demo)
+    source = open_source(args, realtime=False)  # NVML's start is bounded by --timeout
     watcher = Watcher(args.stall_after, args.hang_after, auto_dump=not args.no_auto_dump, live=live)
     last: Verdict | None = None
     last_key: object = None
@@ -179,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
 
     last_snap: Snapshot | None = None
     try:
-        for snap in _snapshots(args):
+        for snap in _snapshots(args, source):
             first = first or snap
             last_snap = snap
             n += 1
@@ -196,6 +220,7 @@ def run(args: argparse.Namespace) -> int:
         pass  # report what was seen so far
     finally:
         watcher.close()
+        source.close()
     if last is None or first is None:
         raise GputuiError("no samples to check")
     if not args.json:
@@ -211,4 +236,6 @@ def run(args: argparse.Namespace) -> int:
             for step in last_alarm.next_steps:
                 print(f"  - {step}")
     sys.stdout.flush()
+    if why := _nvml_problem(source):
+        raise GputuiError(why)  # e.g. nvmlShutdown did not answer: the driver is not well
     return 1 if last.alarm else 0

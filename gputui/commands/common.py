@@ -64,7 +64,9 @@ def add_host_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_source_args(p: argparse.ArgumentParser, interval: float = 1.0) -> None:
+def add_source_args(
+    p: argparse.ArgumentParser, interval: float = 1.0, interval_help: str | None = None
+) -> None:
     """--replay FILE | --demo, --interval for live sampling, --gpus to watch some GPUs."""
     g = p.add_mutually_exclusive_group()
     g.add_argument("--replay", metavar="FILE", help="read a recorded trace instead of NVML")
@@ -78,7 +80,7 @@ def add_source_args(p: argparse.ArgumentParser, interval: float = 1.0) -> None:
         type=positive_float,
         default=interval,
         metavar="S",
-        help=f"seconds between live samples (default {interval:g})",
+        help=interval_help or f"seconds between live samples (default {interval:g})",
     )
     p.add_argument(
         "--gpus",
@@ -127,8 +129,12 @@ def add_app_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def open_source(args: argparse.Namespace, realtime: bool = True) -> Source:
-    """The Source the arguments ask for. Raises GputuiError on a bad replay file."""
+def open_source(
+    args: argparse.Namespace, realtime: bool = True, timeout: float | None = None
+) -> Source:
+    """The Source the arguments ask for. Raises GputuiError on a bad replay file, and
+    NvmlHung (a GputuiError) when NVML does not start within `timeout` (default: the
+    command's --timeout, else nvml.DEFAULT_TIMEOUT_S)."""
     from gputui.collect.source import ReplaySource
 
     kw: dict[str, object] = {"realtime": realtime}
@@ -143,8 +149,10 @@ def open_source(args: argparse.Namespace, realtime: bool = True) -> Source:
         source = ReplaySource.from_file(args.replay, **kw)
     else:
         from gputui.collect.live import LiveSource
+        from gputui.collect.nvml import DEFAULT_TIMEOUT_S
 
-        source = LiveSource(interval=getattr(args, "interval", 1.0))
+        limit = timeout or getattr(args, "timeout", None) or DEFAULT_TIMEOUT_S
+        source = LiveSource(interval=getattr(args, "interval", 1.0), timeout=limit)
     if getattr(args, "gpus", None):
         from gputui.collect.source import FilteredSource
 

@@ -1,7 +1,10 @@
 """`gputui dump`: stacks of processes (py-spy, or gdb/cuda-gdb), or of every rank of a job.
 
 Exit status: 0 when every dump worked, 1 when some failed (one line each on stderr), 2 on
-bad input (not a number, no such process, --job with more than one PID).
+bad input (not a number, no such process, --job with more than one PID). With --job, NVML
+(only used to see which GPUs the ranks are on) is bounded by --timeout; when it fails or does
+not answer, the ranks are found from the host's processes, the stacks are still dumped, and
+NVML's state is one line on stderr with exit status 2.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ if TYPE_CHECKING:
     from gputui.collect.model import Snapshot
     from gputui.tools.result import ToolResult
 
-LIVE_SAMPLE_TIMEOUT_S = 5.0
+LIVE_SAMPLE_TIMEOUT_S = 5.0  # NVML start and one sample for --job, without --timeout
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,26 +54,34 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=positive_float,
         default=None,
         metavar="S",
-        help="time limit per dump (default: py-spy 10, --native 20, --gdb 60 s)",
+        help="time limit per dump (default: py-spy 10, --native 20, --gdb 60 s), and for "
+        f"NVML with --job (default {LIVE_SAMPLE_TIMEOUT_S:g} s)",
     )
     p.set_defaults(func=run)
 
 
-def _live_snapshot() -> Snapshot | None:
-    """One live sample to find jobs from, or None when NVML is absent or slow."""
-    try:
-        from gputui.collect.bounded import sample_bounded
-        from gputui.collect.live import LiveSource
+def _live_snapshot(timeout: float) -> tuple[Snapshot | None, str | None]:
+    """One live sample to find jobs from, and NVML's trouble in one line.
 
-        src = LiveSource()
-        try:
-            if not src.nvml.devices:
-                return None  # no GPU: jobs come from the host's processes
-            return sample_bounded(src, LIVE_SAMPLE_TIMEOUT_S)
-        finally:
-            src.close()
-    except Exception:  # any sampling trouble: fall back to the host's processes
-        return None
+    The snapshot is None when NVML is absent, failing or slow: the job is then found from
+    the host's processes.
+    """
+    from gputui.collect.bounded import sample_bounded
+    from gputui.collect.live import LiveSource
+
+    try:
+        src = LiveSource(timeout=timeout)
+    except GputuiError as e:  # NVML did not start in time
+        return None, str(e)
+    snap = None
+    try:
+        if src.nvml.devices:
+            snap = sample_bounded(src, timeout)
+    except GputuiError as e:
+        return None, str(e)
+    finally:
+        src.close()
+    return snap, src.problem(snap)
 
 
 def _fail_lines(results: list[ToolResult]) -> int:
@@ -86,7 +97,8 @@ def _run_job(args: argparse.Namespace, pid: int) -> int:
     from gputui.tools.dumpall import DumpAll, dump_all
     from gputui.tools.jobfind import JobMembers, find_job
 
-    job: JobMembers = find_job(pid, _live_snapshot())
+    snap, nvml_problem = _live_snapshot(args.timeout or LIVE_SAMPLE_TIMEOUT_S)
+    job: JobMembers = find_job(pid, snap)
     targets: list[Any] = list(job.processes) if job.processes else list(job.pids)
     res: DumpAll = dump_all(
         targets, ranks=job.ranks, native=args.native, timeout=args.timeout, how=job.how
@@ -97,7 +109,12 @@ def _run_job(args: argparse.Namespace, pid: int) -> int:
     else:
         for text, _kind in res.render():
             print(text)  # tool output arrives redacted (gputui.tools.runner)
-    return _fail_lines([d.result for d in res.dumps])
+    status = _fail_lines([d.result for d in res.dumps])
+    if nvml_problem:
+        found = "" if snap is not None else "; the ranks were found from host processes"
+        print(f"gputui: {nvml_problem}{found}", file=sys.stderr)
+        return 2
+    return status
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,6 +3,13 @@
 The hang detector runs while recording: when a job stalls (and again when it hangs), its
 ranks are dumped with py-spy once, and the dump is written into the file as a
 `{"type": "stacks"}` record, so a replay shows the culprit's frame at the right sample.
+
+SIGTERM and Ctrl-C end the recording cleanly and at once: the file keeps every complete
+sample, NVML is left to the process's exit (nvmlShutdown is not waited for), and a second
+signal ends the process whatever it is doing. NVML is bounded by --timeout: a start or a
+sample that does not come ends the recording with exit 2, keeping what was written. A GPU
+that becomes unreadable (lost) is said once on stderr and recorded as it is (no readings);
+the exit status is then 2.
 """
 
 from __future__ import annotations
@@ -49,6 +56,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help="stop after S seconds (default: until Ctrl-C)",
     )
+    p.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=10.0,
+        metavar="S",
+        help="stop with exit 2 if NVML does not start, or a sample does not come, within S "
+        "seconds (default 10)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     p.add_argument(
         "--no-auto-dump",
@@ -80,26 +95,45 @@ def write_samples(
     interval: float,
     deadline: float | None,
     stop: threading.Event,
-) -> None:
+    *,
+    timeout: float = 10.0,
+) -> str | None:
     """Sample until `stop`, the deadline or the source's end; write each sample, and each
-    stack dump the Watcher took, as soon as it is there (a killed recorder keeps them)."""
+    stack dump the Watcher took, as soon as it is there (a killed recorder keeps them).
+
+    Each sample is bounded by `timeout`. Returns what went wrong with NVML, in one line:
+    a sample that did not come (the recording stops there), or GPUs that cannot be read
+    (said once on stderr when it changes; the recording goes on). None when nothing did.
+    """
     from gputui.collect.bounded import sample_bounded
 
+    problem_of = getattr(source, "problem", None)  # the live source's NVML state
+    failure: str | None = None
+    said: str | None = None
     while not stop.is_set():
         started = time.monotonic()
-        snap = sample_bounded(source, max(10.0, interval * 5))
+        try:
+            snap = sample_bounded(source, timeout, stop=stop)
+        except GputuiError as e:  # NVML stopped answering: keep what was written
+            failure = str(e)
+            break
         if snap is not None:
             writer.write(snap)
             watcher.update(snap)  # starts a dump on a stall transition; never blocks
+            problem = problem_of(snap) if problem_of is not None else None
+            if problem and problem != said:
+                print(f"gputui: {problem}; recording goes on", file=sys.stderr)
+                said = problem
         for rec in watcher.take_records():
             writer.write_record(rec)
         if snap is None or deadline is not None and time.monotonic() >= deadline:
             break
         stop.wait(max(0.0, interval - (time.monotonic() - started)))
-    if watcher.pending() and not stop.is_set():
+    if failure is None and watcher.pending() and not stop.is_set():
         watcher.wait(DUMP_WAIT_S)  # a dump that was running belongs in the file
     for rec in watcher.take_records():
         writer.write_record(rec)
+    return failure or said
 
 
 def run(args: argparse.Namespace) -> int:
@@ -115,13 +149,17 @@ def run(args: argparse.Namespace) -> int:
         raise GputuiError(f"{path} exists; choose another name or pass --force")
     if not path.parent.exists():
         raise GputuiError(f"{path.parent}: no such directory")
-    source = LiveSource(interval=args.interval)
+    source = LiveSource(interval=args.interval, timeout=args.timeout)
     if not source.nvml.devices:
-        raise GputuiError(f"nothing to record: {source.nvml.error}")
+        source.close()
+        raise GputuiError(f"nothing to record: {source.problem() or source.nvml.error}")
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
+        # A second signal ends the process at once, whatever the first one is waiting on.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -133,12 +171,21 @@ def run(args: argparse.Namespace) -> int:
         f"(Ctrl-C to stop)",
         file=sys.stderr,
     )
+    failure: str | None = None  # NVML's trouble, said at the end with exit 2
     try:
-        write_samples(source, writer, watcher, args.interval, deadline, stop)
+        failure = write_samples(
+            source, writer, watcher, args.interval, deadline, stop, timeout=args.timeout
+        )
     finally:
         watcher.close()
         writer.close()
-        source.close()
+        if stop.is_set():  # stopped by a signal: leave promptly, the exit releases NVML
+            source.leave()
+        else:
+            source.close()
     dumps = f" and {writer.records} stack dump(s)" if writer.records else ""
     print(f"wrote {writer.samples} samples{dumps} to {path}", file=sys.stderr)
+    failure = failure or source.problem()
+    if failure:
+        raise GputuiError(failure)
     return 0

@@ -1,9 +1,16 @@
-"""`gputui snapshot`: one snapshot as a table or JSON, for scripts and UI-less nodes."""
+"""`gputui snapshot`: one snapshot as a table or JSON, for scripts and UI-less nodes.
+
+Live, it samples twice, `--interval` apart: CPU% is a share of CPU time over an interval, and
+a single read has none (every process showed 0.0). Exit status 0; 2 on bad input, or when
+NVML fails, does not answer within `--timeout`, or reports a GPU it cannot read (what could
+be read is still printed).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import TYPE_CHECKING, Any
 
 from gputui.commands.common import add_source_args, non_negative_float, open_source, positive_float
@@ -12,6 +19,8 @@ from gputui.errors import GputuiError
 if TYPE_CHECKING:
     from gputui.collect.model import Snapshot
 
+MAX_CPU_INTERVAL_S = 10.0  # a one-shot command should not sit for minutes
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -19,7 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="print one snapshot (table or --json) and exit",
         description="Print one snapshot of the GPUs, their processes and jobs.",
     )
-    add_source_args(p)
+    add_source_args(
+        p,
+        interval=0.5,
+        interval_help="live: measure CPU%% over S seconds (default 0.5, at most "
+        f"{MAX_CPU_INTERVAL_S:g})",
+    )
     p.add_argument("--json", action="store_true", help="print JSON: gpus, processes, jobs")
     p.add_argument(
         "--at",
@@ -33,12 +47,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=positive_float,
         default=10.0,
         metavar="S",
-        help="give up if NVML does not answer within S seconds (default 10)",
+        help="give up if NVML does not start, or a sample does not come, within S seconds "
+        "(default 10)",
     )
     p.set_defaults(func=run)
 
 
 def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
+    from gputui.collect.nvml import GPU_UNREADABLE
     from gputui.collect.trace import process_to_dict
 
     gpus = []
@@ -60,6 +76,7 @@ def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
                 "pstate": g.pstate,
                 "events": g.events,
                 "pids": list(g.pids),
+                "error": g.na.get(GPU_UNREADABLE),  # why the GPU gave no reading at all
                 "not_available": g.na,
             }
         )
@@ -99,15 +116,21 @@ def _fmt(v: float | None, unit: str = "", nd: int = 0) -> str:
 
 
 def snapshot_to_text(snap: Snapshot) -> str:
+    from gputui.collect.nvml import GPU_UNREADABLE
+
     lines = []
     if snap.gpu_error:
-        lines.append(f"No GPUs: {snap.gpu_error}")
+        lines.append(f"{'GPU trouble' if snap.gpus else 'No GPUs'}: {snap.gpu_error}")
     if snap.gpus:
         lines.append(
             f"{'GPU':>3} {'name':<22} {'util':>5} {'mem%':>5} {'power/limit W':>14} "
             f"{'memory MiB':>17} {'temp':>5} {'SM MHz':>7} pids"
         )
     for g in snap.gpus:
+        if GPU_UNREADABLE in g.na:
+            why = g.na[GPU_UNREADABLE]
+            lines.append(f"{g.index:>3} {(g.name or '?')[:22]:<22} CANNOT BE READ: {why}")
+            continue
         power = f"{_fmt(g.power_w)}/{_fmt(g.power_limit_w)}"
         mem = f"{_fmt(g.mem_used_mb)}/{_fmt(g.mem_total_mb)}"
         lines.append(
@@ -137,6 +160,11 @@ def snapshot_to_text(snap: Snapshot) -> str:
 def run(args: argparse.Namespace) -> int:
     from gputui.collect.bounded import sample_bounded
 
+    live = not (args.replay or args.demo)
+    if args.at is not None and live:
+        raise GputuiError("--at only applies to --replay or --demo")
+    if live and args.interval > MAX_CPU_INTERVAL_S:
+        raise GputuiError(f"--interval: at most {MAX_CPU_INTERVAL_S:g} s for a snapshot")
     source = open_source(args, realtime=False)
     try:
         if source.kind == "replay":
@@ -145,11 +173,14 @@ def run(args: argparse.Namespace) -> int:
             if args.at is not None:
                 snap = next((s for s in snaps if s.t - snaps[0].t >= args.at), snaps[-1])
         else:
-            if args.at is not None:
-                raise GputuiError("--at only applies to --replay or --demo")
+            sample_bounded(source, args.timeout)  # starts every process's CPU clock
+            time.sleep(args.interval)  # the window CPU% is measured over
             snap = sample_bounded(source, args.timeout)
     finally:
         source.close()
     assert snap is not None
     print(json.dumps(snapshot_to_json(snap), indent=2) if args.json else snapshot_to_text(snap))
+    problem = source.problem(snap) if live else None  # type: ignore[attr-defined]
+    if problem:
+        raise GputuiError(problem)
     return 0
