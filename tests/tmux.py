@@ -32,14 +32,14 @@ class Tmux:
     def start(self, argv: list[str], env: dict[str, str] | None = None) -> None:
         """Run `argv` in a new session; the pane stays open after it exits (to read it)."""
         sets = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
-        cmd = f"exec env TERM=xterm-256color {sets} {shlex.join(argv)}"
+        # pytest sets COLUMNS/LINES for its own output; a program in the pane would lay out
+        # for them instead of the pane's size.
+        cmd = f"exec env -u COLUMNS -u LINES TERM=xterm-256color {sets} {shlex.join(argv)}"
         r = self._tmux(
             "new-session", "-d", "-s", "t", "-x", str(self.cols), "-y", str(self.rows), cmd
         )
         assert r.returncode == 0, r.stderr
         self._tmux("set-option", "-t", "t", "remain-on-exit", "on")
-        # A detached session may still take tmux's default 80x24: make the size the asked one.
-        self._tmux("resize-window", "-t", "t", "-x", str(self.cols), "-y", str(self.rows))
 
     def keys(self, *keys: str) -> None:
         for k in keys:

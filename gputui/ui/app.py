@@ -144,6 +144,7 @@ class GputuiApp(ProcessActions, App[None]):
         self._hist: dict[int, tuple[deque, deque, deque]] = {}  # owned by the sampler thread
         self.history: dict[int, GpuHistory] = {}
         self._stale_shown: int | None = None
+        self.sample_error: str | None = None  # the latest sampling failure, until a sample
         self.watch_terminal = watch_terminal  # exit when the terminal goes away
 
     # -- sampler thread side: never touches widgets
@@ -185,6 +186,7 @@ class GputuiApp(ProcessActions, App[None]):
 
     def on_snapshot_ready(self, msg: SnapshotReady) -> None:
         was_alarm = self.verdict is not None and self.verdict.alarm
+        self.sample_error = None
         self.snapshot, self.verdict, self.history = msg.snapshot, msg.verdict, msg.history
         if msg.snapshot.gpus:  # host mode's processes are not what a bundle wants
             self.recent_snapshots.append(msg.snapshot)
@@ -209,7 +211,12 @@ class GputuiApp(ProcessActions, App[None]):
         self.ended_event.set()
 
     def on_sampler_failed(self, msg: SamplerFailed) -> None:
-        self.notify(f"sampling failed: {msg.error}", severity="error", timeout=5)
+        """A failed sample: said once as a notice, and kept in the status line while it
+        lasts (a hung NVML fails every tick; a notice per tick would pile up)."""
+        if msg.error != self.sample_error:
+            self.notify(f"sampling failed: {msg.error}", severity="error", timeout=8)
+        self.sample_error = msg.error
+        self._refresh_status()
 
     def on_resize(self, event: events.Resize) -> None:
         self.board.redraw()
@@ -300,7 +307,8 @@ class GputuiApp(ProcessActions, App[None]):
             left = " · ".join(p for p in parts if p)
         if stale:
             what = "no sample yet" if snap is None else "no sample"
-            right = f"STALE: {what} for {self._age():.0f} s (NVML not answering?)"
+            why = self.sample_error or "NVML not answering?"
+            right = f"STALE: {what} for {self._age():.0f} s ({why})"
         elif self.ended:
             right = "replay ended (q quits)"
         elif self.sampler.paused:
