@@ -29,9 +29,12 @@ class Sampler:
         self.on_error = on_error
         self._stop = threading.Event()
         self._paused = threading.Event()
+        self._first_delay = 0.0
         self._thread = threading.Thread(target=self._loop, name="gputui-sampler", daemon=True)
 
-    def start(self) -> None:
+    def start(self, delay: float = 0.0) -> None:
+        """Start sampling; `delay`: wait this long first (a first sample was taken already)."""
+        self._first_delay = delay
         self._thread.start()
 
     def stop(self) -> None:
@@ -49,6 +52,8 @@ class Sampler:
         return self._paused.is_set()
 
     def _loop(self) -> None:
+        if self._first_delay:
+            self._stop.wait(self._first_delay)
         while not self._stop.is_set():
             if self._paused.is_set():
                 self._stop.wait(0.2)

@@ -115,6 +115,7 @@ class GputuiApp(ProcessActions, App[None]):
         bundle_dir: Path | None = None,
         auto_dump: bool = True,
         watch_terminal: bool = False,
+        first: Snapshot | None = None,
     ) -> None:
         super().__init__()
         self.source = source
@@ -146,9 +147,14 @@ class GputuiApp(ProcessActions, App[None]):
         self._stale_shown: int | None = None
         self.sample_error: str | None = None  # the latest sampling failure, until a sample
         self.watch_terminal = watch_terminal  # exit when the terminal goes away
+        self._first = first  # a sample taken while Textual was importing (commands/app.py)
 
     # -- sampler thread side: never touches widgets
     def _from_sampler(self, snap: Snapshot) -> None:
+        self.post_message(self._prepare(snap))
+
+    def _prepare(self, snap: Snapshot) -> SnapshotReady:
+        """The detector's verdict and the per-GPU history for one sample (sampler thread)."""
         verdict = self.watcher.update(snap)
         for g in snap.gpus:
             h = self._hist.get(g.index)
@@ -160,7 +166,7 @@ class GputuiApp(ProcessActions, App[None]):
         history = {
             i: GpuHistory(tuple(u), tuple(m), tuple(p)) for i, (u, m, p) in self._hist.items()
         }
-        self.post_message(SnapshotReady(snap, verdict, history))
+        return SnapshotReady(snap, verdict, history)
 
     # -- UI
     def compose(self) -> ComposeResult:
@@ -176,7 +182,14 @@ class GputuiApp(ProcessActions, App[None]):
 
     def on_mount(self) -> None:
         self.table.focus()
-        self.sampler.start()
+        if self._first is not None:
+            # Shown in the very first frame: the widgets build their lines when they are
+            # first laid out, with this data already in them.
+            self.on_snapshot_ready(self._prepare(self._first))
+            self._first = None
+            self.sampler.start(delay=self.source.next_delay())
+        else:
+            self.sampler.start()
         self.set_interval(1.0, self._check_stale)
         self._refresh_status()
 
