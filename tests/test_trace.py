@@ -132,7 +132,7 @@ def test_a_gzip_recording_cut_short_keeps_its_complete_samples(tmp_path):
         ("[1, 2]\n", "expected a JSON object"),
         ('{"gpu": 0}\n', "missing or non-numeric 't'"),
         ('{"t": 1, "gpu": -1}\n', "invalid 'gpu'"),
-        ('{"t": 1, "gpu": 0, "pids": ["x"]}\n', "malformed"),
+        ('{"t": 1, "gpu": 0, "pids": ["x"]}\n', "not a pid"),
     ],
 )
 def test_bad_files_raise_one_clear_error(tmp_path, content, message):
@@ -145,7 +145,7 @@ def test_bad_files_raise_one_clear_error(tmp_path, content, message):
 def test_binary_garbage_and_missing_files_are_errors_not_tracebacks(tmp_path):
     f = tmp_path / "garbage.jsonl.gz"
     f.write_bytes(b"\x00\x01not gzip at all")
-    with pytest.raises(GputuiError, match="not a readable trace"):
+    with pytest.raises(GputuiError, match="not a gzip file"):
         read_trace(f)
     with pytest.raises(GputuiError, match="no such file"):
         read_trace(tmp_path / "absent.jsonl")
