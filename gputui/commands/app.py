@@ -40,7 +40,10 @@ def run(args: argparse.Namespace) -> int:
     thread, result = _open_in_background(args)
     from gputui.ui.app import GputuiApp
 
-    thread.join(NVML_START_TIMEOUT)
+    replay = getattr(args, "demo", False) or getattr(args, "replay", None) is not None
+    # A replay is read by the bounded reader (trace_read), which ends on its own; only NVML
+    # can hang, so only a live start has the NVML timeout and message.
+    thread.join(None if replay else NVML_START_TIMEOUT)
     if not result:
         raise GputuiError(
             f"NVML did not answer within {NVML_START_TIMEOUT:.0f} s (is the driver hung? "
