@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from gputui.commands.common import positive_float
+from gputui.commands.common import interval_seconds, positive_float
 from gputui.errors import GputuiError
 
 
@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", metavar="FILE", help="output file; gzip when it ends in .gz")
     p.add_argument(
         "--interval",
-        type=positive_float,
+        type=interval_seconds,
         default=1.0,
         metavar="S",
         help="seconds between samples (default 1)",
@@ -40,19 +40,58 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _check_target(path: Path, force: bool) -> None:
+    """Refuse, before NVML starts, a FILE that gputui must not write to.
+
+    A symbolic link (a dangling one too) is refused, never followed; so are directories,
+    FIFOs, sockets and block devices. An existing regular file or a character device (a
+    terminal, /dev/null, /dev/full) needs --force. TraceWriter opens with O_NOFOLLOW and,
+    without --force, O_EXCL, so a file swapped in after this check is refused too.
+    """
+    import os
+    import stat
+
+    from gputui.collect.trace_read import shown
+
+    name = shown(path)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        if not path.parent.exists():
+            raise GputuiError(f"{shown(path.parent)}: no such directory") from None
+        return
+    except OSError as e:
+        raise GputuiError(f"{name}: {e.strerror or e}") from None
+    if stat.S_ISLNK(mode):
+        raise GputuiError(
+            f"{name} is a symbolic link; gputui does not write through links (give the real path)"
+        )
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            raise GputuiError(f"{name} is {kind}; record writes to a regular file")
+    if not force:
+        # Never clobber something the user saved.
+        raise GputuiError(f"{name} exists; choose another name or pass --force")
+
+
 def run(args: argparse.Namespace) -> int:
     from gputui.collect.bounded import sample_bounded
     from gputui.collect.live import LiveSource
     from gputui.collect.trace import TraceWriter
+    from gputui.collect.trace_read import shown
 
     path = Path(args.file)
-    if path.exists() and not args.force:
-        # Never clobber something the user saved.
-        raise GputuiError(f"{path} exists; choose another name or pass --force")
-    if not path.parent.exists():
-        raise GputuiError(f"{path.parent}: no such directory")
+    if not args.file:
+        raise GputuiError("record: empty file name")
+    _check_target(path, args.force)
     source = LiveSource(interval=args.interval)
     if not source.nvml.devices:
+        source.close()
         raise GputuiError(f"nothing to record: {source.nvml.error}")
     stop = threading.Event()
 
@@ -61,10 +100,14 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    writer = TraceWriter(path)
+    try:
+        writer = TraceWriter(path, interval=args.interval, exclusive=not args.force)
+    except GputuiError:
+        source.close()
+        raise
     deadline = time.monotonic() + args.duration if args.duration else None
     print(
-        f"recording {len(source.nvml.devices)} GPU(s) to {path} every {args.interval:g} s "
+        f"recording {len(source.nvml.devices)} GPU(s) to {shown(path)} every {args.interval:g} s "
         f"(Ctrl-C to stop)",
         file=sys.stderr,
     )
@@ -73,12 +116,17 @@ def run(args: argparse.Namespace) -> int:
             started = time.monotonic()
             snap = sample_bounded(source, max(10.0, args.interval * 5))
             if snap is not None:
-                writer.write(snap)
+                writer.write(snap)  # flushed whole: a full disk loses only this sample
             if deadline is not None and time.monotonic() >= deadline:
                 break
             stop.wait(max(0.0, args.interval - (time.monotonic() - started)))
+    except GputuiError as e:  # the disk refused a sample (ENOSPC, EIO...)
+        writer.abandon()
+        raise GputuiError(
+            f"{e}; kept the {writer.samples} complete sample(s) written before it"
+        ) from None
     finally:
-        writer.close()
         source.close()
-    print(f"wrote {writer.samples} samples to {path}", file=sys.stderr)
+    writer.close()
+    print(f"wrote {writer.samples} samples to {shown(path)}", file=sys.stderr)
     return 0
