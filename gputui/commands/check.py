@@ -8,7 +8,6 @@ suspects) changes, so a caller can follow it as it happens.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Iterator
@@ -100,6 +99,7 @@ def _line(v: Verdict, t0: float) -> str:
 def run(args: argparse.Namespace) -> int:
     from gputui.diagnose.detector import Detector
     from gputui.diagnose.verdict import verdict_to_json
+    from gputui.jsonout import dumps
 
     if args.hang_after < args.stall_after:
         raise GputuiError("--hang-after must be at least --stall-after")
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
                 last_alarm = v
             if last is None or v.key() != last.key():
                 if args.json:
-                    print(json.dumps(verdict_to_json(v)), flush=True)
+                    print(dumps(verdict_to_json(v)), flush=True)
                 else:
                     human.append(_line(v, first.t))
             last = v

@@ -7,7 +7,6 @@ bad input (not a number, no such process, --job with more than one PID).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -83,6 +82,7 @@ def _fail_lines(results: list[ToolResult]) -> int:
 
 
 def _run_job(args: argparse.Namespace, pid: int) -> int:
+    from gputui.jsonout import dumps
     from gputui.redact import redact_text
     from gputui.tools.dumpall import DumpAll, dump_all
     from gputui.tools.jobfind import JobMembers, find_job
@@ -96,7 +96,7 @@ def _run_job(args: argparse.Namespace, pid: int) -> int:
         doc = {"job": {"pid": pid, "pids": list(job.pids), "how": job.how}, **res.to_json()}
         for r in doc["results"]:
             r["lines"] = [redact_text(ln) for ln in r["lines"]]
-        print(json.dumps(doc, indent=2))
+        print(dumps(doc, indent=2))
     else:
         for text, _kind in res.render():
             print(redact_text(text))
@@ -104,6 +104,7 @@ def _run_job(args: argparse.Namespace, pid: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gputui.jsonout import dumps
     from gputui.redact import redact_text
     from gputui.tools.dumpall import dump_all
     from gputui.tools.stacks import gdb_backtrace
@@ -141,5 +142,5 @@ def run(args: argparse.Namespace) -> int:
         out = [r.to_json() for r in results]
         for o in out:
             o["lines"] = [redact_text(ln) for ln in o["lines"]]
-        print(json.dumps({"results": out}, indent=2))
+        print(dumps({"results": out}, indent=2))
     return _fail_lines(results)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING, Any
 
 from gputui.commands.common import add_source_args, non_negative_float, open_source, positive_float
@@ -136,6 +135,7 @@ def snapshot_to_text(snap: Snapshot) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from gputui.collect.bounded import sample_bounded
+    from gputui.jsonout import dumps
 
     source = open_source(args, realtime=False)
     try:
@@ -151,5 +151,5 @@ def run(args: argparse.Namespace) -> int:
     finally:
         source.close()
     assert snap is not None
-    print(json.dumps(snapshot_to_json(snap), indent=2) if args.json else snapshot_to_text(snap))
+    print(dumps(snapshot_to_json(snap), indent=2) if args.json else snapshot_to_text(snap))
     return 0
