@@ -147,8 +147,6 @@ class _Lines:
             return None
         self.n += 1
         self.total += len(line)
-        if self.n > schema.MAX_LINES:
-            raise GputuiError(f"{self.where()}: more than {schema.MAX_LINES} lines")
         if self.total > schema.MAX_TOTAL_BYTES:
             raise GputuiError(
                 f"{self.where()}: more than {schema.MAX_TOTAL_BYTES >> 20} MiB of data "
@@ -204,10 +202,19 @@ class TraceReader:
     def read(self) -> list[Snapshot]:
         lines = _Lines(self.path, open_untrusted(self.path))
         try:
+            blank = full = 0
             while (got := lines.next()) is not None:
                 raw, ended = got
                 if not raw.strip():
+                    blank += 1
+                    if blank > schema.MAX_BLANK_LINES:
+                        raise GputuiError(
+                            f"{lines.where()}: more than {schema.MAX_BLANK_LINES} blank lines"
+                        )
                     continue
+                full += 1
+                if full > schema.MAX_LINES:
+                    raise GputuiError(f"{lines.where()}: more than {schema.MAX_LINES} lines")
                 try:
                     d = schema.parse_line(raw, lines.where())
                 except GputuiError:
@@ -253,8 +260,9 @@ class TraceReader:
         if cur is None:
             if self.snaps and t <= self.snaps[-1].t:
                 prev = self.snaps[-1].t
+                how = "goes backwards" if t < prev else "does not advance"
                 raise GputuiError(
-                    f"{where}: time goes backwards (t={t:.3f} after a sample at t={prev:.3f}); "
+                    f"{where}: time {how} (t={t:.3f} after a sample at t={prev:.3f}); "
                     "samples must be in time order"
                 )
             if len(self.snaps) >= schema.MAX_SAMPLES:

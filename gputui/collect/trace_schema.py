@@ -77,16 +77,21 @@ per sample of the sample grouping and the detector."""
 MAX_PROCS_PER_SAMPLE = 4096
 """Distinct processes in one sample, all GPUs together (MAX_GPUS_PER_SAMPLE x 64)."""
 
-MAX_SAMPLES = 200_000
-"""Samples per file: 2.3 days at 1 Hz or 14 hours at 4 Hz. A replay holds every sample in
-memory (a few KiB each), so this bounds the reader's memory at about a gigabyte."""
+MAX_SAMPLES = 100_000
+"""Samples per file: 28 hours at 1 Hz, 7 hours at 4 Hz. A replay holds every sample in
+memory, so this (with MAX_LINES) bounds the reader's memory."""
 
 MAX_RECORDS = 100_000
-"""Typed records (stack dumps and the like) per file: one every 2 s for 2.3 days."""
+"""Typed records (stack dumps and the like) per file: one a second for 28 hours."""
 
-MAX_LINES = 5_000_000
-"""Physical lines per file, blank ones included: 200,000 samples of up to 25 GPUs. A file
-of nothing but newlines ends here within seconds instead of walking a gigabyte of them."""
+MAX_LINES = 1_000_000
+"""Non-blank lines per file: a day of an 8-GPU node at 1 Hz is 691,200. Each GPU line costs
+about 0.5-2 KiB once read (more with many processes) and tens of microseconds to check, so
+this bounds a hostile file of valid-looking lines to about 2 GB and a minute, at worst."""
+
+MAX_BLANK_LINES = 100_000
+"""Blank lines per file: gputui writes none; a few are harmless. A file of nothing but
+newlines (a gzip bomb of them) ends here within a fraction of a second."""
 
 MAX_TOTAL_BYTES = 1 << 30
 """Decompressed bytes per file: a gzip bomb or /dev/zero stops here. 1 GiB is about a day
@@ -134,6 +139,8 @@ def nesting_ok(raw: bytes, limit: int = MAX_DEPTH) -> bool:
     """False when brackets outside strings nest deeper than `limit`, checked without
     recursion: strip strings, keep only brackets, then peel innermost pairs `limit` times.
     Unbalanced input returns True; the JSON parser reports it."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return True  # cannot nest deeper than it has brackets: the usual line ends here
     s = _STRINGS.sub(b"", raw).translate(None, _NOT_BRACKETS)
     for _ in range(limit):
         if not s:
@@ -154,6 +161,9 @@ def _parse_int(text: str) -> int | float:
     return int(text)
 
 
+_DECODER = json.JSONDecoder(parse_int=_parse_int)
+
+
 def parse_line(raw: bytes, where: str) -> Any:
     """One JSON value from one line's bytes (BOM and line end already removed)."""
     try:
@@ -163,7 +173,7 @@ def parse_line(raw: bytes, where: str) -> Any:
     if not nesting_ok(raw):
         raise GputuiError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels")
     try:
-        return json.loads(text, parse_int=_parse_int)
+        return _DECODER.decode(text)
     except json.JSONDecodeError as e:
         raise GputuiError(f"{where}: not a JSON line ({e.msg} at column {e.colno})") from None
     except (ValueError, RecursionError) as e:  # belt and braces: both are bounded above
@@ -356,6 +366,9 @@ def gpu_row(d: dict[str, Any], t: float, index: int, where: str) -> GpuRow:
     kw: dict[str, Any] = {}
     na: dict[str, str] = {}
     for key, attr, lo, hi, integral in GPU_READINGS:
+        if d.get(key) is None:
+            kw[attr] = None
+            continue
         v, why = reading(d, key, where, lo, hi, integral)
         kw[attr] = v
         if why is not None:

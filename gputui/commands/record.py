@@ -116,15 +116,18 @@ def run(args: argparse.Namespace) -> int:
             started = time.monotonic()
             snap = sample_bounded(source, max(10.0, args.interval * 5))
             if snap is not None:
-                writer.write(snap)  # flushed whole: a full disk loses only this sample
+                try:
+                    writer.write(snap)  # flushed whole: a full disk loses only this sample
+                except GputuiError as e:  # the disk refused it (ENOSPC, EFBIG, EIO...)
+                    raise GputuiError(
+                        f"{e}; kept the {writer.samples} complete sample(s) written before it"
+                    ) from None
             if deadline is not None and time.monotonic() >= deadline:
                 break
             stop.wait(max(0.0, args.interval - (time.monotonic() - started)))
-    except GputuiError as e:  # the disk refused a sample (ENOSPC, EIO...)
-        writer.abandon()
-        raise GputuiError(
-            f"{e}; kept the {writer.samples} complete sample(s) written before it"
-        ) from None
+    except BaseException:
+        writer.abandon()  # keep what is on disk; write nothing more
+        raise
     finally:
         source.close()
     writer.close()
