@@ -68,6 +68,10 @@ def shown(path: str | Path) -> str:
     return s if s.isprintable() else ascii(s)
 
 
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
 def _file_kind(mode: int) -> str | None:
     """What a non-regular file is, in words; None for a regular file."""
     for test, words in (
@@ -149,13 +153,13 @@ class _Lines:
         self.total += len(line)
         if self.total > schema.MAX_TOTAL_BYTES:
             raise GputuiError(
-                f"{self.where()}: more than {schema.MAX_TOTAL_BYTES >> 20} MiB of data "
+                f"{self.where()}: more than {_size(schema.MAX_TOTAL_BYTES)} of data "
                 "(split long recordings into several files)"
             )
         ended = line.endswith(b"\n")
         if not ended and len(line) > schema.MAX_LINE_BYTES:
             raise GputuiError(
-                f"{self.where()}: line longer than {schema.MAX_LINE_BYTES >> 20} MiB "
+                f"{self.where()}: line longer than {_size(schema.MAX_LINE_BYTES)} "
                 "(one line is one GPU of one sample)"
             )
         line = line.rstrip(b"\r\n")

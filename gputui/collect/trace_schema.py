@@ -135,10 +135,11 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _MAX_INT_DIGITS = 24  # sign + 20 digits covers 2**64; longer integers cannot be a reading
 
 
-def nesting_ok(raw: bytes, limit: int = MAX_DEPTH) -> bool:
+def nesting_ok(raw: bytes, limit: int | None = None) -> bool:
     """False when brackets outside strings nest deeper than `limit`, checked without
     recursion: strip strings, keep only brackets, then peel innermost pairs `limit` times.
     Unbalanced input returns True; the JSON parser reports it."""
+    limit = MAX_DEPTH if limit is None else limit
     if raw.count(b"[") + raw.count(b"{") <= limit:
         return True  # cannot nest deeper than it has brackets: the usual line ends here
     s = _STRINGS.sub(b"", raw).translate(None, _NOT_BRACKETS)
