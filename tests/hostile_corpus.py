@@ -484,6 +484,7 @@ def _time_cases() -> Iterator[Case]:
     )
     gap = text_of([gpu_line(T0, 0), gpu_line(T0 + 30 * 86400, 0)])
     yield Case("a_month_between_samples", writes("gap.jsonl", gap), OK)
+    yield Case("kitchen_sink", writes("sink.jsonl", kitchen_sink), OK)
 
 
 def _record_cases() -> Iterator[Case]:
@@ -558,6 +559,26 @@ def _record_cases() -> Iterator[Case]:
         ("body_big", '{"type":"stacks","t":1,"b":"' + "x" * 1_000_000 + '"}', OK),
     ):
         yield Case(f"record.{vname}", writes(f"rec-{vname}.jsonl", good + raw + "\n"), expect)
+
+
+def kitchen_sink() -> str:
+    """Everything the reader accepts but a screen may trip on, in one file: escapes, lone
+    surrogates and RTL overrides in every string, non-finite and huge readings, rank
+    variables of a trillion, a command line at its bound."""
+    lines = base_lines(samples=8, spin=True)
+    nasty = ["\x1b]0;owned\x07\x1b[2J", "\ud800x", "a\u202eb", "one\ntwo", "", "\x00\x7f"]
+    for i, x in enumerate(lines):
+        s = nasty[i % len(nasty)]
+        x["name"], x["uuid"], x["phase"] = s, s + "u", s + "p"
+        p = x["procs"][0]
+        p["user"], p["name"], p["state"], p["parent_cmd"], p["env_error"] = (s,) * 5
+        p["cmdline"] = [s] + ["a" * 15] * (schema.MAX_CMDLINE_ARGS - 1)
+        p["env"]["LOCAL_WORLD_SIZE"] = "1000000000000"
+        p["env"]["WORLD_SIZE"] = "9" * 30
+        for key in ("util", "power_w", "temp", "pstate", "events", "sm_mhz") if i % 3 else ():
+            x[key] = RAW
+        p["create_time"], p["cpu"], p["rss_mb"] = RAW, RAW, RAW
+    return text_of(lines, "1e999")
 
 
 def _special_cases() -> Iterator[Case]:
