@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from hostile_corpus import COMMANDS, FAILURES, Case, corpus, judge, materialize  # noqa: E402
+from hostile_corpus import Case, corpus, materialize  # noqa: E402
+from hostile_harness import COMMANDS, FAILURES, judge  # noqa: E402
 
 
 def run_one(

@@ -16,8 +16,8 @@ import json
 
 import pytest
 from conftest import run_cli
-from hostile_corpus import COMMANDS, FAILURES, corpus, json_problem, judge, materialize
-from hostile_harness import run_main
+from hostile_corpus import corpus, materialize
+from hostile_harness import COMMANDS, FAILURES, json_problem, judge, run_main
 
 from gputui.collect.source import demo_path
 
@@ -43,7 +43,7 @@ def test_the_corpus_covers_every_example_of_the_issue():
         "nesting_5000",  # RecursionError
         "env=string",  # AttributeError
         "dev_zero",  # MemoryError
-        "env=huge_local_world",  # check never ended
+        "huge_local_world_every_rank",  # check never ended
         "100k_gpu_rows_one_time",  # quadratic reader
         "fifo",  # blocked for ever
         "2M_pids",  # 8 GB in the TUI
@@ -79,7 +79,7 @@ SUBPROCESS_SAMPLE = {
     "nesting_5000": ("snapshot", "--json"),
     "env=string": ("check",),
     "gpu.pstate=overflow": ("snapshot", "--json"),
-    "env=huge_local_world": ("check", "--json"),
+    "huge_local_world_every_rank": ("check", "--json"),
     "2M_pids": ("snapshot",),
     "gzip_bomb_zeros": ("check",),
     "every_line_twice": ("check", "--json"),

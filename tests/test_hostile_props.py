@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile_corpus import base_lines, json_problem
-from hostile_harness import run_main
+from hostile_corpus import base_lines
+from hostile_harness import json_problem, run_main
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 

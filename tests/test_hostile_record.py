@@ -144,7 +144,7 @@ def test_a_disk_that_fills_up_keeps_every_complete_sample_and_nothing_partial(
     tmp_path, nvml_env, name
 ):
     f = tmp_path / name
-    limit = 4000
+    limit = 1500 if name.endswith(".gz") else 4000  # a few dozen samples either way
     r = subprocess.run(
         [
             sys.executable,
