@@ -240,7 +240,16 @@ def reading(
     d: dict[str, Any], key: str, where: str, lo: float, hi: float, integral: bool = False
 ) -> tuple[float | int | None, str | None]:
     """(value, None) for a valid reading, (None, reason) for one out of range."""
-    v = number(d.get(key), key, where)
+    v = d.get(key)
+    kind = type(v)
+    # The usual case, checked first: an int or float (exactly: a bool is neither) in range.
+    # NaN fails the comparison and takes the long way.
+    if (kind is int or kind is float) and lo <= v <= hi:  # type: ignore[operator]
+        if not integral:
+            return float(v), None  # type: ignore[arg-type]
+        if kind is int:
+            return v, None
+    v = number(v, key, where)
     if v is None:
         return None, None
     why = in_range(v, lo, hi, integral)
