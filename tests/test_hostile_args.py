@@ -140,3 +140,21 @@ def test_the_dashboard_refuses_a_fifo_at_once_instead_of_blaming_nvml(tmp_path):
     r = run_main(["--replay", str(tmp_path / "fifo")], bound=20)
     assert r.rc == 2 and not r.hung
     assert re.fullmatch(r"gputui: \S+/fifo: is a FIFO \(named pipe\).*\n", r.err), r.err
+
+
+def test_the_issues_argument_examples_as_real_command_lines(tmp_path):
+    """Each was a traceback (or a live run) in issue 11: now one line and exit 2."""
+    for argv in (
+        ["dump", "2147483648"],
+        ["bundle", "--pid", str(2**63)],
+        ["snapshot", "--timeout", "1e300"],
+        ["check", "--interval", "1e300"],
+        ["record", str(tmp_path / "f.jsonl"), "--interval", "1e300"],
+        ["dump", "1_0"],
+        ["snapshot", "--replay", ""],
+    ):
+        r = run_cli(*argv, timeout=60)
+        assert r.returncode == 2, (argv, r.stderr)
+        assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1, (argv, r.stderr)
+        assert r.stdout == ""
+    assert not (tmp_path / "f.jsonl").exists()

@@ -44,10 +44,11 @@ processes with a full command line each (256 x 16 KiB = 4 MiB) plus their readin
 that leaves room for escaping. A line of 2 million pids (16 MB) is refused after reading
 8 MiB, not 8 GB."""
 
-MAX_DEPTH = 8
-"""JSON nesting: a line is an object (1) holding `procs` (2) of objects (3) holding `env` or
-`cmdline` (4); typed records nest a little deeper. 8 leaves room, and stays far below the
-depth at which Python's parser raises RecursionError (about 1,000)."""
+MAX_DEPTH = 16
+"""JSON nesting: a GPU line is an object (1) holding `procs` (2) of objects (3) holding `env`
+or `cmdline` (4); typed records (stack dumps: ranks, threads, frames) nest deeper. 16 leaves
+room for those and stays far below the depth at which Python's parser raises RecursionError
+(about 1,000)."""
 
 MAX_PROCS_PER_GPU = 256
 """Pids, `procs` entries and `proc_mem` pairs per GPU line. MPS allows 48-60 clients per GPU
