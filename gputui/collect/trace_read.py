@@ -204,7 +204,12 @@ class TraceReader:
     # ------------------------------------------------------------ reading
 
     def read(self) -> list[Snapshot]:
-        lines = _Lines(self.path, open_untrusted(self.path))
+        raw = open_untrusted(self.path)
+        try:
+            lines = _Lines(self.path, raw)
+        except BaseException:
+            raw.close()
+            raise
         try:
             blank = full = 0
             while (got := lines.next()) is not None:
