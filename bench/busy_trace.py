@@ -11,6 +11,7 @@ table has something to redraw each second. Used by bench/app_cpu.py `--source bu
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import random
 import sys
@@ -19,14 +20,13 @@ from pathlib import Path
 from common import ROOT  # noqa: F401 - puts the checkout on sys.path
 
 from gputui.collect.source import demo_path
-from gputui.collect.trace import open_text
 
 
 def busy_lines(seconds: int, seed: int = 12) -> list[str]:
     rng = random.Random(seed)
-    with open_text(demo_path(), "r") as f:
+    with gzip.open(demo_path(), "rt", encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
-    train = [r for r in rows if r.get("phase") == "train" and "type" not in r]
+    train = [r for r in rows if r.get("phase") == "train" and "type" not in r]  # samples only
     by_t: dict[float, list[dict]] = {}
     for r in train:
         by_t.setdefault(r["t"], []).append(r)

@@ -26,11 +26,22 @@ RANK_ENV_VARS = (
 _LAUNCHER_HINTS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "deepspeed")
 
 
+MAX_RANKS = 1 << 20
+"""Largest rank or world size believed from an environment: the largest jobs run on about
+100,000 GPUs. A process's environment is input like any other, and code downstream walks
+ranks (the detector infers missing local ranks), so `LOCAL_WORLD_SIZE=1000000000000` must
+read as "unknown", not as a loop of a trillion steps."""
+
+
 def _int(v: str | None) -> int | None:
-    try:
-        return int(v) if v is not None else None
-    except ValueError:
+    """A rank variable: plain ASCII digits, 0..MAX_RANKS; anything else is unknown (None).
+
+    int() alone would take " 5", "1_0" and digits of other scripts.
+    """
+    if v is None or not (v.isascii() and v.isdigit()) or len(v) > 8:
         return None
+    n = int(v)
+    return n if n <= MAX_RANKS else None
 
 
 def rank_from_env(env: Mapping[str, str]) -> RankInfo | None:

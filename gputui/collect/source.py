@@ -13,7 +13,7 @@ from typing import Protocol
 
 from gputui.collect.jobs import group_jobs
 from gputui.collect.model import Snapshot
-from gputui.collect.trace import read_trace
+from gputui.collect.trace_read import read_trace, shown
 from gputui.errors import GputuiError
 
 
@@ -35,6 +35,10 @@ DEMO_FILE = "demo-h200x2-hang.jsonl.gz"
 # so the alert appears within half a minute of starting `gputui --demo`.
 DEMO_START_PHASE = "stall_in_loop_init"
 DEMO_LEAD_S = 8.0
+# The longest a real-time replay waits between two samples, whatever the file's gap and the
+# speed: a recording paused for a day must not make the replay sleep for a day (or overflow
+# a timer), and an hour is longer than any gap worth watching in real time.
+MAX_REPLAY_DELAY_S = 3600.0
 
 
 def demo_path() -> Path:
@@ -55,8 +59,10 @@ class ReplaySource:
         start_s: float = 0.0,
         realtime: bool = True,
     ) -> None:
-        if speed <= 0:
-            raise GputuiError("--speed must be positive")
+        if not speed > 0 or speed == float("inf"):
+            raise GputuiError("--speed must be a positive number")
+        if not snaps:
+            raise GputuiError(f"{name}: no samples to replay")
         self.snaps = snaps
         self.speed = speed
         self.realtime = realtime
@@ -67,7 +73,7 @@ class ReplaySource:
 
     @classmethod
     def from_file(cls, path: str | Path, **kw: object) -> ReplaySource:
-        return cls(read_trace(path), name=Path(path).name, **kw)  # type: ignore[arg-type]
+        return cls(read_trace(path), name=shown(Path(path).name), **kw)  # type: ignore[arg-type]
 
     @classmethod
     def demo(cls, **kw: object) -> ReplaySource:
@@ -88,7 +94,8 @@ class ReplaySource:
         snap = self.snaps[self.pos]
         self.pos += 1
         if not self.finished and self.realtime:
-            self._delay = max(0.0, (self.snaps[self.pos].t - snap.t) / self.speed)
+            gap = (self.snaps[self.pos].t - snap.t) / self.speed
+            self._delay = min(MAX_REPLAY_DELAY_S, max(0.0, gap))
         else:
             self._delay = 0.0
         return snap

@@ -17,7 +17,6 @@ with NVML's state in one line. A health check must never pass there.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Iterator
@@ -168,6 +167,7 @@ def _line(v: Verdict, t0: float) -> str:
 def run(args: argparse.Namespace) -> int:
     from gputui.diagnose.node_report import NodeReport
     from gputui.diagnose.verdict import verdict_to_json
+    from gputui.jsonout import dumps
     from gputui.watch import Watcher
 
     if args.hang_after < args.stall_after:
@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
         key = (v.key(), keys["job_key"], tuple(keys["ranks"].items()))
         if key != last_key:
             if args.json:
-                print(json.dumps({**verdict_to_json(v), **keys}), flush=True)
+                print(dumps({**verdict_to_json(v), **keys}), flush=True)
             elif first is not None:
                 human.append(_line(v, first.t))
         last, last_key = v, key

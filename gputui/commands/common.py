@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from typing import TYPE_CHECKING
 
 from gputui.errors import GputuiError
@@ -18,25 +19,124 @@ if TYPE_CHECKING:
     from gputui.collect.source import Source
 
 
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0 (an interval or a duration)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+# Bounds of numeric options. Every option ends in a sleep, a timer or a deadline; Python's
+# waits overflow near 9.2e9 s (threading.TIMEOUT_MAX) and `1e300` crashed them, so each
+# option has an upper bound the code can actually wait for.
+MAX_SECONDS = 366 * 86400.0
+"""Longest duration, timeout, window or offset any option takes: a year. Long enough for a
+recording's `--duration` or a replay's `--start`, far below any timer's overflow."""
+MIN_INTERVAL_S = 0.05
+"""Shortest sampling interval: one NVML + /proc sweep takes milliseconds; faster would only
+burn a CPU (NVML's own counters update every 1/6 s or slower)."""
+MAX_INTERVAL_S = 86400.0
+"""Longest sampling interval: a day (a sparser sample tells nothing about a hang)."""
+MIN_SPEED, MAX_SPEED = 0.01, 10_000.0
+"""Replay speed factors: 100 x slower to 10,000 x faster (a day of recording in 9 s)."""
+PID_MAX_LIMIT = 4_194_304
+"""The kernel's largest possible pid_max (PID_MAX_LIMIT on 64-bit Linux)."""
+
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _short(text: str) -> str:
+    """An argument as an error message quotes it: on one line, at most 40 characters."""
+    return repr(text[:40] + ("..." if len(text) > 40 else ""))
+
+
+def _plain_number(text: str) -> float:
+    """A decimal number as people type it: ASCII digits, an optional point and exponent.
+
+    float() alone also takes "nan", "inf", "1_0" and digits of other scripts ("١٠" is 10);
+    none of those is what a user means by a number of seconds.
+    """
+    t = text.strip()
+    if not _NUMBER.fullmatch(t):
+        raise argparse.ArgumentTypeError(f"not a number: {_short(text)}")
+    return float(t)
+
+
+def _num(v: float) -> str:
+    return f"{v:.0f}" if v == int(v) else f"{v:g}"
+
+
+def _bounded(text: str, lo: float, hi: float, what: str, *, lo_open: bool = False) -> float:
+    """A number within lo..hi (above lo when `lo_open`), else "must be WHAT" for argparse."""
+    v = _plain_number(text)
+    if not math.isfinite(v) or v > hi or v < lo or (lo_open and v == lo):
+        raise argparse.ArgumentTypeError(f"must be {what}: {_short(text)}")
     return v
+
+
+def positive_float(text: str) -> float:
+    """argparse type: seconds > 0 and <= MAX_SECONDS (a timeout, a duration, a window)."""
+    return _bounded(
+        text,
+        0.0,
+        MAX_SECONDS,
+        f"a positive number of seconds, at most {_num(MAX_SECONDS)} (a year)",
+        lo_open=True,
+    )
 
 
 def non_negative_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"must be zero or more: {text!r}")
+    """argparse type: seconds >= 0 and <= MAX_SECONDS (an offset into a recording)."""
+    return _bounded(
+        text, 0.0, MAX_SECONDS, f"zero or more seconds, at most {_num(MAX_SECONDS)} (a year)"
+    )
+
+
+def interval_seconds(text: str) -> float:
+    """argparse type: a sampling interval, MIN_INTERVAL_S..MAX_INTERVAL_S seconds."""
+    return _bounded(
+        text,
+        MIN_INTERVAL_S,
+        MAX_INTERVAL_S,
+        f"a positive number of seconds from {_num(MIN_INTERVAL_S)} to {_num(MAX_INTERVAL_S)}",
+    )
+
+
+def speed_factor(text: str) -> float:
+    """argparse type: a replay speed factor, MIN_SPEED..MAX_SPEED."""
+    return _bounded(
+        text, MIN_SPEED, MAX_SPEED, f"a positive factor from {_num(MIN_SPEED)} to {_num(MAX_SPEED)}"
+    )
+
+
+def plain_int(text: str, lo: int, hi: int, what: str = "a whole number") -> int:
+    """A whole number written in ASCII digits (an optional sign, spaces around it) within
+    lo..hi; ValueError with a one-line message otherwise. int() alone would also take "1_0"
+    and digits of other scripts, and spend quadratic time on a 100,000-digit one."""
+    t = text.strip()
+    digits = t[1:] if t[:1] in "+-" else t
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > len(str(hi)) + 2:
+        raise ValueError(f"not {what}: {_short(text)}")
+    v = int(t)
+    if not lo <= v <= hi:
+        raise ValueError(f"{what} must be {lo}..{hi}: {_short(text)}")
     return v
+
+
+def pid_max() -> int:
+    """This machine's largest pid (/proc/sys/kernel/pid_max), PID_MAX_LIMIT if unreadable."""
+    try:
+        with open("/proc/sys/kernel/pid_max") as f:
+            v = int(f.read().strip())
+    except (OSError, ValueError):
+        return PID_MAX_LIMIT
+    return v if 1 < v <= PID_MAX_LIMIT else PID_MAX_LIMIT
+
+
+def parse_pid(text: str) -> int:
+    """A pid from the command line: plain ASCII digits, 1..pid_max; GputuiError otherwise."""
+    top = pid_max()
+    if not (text.isascii() and text.isdigit()) or len(text) > 10:
+        raise GputuiError(f"not a process id: {_short(text)} (plain digits, 1..{top})")
+    pid = int(text)
+    if pid == 0:
+        raise GputuiError(f"not a process id: {_short(text)} (pids start at 1)")
+    if pid > top:
+        raise GputuiError(f"no process with pid {pid}: above this kernel's pid_max ({top})")
+    return pid
 
 
 def gpu_list(text: str) -> tuple[int, ...]:
@@ -77,7 +177,7 @@ def add_source_args(
     )
     p.add_argument(
         "--interval",
-        type=positive_float,
+        type=interval_seconds,
         default=interval,
         metavar="S",
         help=interval_help or f"seconds between live samples (default {interval:g})",
@@ -95,7 +195,7 @@ def add_app_args(p: argparse.ArgumentParser) -> None:
     add_source_args(p)
     p.add_argument(
         "--speed",
-        type=positive_float,
+        type=speed_factor,
         default=1.0,
         metavar="X",
         help="replay speed factor (default 1)",
@@ -145,7 +245,9 @@ def open_source(
     source: Source
     if getattr(args, "demo", False):
         source = ReplaySource.demo(**kw)
-    elif getattr(args, "replay", None):
+    elif getattr(args, "replay", None) is not None:
+        if not args.replay:  # an empty name is an error, never a silent live run
+            raise GputuiError("--replay: empty file name")
         source = ReplaySource.from_file(args.replay, **kw)
     else:
         from gputui.collect.live import LiveSource
@@ -167,19 +269,15 @@ def require_nonempty(name: str, values: list[int]) -> list[int]:
 
 
 def parse_pids(texts: list[str], what: str = "dump") -> list[int]:
-    """PIDs from the command line; GputuiError (exit 2) for a non-number or a missing pid."""
+    """PIDs from the command line; GputuiError (exit 2) for a non-number, a number outside
+    1..pid_max, or a pid with no process."""
     import psutil
 
     if not texts:
         raise GputuiError(f"{what}: give at least one PID")
     pids = []
     for t in texts:
-        try:
-            pid = int(t)
-        except ValueError:
-            raise GputuiError(f"not a process id: {t!r}") from None
-        if pid <= 0:
-            raise GputuiError(f"not a process id: {t!r}")
+        pid = parse_pid(t)
         if not psutil.pid_exists(pid):
             raise GputuiError(f"no process with pid {pid}")
         if pid not in pids:

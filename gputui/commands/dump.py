@@ -10,7 +10,6 @@ NVML's state is one line on stderr with exit status 2.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +93,7 @@ def _fail_lines(results: list[ToolResult]) -> int:
 
 
 def _run_job(args: argparse.Namespace, pid: int) -> int:
+    from gputui.jsonout import dumps
     from gputui.tools.dumpall import DumpAll, dump_all
     from gputui.tools.jobfind import JobMembers, find_job
 
@@ -105,7 +105,7 @@ def _run_job(args: argparse.Namespace, pid: int) -> int:
     )
     if args.json:
         doc = {"job": {"pid": pid, "pids": list(job.pids), "how": job.how}, **res.to_json()}
-        print(json.dumps(doc, indent=2))
+        print(dumps(doc, indent=2))
     else:
         for text, _kind in res.render():
             print(text)  # tool output arrives redacted (gputui.tools.runner)
@@ -118,6 +118,7 @@ def _run_job(args: argparse.Namespace, pid: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gputui.jsonout import dumps
     from gputui.tools.dumpall import dump_all
     from gputui.tools.stacks import gdb_backtrace
 
@@ -152,5 +153,5 @@ def run(args: argparse.Namespace) -> int:
                     print(ln)
     if args.json:
         out = [r.to_json() for r in results]
-        print(json.dumps({"results": out}, indent=2))
+        print(dumps({"results": out}, indent=2))
     return _fail_lines(results)

@@ -8,15 +8,23 @@ pair passed, 1 when any failed: scripts can gate a node on it.
 from __future__ import annotations
 
 import argparse
-import json
+import re
 import sys
 from pathlib import Path
 
-from gputui.commands.common import positive_float
+from gputui.commands.common import plain_int, positive_float
 from gputui.errors import GputuiError
 
 INSTALL_HINT = "the probe needs torch: pip install 'gputui[probe]'"
 _UNITS = {"": 1, "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g": 2**30, "gib": 2**30}
+
+
+MAX_SIZE = 32 << 30
+"""Largest --size: 32 GiB per buffer already fills a quarter of an H200 on each side of a
+copy; beyond that the probe measures the allocator, not the link."""
+MAX_CPU_DEVICES = 64
+"""Largest --cpu: each simulated device is a process; 64 already means 63 rounds of pairs."""
+MAX_GPU_INDEX = 255
 
 
 def size_bytes(text: str) -> int:
@@ -24,34 +32,36 @@ def size_bytes(text: str) -> int:
     t = text.strip().lower()
     num = t.rstrip("kmgib")
     unit = t[len(num) :]
-    try:
-        v = int(float(num) * _UNITS[unit])
-    except (ValueError, KeyError):
-        raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"size must be more than 0 bytes: {text!r}")
+    if unit not in _UNITS or not re.fullmatch(r"[0-9]+(\.[0-9]*)?|\.[0-9]+", num):
+        raise argparse.ArgumentTypeError(f"not a size in bytes: {text[:40]!r}")
+    v = int(float(num) * _UNITS[unit])
+    if not 0 < v <= MAX_SIZE:
+        raise argparse.ArgumentTypeError(
+            f"size must be more than 0 bytes and at most 32G: {text[:40]!r}"
+        )
     return v
 
 
 def gpu_list(text: str) -> list[int]:
     """argparse type: '0,1,3' -> [0, 1, 3]; no duplicates, no negatives."""
     try:
-        out = [int(x) for x in text.split(",") if x.strip()]
+        out = [plain_int(x, 0, MAX_GPU_INDEX, "a GPU index") for x in text.split(",") if x.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected GPU indices like 0,1,2: {text!r}") from None
-    if any(i < 0 for i in out) or len(set(out)) != len(out):
-        raise argparse.ArgumentTypeError(f"GPU indices must be distinct and >= 0: {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected GPU indices 0..{MAX_GPU_INDEX} like 0,1,2: {text[:40]!r}"
+        ) from None
+    if len(set(out)) != len(out):
+        raise argparse.ArgumentTypeError(f"GPU indices must be distinct and >= 0: {text[:40]!r}")
     return out
 
 
 def cpu_count(text: str) -> int:
     try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if v < 2:
-        raise argparse.ArgumentTypeError(f"a pair needs at least 2 devices: {text!r}")
-    return v
+        return plain_int(text, 2, MAX_CPU_DEVICES, "a number of devices")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(
+            f"{e} (a pair needs at least 2 devices; at most {MAX_CPU_DEVICES})"
+        ) from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -138,6 +148,7 @@ def select_devices(args: argparse.Namespace) -> tuple[str, list[int]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gputui.jsonout import dumps
     from gputui.probe.analysis import report_text
     from gputui.probe.runner import ProbeConfig, Progress, run_probe, torch_installed
 
@@ -159,5 +170,5 @@ def run(args: argparse.Namespace) -> int:
             report.save(args.out)
         except OSError as e:
             raise GputuiError(f"cannot write {args.out}: {e.strerror or e}") from None
-    print(json.dumps(data, indent=2) if args.json else report_text(report))
+    print(dumps(data, indent=2) if args.json else report_text(report))
     return 0 if report.ok else 1

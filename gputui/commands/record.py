@@ -23,7 +23,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from gputui.commands.common import positive_float
+from gputui.commands.common import interval_seconds, positive_float
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", metavar="FILE", help="output file; gzip when it ends in .gz")
     p.add_argument(
         "--interval",
-        type=positive_float,
+        type=interval_seconds,
         default=1.0,
         metavar="S",
         help="seconds between samples (default 1)",
@@ -88,6 +88,45 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _check_target(path: Path, force: bool) -> None:
+    """Refuse, before NVML starts, a FILE that gputui must not write to.
+
+    A symbolic link (a dangling one too) is refused, never followed; so are directories,
+    FIFOs, sockets and block devices. An existing regular file or a character device (a
+    terminal, /dev/null, /dev/full) needs --force. TraceWriter opens with O_NOFOLLOW and,
+    without --force, O_EXCL, so a file swapped in after this check is refused too.
+    """
+    import os
+    import stat
+
+    from gputui.collect.trace_read import shown
+
+    name = shown(path)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        if not path.parent.exists():
+            raise GputuiError(f"{shown(path.parent)}: no such directory") from None
+        return
+    except OSError as e:
+        raise GputuiError(f"{name}: {e.strerror or e}") from None
+    if stat.S_ISLNK(mode):
+        raise GputuiError(
+            f"{name} is a symbolic link; gputui does not write through links (give the real path)"
+        )
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            raise GputuiError(f"{name} is {kind}; record writes to a regular file")
+    if not force:
+        # Never clobber something the user saved.
+        raise GputuiError(f"{name} exists; choose another name or pass --force")
+
+
 def write_samples(
     source: Source,
     writer: TraceWriter,
@@ -118,7 +157,12 @@ def write_samples(
             failure = str(e)
             break
         if snap is not None:
-            writer.write(snap)
+            try:
+                writer.write(snap)  # flushed whole: a full disk loses only this sample
+            except GputuiError as e:  # the disk refused it (ENOSPC, EFBIG, EIO...)
+                raise GputuiError(
+                    f"{e}; kept the {writer.samples} complete sample(s) written before it"
+                ) from None
             watcher.update(snap)  # starts a dump on a stall transition; never blocks
             problem = problem_of(snap) if problem_of is not None else None
             if problem and problem != said:
@@ -139,16 +183,15 @@ def write_samples(
 def run(args: argparse.Namespace) -> int:
     from gputui.collect.live import LiveSource
     from gputui.collect.trace import TraceWriter
+    from gputui.collect.trace_read import shown
     from gputui.watch import Watcher
 
     if args.hang_after < args.stall_after:
         raise GputuiError("--hang-after must be at least --stall-after")
     path = Path(args.file)
-    if path.exists() and not args.force:
-        # Never clobber something the user saved.
-        raise GputuiError(f"{path} exists; choose another name or pass --force")
-    if not path.parent.exists():
-        raise GputuiError(f"{path.parent}: no such directory")
+    if not args.file:
+        raise GputuiError("record: empty file name")
+    _check_target(path, args.force)
     source = LiveSource(interval=args.interval, timeout=args.timeout)
     if not source.nvml.devices:
         source.close()
@@ -163,11 +206,15 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    writer = TraceWriter(path)
+    try:
+        writer = TraceWriter(path, interval=args.interval, exclusive=not args.force)
+    except GputuiError:
+        source.close()
+        raise
     watcher = Watcher(args.stall_after, args.hang_after, auto_dump=not args.no_auto_dump)
     deadline = time.monotonic() + args.duration if args.duration else None
     print(
-        f"recording {len(source.nvml.devices)} GPU(s) to {path} every {args.interval:g} s "
+        f"recording {len(source.nvml.devices)} GPU(s) to {shown(path)} every {args.interval:g} s "
         f"(Ctrl-C to stop)",
         file=sys.stderr,
     )
@@ -176,15 +223,18 @@ def run(args: argparse.Namespace) -> int:
         failure = write_samples(
             source, writer, watcher, args.interval, deadline, stop, timeout=args.timeout
         )
+    except BaseException:
+        writer.abandon()  # keep what is on disk (complete samples); write nothing more
+        raise
     finally:
         watcher.close()
-        writer.close()
         if stop.is_set():  # stopped by a signal: leave promptly, the exit releases NVML
             source.leave()
         else:
             source.close()
+    writer.close()
     dumps = f" and {writer.records} stack dump(s)" if writer.records else ""
-    print(f"wrote {writer.samples} samples{dumps} to {path}", file=sys.stderr)
+    print(f"wrote {writer.samples} samples{dumps} to {shown(path)}", file=sys.stderr)
     failure = failure or source.problem()
     if failure:
         raise GputuiError(failure)

@@ -9,7 +9,6 @@ be read is still printed).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -159,6 +158,7 @@ def snapshot_to_text(snap: Snapshot) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from gputui.collect.bounded import sample_bounded
+    from gputui.jsonout import dumps
 
     live = not (args.replay or args.demo)
     if args.at is not None and live:
@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         source.close()
     assert snap is not None
-    print(json.dumps(snapshot_to_json(snap), indent=2) if args.json else snapshot_to_text(snap))
+    print(dumps(snapshot_to_json(snap), indent=2) if args.json else snapshot_to_text(snap))
     problem = source.problem(snap) if live else None  # type: ignore[attr-defined]
     if problem:
         raise GputuiError(problem)

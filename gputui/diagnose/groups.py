@@ -114,6 +114,10 @@ def _infer_missing_ranks(
         sizes.add(r.local_world_size)
     if len(sizes) != 1 or not local:
         return
-    for r in range(sizes.pop()):
-        if r not in local and r in gpus and r not in group.members:
+    size = sizes.pop()
+    # A missing local rank r sits on GPU r, so only GPUs of this node can be one: walk them,
+    # never range(LOCAL_WORLD_SIZE), whose value comes from a process's environment (or a
+    # recording) and could be anything.
+    for r in sorted(gpus):
+        if r < size and r not in local and r not in group.members:
             group.members[r] = Member((), float("-inf"), missing_rank=r)

@@ -7,10 +7,11 @@ failed or never ran: a consumer can build the matrix without guessing what is mi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from gputui.jsonout import dumps
 
 Pair = tuple[int, int]
 
@@ -167,7 +168,7 @@ class ProbeReport:
     def save(self, path: Path) -> Path:
         """Write the JSON (creating the folder); returns the path written."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        path.write_text(dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
         return path
 
 

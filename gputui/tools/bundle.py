@@ -10,7 +10,6 @@ silently.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
@@ -28,6 +27,7 @@ from gputui import __version__
 from gputui.collect.model import ProcessInfo, Snapshot
 from gputui.collect.trace import TraceWriter
 from gputui.errors import GputuiError
+from gputui.jsonout import dumps
 from gputui.redact import redact_argv, redact_env, redact_text
 from gputui.tools import ptrace
 from gputui.tools.dumpall import DumpAll, dump_all, group_dumps, stacks_record
@@ -248,7 +248,7 @@ def write_bundle(
         rep.files.append(name)
 
     def dump_json(name: str, obj: Any) -> None:
-        write(name, json.dumps(obj, indent=2, default=str))
+        write(name, dumps(obj, indent=2, default=str))
 
     # Samples: the same format `gputui --replay` reads.
     if snapshots:

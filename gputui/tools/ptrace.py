@@ -84,7 +84,47 @@ def preflight(target: Target) -> tuple[Outcome, str] | None:
         )
     if status == psutil.STATUS_ZOMBIE:
         return Outcome.GONE, f"process {pid} has exited (a zombie its parent has not reaped)"
+    if is_kernel_thread(pid):
+        name = _comm(pid)
+        return (
+            Outcome.REFUSED,
+            f"process {pid}{f' ({name})' if name else ''} is a kernel thread: it has no "
+            "user-space stack to dump",
+        )
     return None
+
+
+PF_KTHREAD = 0x00200000  # include/linux/sched.h: "I am a kernel thread"
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name ([0] is the state letter)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode("ascii", "replace")
+    except OSError:
+        return []
+    return data.rpartition(")")[2].split()  # the command name may hold spaces and ')'
+
+
+def is_kernel_thread(pid: int) -> bool:
+    """True for a kernel thread (kthreadd, kworker...): PF_KTHREAD in the flags field of
+    /proc/PID/stat (field 9). Such a thread has no user-space memory, so py-spy and gdb can
+    only fail on it, with messages that look like the process has exited."""
+    rest = _stat_fields(pid)
+    try:
+        return bool(int(rest[6]) & PF_KTHREAD)
+    except (IndexError, ValueError):
+        return False
+
+
+def _comm(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as f:
+            name = f.read(64).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    return name if name.isprintable() else None
 
 
 def still_same(target: Target) -> bool:
@@ -185,12 +225,7 @@ def permission_advice(
 
 def state_letter(pid: int) -> str | None:
     """The state letter in /proc/PID/stat (R, S, D, T, t, Z...), None when the pid is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    rest = data.rpartition(")")[2].split()  # the command name may hold spaces and ')'
+    rest = _stat_fields(pid)
     return rest[0] if rest else None
 
 

@@ -1,0 +1,137 @@
+"""Every hostile recording through the four read-only commands, as real subprocesses.
+
+    python bench/hostile_sweep.py [--bound S] [--jobs N] [--pythonpath DIR] [--json PATH]
+
+Generates the corpus of tests/hostile_corpus.py (about 560 damaged files: every example of
+issue 11 and, field by field, what a file can carry), runs `snapshot`, `snapshot --json`,
+`check` and `check --json` on each with a time bound, and prints the issue's table
+re-measured: tries, clean errors (exit 2, one line), clean runs, and failures (tracebacks,
+hangs past the bound, invalid JSON on stdout, an error that is not one line, a file
+accepted that should be refused or the reverse).
+
+`--pythonpath DIR` runs another checkout's gputui (e.g. /work/main) on the same corpus, to
+measure before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from hostile_corpus import Case, corpus, materialize  # noqa: E402
+from hostile_harness import COMMANDS, FAILURES, judge  # noqa: E402
+
+
+def run_one(
+    case: Case, path: str, cmd: tuple[str, ...], bound: float, env: dict[str, str]
+) -> tuple[str, str, float]:
+    """(outcome, detail, seconds) of one subprocess run, killed (with its group) at `bound`."""
+    start = time.monotonic()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gputui", *cmd, "--replay", path],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        env=env,
+        cwd=tempfile.gettempdir(),  # not the checkout: `-m` puts the cwd first on sys.path
+        start_new_session=True,
+    )
+    try:
+        out, err = p.communicate(timeout=bound)
+        hung = False
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        hung = True
+    outcome, detail = judge(case, cmd, p.returncode, out, err, hung)
+    return outcome, detail, time.monotonic() - start
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bound", type=float, default=30.0, help="seconds per run (default 30)")
+    ap.add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")
+    ap.add_argument("--pythonpath", default=None, help="gputui checkout to run instead")
+    ap.add_argument("--only", default=None, help="only cases whose name contains this")
+    ap.add_argument("--json", default=None, metavar="PATH", help="also write results as JSON")
+    args = ap.parse_args()
+
+    env = dict(os.environ)
+    if args.pythonpath:
+        env["PYTHONPATH"] = args.pythonpath
+    cases = [c for c in corpus() if args.only is None or args.only in c.name]
+    with tempfile.TemporaryDirectory(prefix="gputui-hostile-") as tmp:
+        made = materialize(cases, Path(tmp))
+        jobs = [(c, p, cmd) for c, p in made for cmd in COMMANDS]
+        start = time.monotonic()
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            results = list(pool.map(lambda j: (j, run_one(*j, args.bound, env)), jobs))
+        wall = time.monotonic() - start
+
+    tally: collections.Counter[str] = collections.Counter()
+    by_cmd: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    examples: dict[str, list[str]] = collections.defaultdict(list)
+    slowest = max(results, key=lambda r: r[1][2])
+    for (case, _path, cmd), (outcome, detail, _s) in results:
+        tally[outcome] += 1
+        by_cmd[" ".join(cmd)][outcome] += 1
+        if outcome in FAILURES:
+            examples[outcome].append(f"{case.name} [{' '.join(cmd)}]: {detail[:160]}")
+
+    failures = sum(tally[f] for f in FAILURES)
+    print(f"gputui: {args.pythonpath or ROOT}  files: {len(cases)}  bound: {args.bound:g} s")
+    print()
+    print("| command | tries | clean errors | clean runs | failures |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for cmd, t in by_cmd.items():
+        fails = sum(t[f] for f in FAILURES)
+        print(f"| `{cmd}` | {sum(t.values())} | {t['clean error']} | {t['clean run']} | {fails} |")
+    print(
+        f"| **all** | {len(results)} | {tally['clean error']} | {tally['clean run']} | {failures} |"
+    )
+    print()
+    print("| failure | runs |")
+    print("| --- | ---: |")
+    for f in FAILURES:
+        print(f"| {f} | {tally[f]} |")
+    (case, _p, cmd), (_o, _d, secs) = slowest
+    print()
+    print(f"wall {wall:.0f} s; slowest run {secs:.2f} s ({case.name}, {' '.join(cmd)})")
+    for outcome, lines in examples.items():
+        print(f"\n{outcome} ({len(lines)}):")
+        for line in lines[:12]:
+            print(f"  {line}")
+    if args.json:
+        import json
+
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "files": len(cases),
+                    "runs": len(results),
+                    "tally": dict(tally),
+                    "by_command": {k: dict(v) for k, v in by_cmd.items()},
+                    "failures": {k: v for k, v in examples.items()},
+                },
+                indent=2,
+            )
+        )
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
