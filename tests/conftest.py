@@ -77,3 +77,29 @@ def _has_gpu() -> bool:
 
 HAS_GPU = _has_gpu()
 no_gpu_only = pytest.mark.skipif(HAS_GPU, reason="checks the no-GPU path; this machine has GPUs")
+
+
+# Modules whose tests drive external programs end to end (a real Prometheus, sshd and ssh,
+# tmux, a wheel build, torch jobs, the stand-in driver in many subprocesses). They test those
+# programs with gputui, not the Python version: .ci/run runs them on the main Python only.
+SLOW_MODULES = {
+    "test_exporter_prometheus",
+    "test_terminal",
+    "test_packaging",
+    "test_nvml_standin",
+    "test_nvml_standin_tui",
+    "test_secrets_corpus",
+    "test_fleet",
+    "test_flightrec",
+    "test_probe",
+    "test_probe_cli",
+    "test_probe_screen",
+    "test_multi_rank",
+    "test_bench_quick",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)

@@ -18,7 +18,7 @@ from synth import timeline
 
 from gputui.collect.hostlist import expand_hosts, host_from_name
 from gputui.collect.source import demo_path, filter_gpus
-from gputui.collect.trace import TraceWriter, read_trace
+from gputui.collect.trace import TraceWriter
 from gputui.diagnose.merge import line_from_json, merge, stack_groups
 
 STALL_END_S = 95.0  # inside the demo's stall_in_loop phase (rank 1 stuck, GPU 1 idle)
@@ -32,14 +32,14 @@ def check_lines(*args: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def demo_until_stall(tmp_path_factory) -> str:
-    """The real demo recording, cut at the end of its first stall."""
+    """The real demo recording, cut at the end of its first stall: its own lines, with no
+    `meta` line (like the calibration files), so a replay names it after the file."""
     path = tmp_path_factory.mktemp("demo") / "demo.jsonl.gz"
-    snaps = read_trace(demo_path())
-    w = TraceWriter(path)
-    for s in snaps:
-        if s.t - snaps[0].t <= STALL_END_S:
-            w.write(s)
-    w.close()
+    with gzip.open(demo_path(), "rt") as f:
+        lines = [json.loads(x) for x in f if x.strip()]
+    t0 = lines[0]["t"]
+    with gzip.open(path, "wt") as f:
+        f.writelines(json.dumps(d) + "\n" for d in lines if d["t"] - t0 <= STALL_END_S)
     return str(path)
 
 
@@ -84,7 +84,7 @@ def test_expect_names_the_host_that_sent_nothing(demo_until_stall, tmp_path):
 
 def write_split(tmp_path: Path, name: str, snaps, gpus: set[int]) -> str:
     path = tmp_path / f"{name}.jsonl"
-    w = TraceWriter(path)
+    w = TraceWriter(path, host=name)  # as `gputui record` on that node would write it
     for s in snaps:
         w.write(filter_gpus(s, frozenset(gpus)))
     w.close()

@@ -59,7 +59,6 @@ def require_terminal() -> None:
 def run(args: argparse.Namespace) -> int:
     if args.hang_after < args.stall_after:
         raise GputuiError("--hang-after must be at least --stall-after")
-    require_terminal()
     # A lost terminal (ssh dropped, tmux pane killed) must end gputui even when the shell
     # that started it ignored SIGHUP (nohup, some job launchers).
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
@@ -76,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
             "nvidia-smi); `gputui --demo` works without a GPU"
         )
     if isinstance(result[0], BaseException):
-        raise result[0]
+        raise result[0]  # a bad recording or NVML's error first: what the user must fix
+    require_terminal()
     source, first = result[0]
     app = GputuiApp(
         source,

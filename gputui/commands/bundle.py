@@ -71,7 +71,7 @@ def _samples(args: argparse.Namespace) -> tuple[list[Snapshot], str | None]:
     """The samples to bundle, and NVML's trouble in one line (None when there is none)."""
     from gputui.errors import GputuiError
 
-    replay = bool(args.replay or args.demo)
+    replay = args.demo or args.replay is not None  # `--replay ''` is bad input, not live
     try:
         src = open_source(args, realtime=False)
     except GputuiError as e:
