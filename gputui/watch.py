@@ -21,17 +21,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputui.collect.frames import RankStack
 from gputui.collect.model import Job, ProcessInfo, Snapshot
-from gputui.diagnose.culprit import explain_stacks
 from gputui.diagnose.detector import Detector
 from gputui.diagnose.evidence import Evidence, fold
-from gputui.diagnose.nccl import explain_nccl
 from gputui.diagnose.verdict import HUNG, STALLED, Verdict
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 AUTO_DUMP_TIMEOUT_S = 5.0  # per rank; py-spy took 10-20 ms on a hung H200 rank
 # A record taken this long before a job's spinning began still belongs to that episode
@@ -86,6 +86,20 @@ def gather_stacks(target: JobTarget, cancel: threading.Event) -> dict[str, Any] 
             "trigger": target.trigger,
             "ranks": [r.to_json() for r in [*failed, *target.gone]],
         }
+
+
+def explain_stacks(record: dict[str, Any], v: Verdict, snap: Snapshot | None) -> Evidence:
+    """gputui.diagnose.culprit's explainer, imported at the first stall, not at start-up."""
+    from gputui.diagnose.culprit import explain_stacks as explain
+
+    return explain(record, v, snap)
+
+
+def explain_nccl(record: dict[str, Any], v: Verdict, snap: Snapshot | None) -> Evidence:
+    """gputui.diagnose.nccl's explainer, imported when an nccl record is first explained."""
+    from gputui.diagnose.nccl import explain_nccl as explain
+
+    return explain(record, v, snap)
 
 
 def gather_nccl(target: JobTarget, cancel: threading.Event) -> dict[str, Any] | None:
@@ -178,6 +192,8 @@ class Watcher:
         for kind, gather in self.gatherers:
             pool = self._pools.get(kind)
             if pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
                 pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"gputui-{kind}")
                 self._pools[kind] = pool
             self._futures.append(pool.submit(self._run, gather, target))
