@@ -16,9 +16,12 @@ that completed the marker, well under 1 ms). `auto` takes tmux when it is instal
   watching a running job lives in.
 - `floor` (bench/floor_app.py): a bare Textual app that repaints one line a second. Its
   figures, in the same run, are what Textual itself costs.
-- `--no-pyc`: every app compiles its modules from source at each start, as on images with
-  PYTHONDONTWRITEBYTECODE=1 or `pip install --no-compile` (PYTHONDONTWRITEBYTECODE=1 and an
-  empty `-X pycache_prefix` directory, so no .pyc is read or written; nothing is deleted).
+- `--no-pyc`: the apps' installed packages are compiled from source at each start, as after
+  `pip install --no-compile` on an image with PYTHONDONTWRITEBYTECODE=1: every non-stdlib
+  module the apps import (gputui, textual, rich, psutil, nvidia-ml-py ... and nvitop) is copied
+  without its __pycache__ into a temporary directory that goes first on PYTHONPATH, and
+  PYTHONDONTWRITEBYTECODE=1 keeps it that way; the standard library keeps its .pyc, as a
+  system Python has them. Nothing installed is touched.
 - CPU: user + system seconds of the app's process (and its children) over --duration s,
   after --warmup s, as a percentage of one core; the start-up CPU is reported apart.
 - memory: the app's peak RSS (VmHWM from /proc/PID/status: the high-water mark, not a sample).
@@ -78,6 +81,39 @@ POWER = r"re:\d+/\d+ ?W"  # gputui's and the floor's power/limit figure, e.g. 12
 NVITOP_POWER = r"re:\d+W / \d+W"  # nvitop's, e.g. 80W / 700W
 
 
+def source_only_tree(dest: Path, modules: list[str]) -> str:
+    """Copies, without any __pycache__, of every non-stdlib package these modules import
+    (in a child Python, so this process's imports do not count)."""
+    import json
+    import shutil
+    import subprocess
+
+    code = (
+        "import importlib, json, sys\n"
+        f"for m in {modules!r}:\n"
+        "    try: importlib.import_module(m)\n"
+        "    except Exception: pass\n"
+        "std = set(sys.stdlib_module_names)\n"
+        "out = {}\n"
+        "for name, mod in list(sys.modules.items()):\n"
+        "    top = name.split('.')[0]\n"
+        "    f = getattr(mod, '__file__', None)\n"
+        "    if top in std or not f or name != top: continue\n"
+        "    out[top] = f\n"
+        "print(json.dumps(out))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    dest.mkdir(parents=True)
+    for top, f in json.loads(r.stdout).items():
+        src = Path(f)
+        if src.name == "__init__.py":
+            shutil.copytree(src.parent, dest / top, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.suffix == ".py":
+            shutil.copy2(src, dest / src.name)
+        # extension modules (.so) have no .pyc; their packages were copied above
+    return str(dest)
+
+
 def app_specs(
     apps: list[str],
     source: str,
@@ -89,12 +125,14 @@ def app_specs(
 ) -> tuple[list[AppSpec], list[str]]:
     """The apps to start, each with the markers of its first frame with data.
 
-    `no_pyc`: an empty directory; every app then runs with PYTHONDONTWRITEBYTECODE=1 and
-    PYTHONPYCACHEPREFIX pointing there, so it neither reads nor writes any .pyc.
+    `no_pyc`: a directory of source-only copies of the apps' packages (source_only_tree); every
+    app then runs with it first on PYTHONPATH and PYTHONDONTWRITEBYTECODE=1.
     """
     specs, skipped = [], []
     have_gpu = bool(gpu_names())
-    pre = ["env", "PYTHONDONTWRITEBYTECODE=1", f"PYTHONPYCACHEPREFIX={no_pyc}"] if no_pyc else []
+    pre = (
+        ["env", "-C", no_pyc, "PYTHONDONTWRITEBYTECODE=1", f"PYTHONPATH={no_pyc}"] if no_pyc else []
+    )
     for name in apps:
         name, _, cmd = name.partition("=")  # NAME=COMMAND: another build, e.g. an older gputui
         if name.startswith("gputui"):
@@ -243,7 +281,11 @@ def run(
         busy = str(Path(tmp) / "busy.jsonl")
         if source == "busy":
             Path(busy).write_text("\n".join(busy_lines(int(duration + 60))) + "\n")
-        empty = str(Path(tmp) / "no-pycache") if no_pyc else None
+        empty = (
+            source_only_tree(Path(tmp) / "src", ["gputui.ui.app", "gputui.cli", "nvitop"])
+            if no_pyc
+            else None
+        )
         specs, skipped = app_specs(
             apps or ["gputui", "nvitop"], source, interval, nvitop, gputui, busy, empty
         )
