@@ -113,3 +113,25 @@ def many_processes(t: float, states: Sequence[str], per_gpu: int) -> Snapshot:
             for p in extra
         ]
     return replace(base, gpus=tuple(gpus), processes=tuple(procs), jobs=group_jobs(procs))
+
+
+def with_real_pids(
+    t: float, pids: Sequence[int | None], states: Sequence[str], master: str = "h:1"
+) -> Snapshot:
+    """GPU r in states[r], holding the REAL process pids[r] as rank r (its create time read
+    from the host, so the tools' identity check passes); None or "gone"/"free": no process.
+    How the tests put live processes that stand in for ranks behind synthetic GPU readings."""
+    import psutil
+
+    n = len(pids)
+    gpus, procs = [], []
+    for r, (pid, state) in enumerate(zip(pids, states, strict=True)):
+        gpus.append(gpu(r, state, pid=pid or 0))
+        if pid is None or state in ("gone", "free"):
+            continue
+        rank = RankInfo(rank=r, local_rank=r, world_size=n, local_world_size=n, master=master)
+        created = psutil.Process(pid).create_time()
+        procs.append(
+            ProcessInfo(pid=pid, create_time=created, cmdline=("python",), gpus=(r,), rank=rank)
+        )
+    return Snapshot(t=t, gpus=tuple(gpus), processes=tuple(procs), jobs=group_jobs(procs))

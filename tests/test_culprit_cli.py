@@ -17,15 +17,13 @@ import threading
 import time
 from collections.abc import Iterator
 
-import psutil
 import pytest
 from conftest import run_cli
-from synth import gpu, timeline
+from synth import timeline, with_real_pids
 from targets.launch import Targets
 
 from gputui.cli import build_parser
-from gputui.collect.jobs import group_jobs
-from gputui.collect.model import ProcessInfo, RankInfo, Snapshot
+from gputui.collect.model import Snapshot
 from gputui.collect.source import ReplaySource
 from gputui.collect.trace import TraceWriter, read_trace
 from gputui.commands.record import write_samples
@@ -114,13 +112,7 @@ def test_a_typed_record_with_a_bad_envelope_is_one_line_and_exit_2(tmp_path):
 
 def live_snapshot(t: float, pids: list[int], states: list[str]) -> Snapshot:
     """GPU r in states[r], holding the real process pids[r] (rank r)."""
-    gpus, procs = [], []
-    for r, (pid, state) in enumerate(zip(pids, states, strict=True)):
-        gpus.append(gpu(r, state, pid=pid))
-        rank = RankInfo(rank=r, local_rank=r, world_size=len(pids), master="h:7")
-        created = psutil.Process(pid).create_time()
-        procs.append(ProcessInfo(pid, created, cmdline=("python",), gpus=(r,), rank=rank))
-    return Snapshot(t, tuple(gpus), tuple(procs), group_jobs(procs))
+    return with_real_pids(t, pids, states, master="h:7")
 
 
 class RealProcesses:

@@ -25,13 +25,11 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import psutil
 import pytest
-from synth import DT, gpu
+from synth import DT, with_real_pids
 from targets.launch import BLOCKED, Targets
 
-from gputui.collect.jobs import group_jobs
-from gputui.collect.model import ProcessInfo, RankInfo, Snapshot
+from gputui.collect.model import Snapshot
 from gputui.diagnose.verdict import Verdict
 from gputui.tools import ptrace
 from gputui.tools.which import find_tool
@@ -69,18 +67,7 @@ def start_job(targets: Targets, roles: Sequence[str]) -> list[int]:
 
 def snapshot(t: float, pids: Sequence[int | None], states: Sequence[str]) -> Snapshot:
     """GPU r in states[r], holding the real process pids[r] (rank r); None: no process."""
-    n = len(pids)
-    gpus, procs = [], []
-    for r, (pid, state) in enumerate(zip(pids, states, strict=True)):
-        gpus.append(gpu(r, state, pid=pid or 0))
-        if pid is None or state in ("gone", "free"):
-            continue
-        rank = RankInfo(rank=r, local_rank=r, world_size=n, local_world_size=n, master="h:1")
-        created = psutil.Process(pid).create_time()
-        procs.append(
-            ProcessInfo(pid=pid, create_time=created, cmdline=("python",), gpus=(r,), rank=rank)
-        )
-    return Snapshot(t=t, gpus=tuple(gpus), processes=tuple(procs), jobs=group_jobs(procs))
+    return with_real_pids(t, pids, states)
 
 
 def run_until_evidence(

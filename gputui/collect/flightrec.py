@@ -20,9 +20,7 @@ import contextlib
 import errno
 import os
 import shutil
-import signal
 import stat
-import subprocess
 import tempfile
 import threading
 import time
@@ -31,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui.collect.fr_analyzer import parse_analyzer
+from gputui.collect.subproc import run_bounded
 from gputui.redact import redact_text
 
 PIPE_ENV = "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"
@@ -225,36 +224,18 @@ def run_analyzer(
     cancel: threading.Event,
 ) -> tuple[str, int | None, str, float]:
     """(outcome, exit status, output, seconds): outcome done | timeout | cancelled | failed."""
-    start = time.monotonic()
-    kw: dict[str, Any] = {}
-    if os.geteuid() == 0 and uid not in (None, 0):
-        kw = {"user": uid, "group": gid if gid is not None else uid, "extra_groups": []}
-    with tempfile.TemporaryFile() as out:
-        try:
-            proc = subprocess.Popen(  # noqa: S603 - an argument list: the job's python
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=cwd,
-                env=dict(env),
-                start_new_session=True,
-                **kw,
-            )
-        except OSError as e:
-            return "failed", None, f"cannot start {argv[0]}: {e.strerror or e}", 0.0
-        outcome = "done"
-        while proc.poll() is None:
-            if cancel.is_set() or time.monotonic() - start > timeout:
-                outcome = "cancelled" if cancel.is_set() else "timeout"
-                with contextlib.suppress(OSError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                break
-            cancel.wait(0.1)
-        out.seek(0)
-        text = out.read(MAX_OUTPUT_BYTES).decode("utf-8", errors="replace")
-    return outcome, proc.returncode, text, round(time.monotonic() - start, 3)
+    outcome, rc, out, err, secs = run_bounded(
+        argv,
+        timeout=timeout,
+        cancel=cancel,
+        env=env,
+        cwd=cwd,
+        merge_stderr=True,
+        uid=uid,
+        gid=gid,
+        max_stdout=MAX_OUTPUT_BYTES,
+    )
+    return outcome, rc, out or err, secs
 
 
 # ---------------------------------------------------------------- all of it

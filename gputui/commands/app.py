@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 
-from gputui.commands.common import open_source
+from gputui.commands.common import check_detector_args, open_source
 from gputui.errors import GputuiError
 
 NVML_START_TIMEOUT = 15.0  # seconds for nvmlInit and the device list before giving up
@@ -57,8 +57,7 @@ def require_terminal() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.hang_after < args.stall_after:
-        raise GputuiError("--hang-after must be at least --stall-after")
+    check_detector_args(args)
     # A lost terminal (ssh dropped, tmux pane killed) must end gputui even when the shell
     # that started it ignored SIGHUP (nohup, some job launchers).
     signal.signal(signal.SIGHUP, signal.SIG_DFL)

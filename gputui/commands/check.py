@@ -22,7 +22,14 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from gputui.commands.common import add_host_arg, add_source_args, open_source, positive_float
+from gputui.commands.common import (
+    add_detector_args,
+    add_host_arg,
+    add_source_args,
+    check_detector_args,
+    open_source,
+    positive_float,
+)
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
@@ -62,25 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="live: exit 2 if NVML does not start, or a sample does not come, within S "
         "seconds (default 10)",
     )
-    p.add_argument(
-        "--stall-after",
-        type=positive_float,
-        default=10.0,
-        metavar="S",
-        help="seconds of spinning before a job is stalled (default 10)",
-    )
-    p.add_argument(
-        "--hang-after",
-        type=positive_float,
-        default=60.0,
-        metavar="S",
-        help="seconds of spinning before a job is hung (default 60)",
-    )
-    p.add_argument(
-        "--no-auto-dump",
-        action="store_true",
-        help="do not py-spy the stalled job's ranks (py-spy pauses each for a few ms)",
-    )
+    add_detector_args(p, "do not py-spy the stalled job's ranks (py-spy pauses each for a few ms)")
     p.set_defaults(func=run)
 
 
@@ -170,8 +159,7 @@ def run(args: argparse.Namespace) -> int:
     from gputui.jsonout import dumps
     from gputui.watch import Watcher
 
-    if args.hang_after < args.stall_after:
-        raise GputuiError("--hang-after must be at least --stall-after")
+    check_detector_args(args)
     live = not (args.replay or args.demo)
     source = open_source(args, realtime=False)  # NVML's start is bounded by --timeout
     watcher = Watcher(args.stall_after, args.hang_after, auto_dump=not args.no_auto_dump, live=live)

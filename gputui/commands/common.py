@@ -191,8 +191,8 @@ def add_source_args(
     )
 
 
-def add_app_args(p: argparse.ArgumentParser) -> None:
-    add_source_args(p)
+def add_replay_args(p: argparse.ArgumentParser) -> None:
+    """--speed and --start, for the commands that play a replay in (scaled) real time."""
     p.add_argument(
         "--speed",
         type=speed_factor,
@@ -207,25 +207,40 @@ def add_app_args(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="start a replay S seconds into the file",
     )
-    p.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
+
+
+def add_detector_args(p: argparse.ArgumentParser, auto_dump: str | None = None) -> None:
+    """The hang detector's two thresholds and, where the command can take stacks,
+    --no-auto-dump (`auto_dump`: its help text). `check_detector_args` checks the pair."""
     p.add_argument(
         "--stall-after",
         type=positive_float,
         default=10.0,
         metavar="S",
-        help="seconds of spinning before a job is reported stalled (default 10)",
+        help="seconds of spinning before a job is stalled (default 10)",
     )
     p.add_argument(
         "--hang-after",
         type=positive_float,
         default=60.0,
         metavar="S",
-        help="seconds of spinning before a job is reported hung (default 60)",
+        help="seconds of spinning before a job is hung (default 60)",
     )
-    p.add_argument(
-        "--no-auto-dump",
-        action="store_true",
-        help="do not py-spy a stalled job's ranks on its own (py-spy pauses each for a few ms)",
+    if auto_dump:
+        p.add_argument("--no-auto-dump", action="store_true", help=auto_dump)
+
+
+def check_detector_args(args: argparse.Namespace) -> None:
+    if args.hang_after < args.stall_after:
+        raise GputuiError("--hang-after must be at least --stall-after")
+
+
+def add_app_args(p: argparse.ArgumentParser) -> None:
+    add_source_args(p)
+    add_replay_args(p)
+    p.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
+    add_detector_args(
+        p, "do not py-spy a stalled job's ranks on its own (py-spy pauses each for a few ms)"
     )
 
 

@@ -12,10 +12,11 @@ import threading
 from typing import TYPE_CHECKING
 
 from gputui.commands.common import (
+    add_detector_args,
+    add_replay_args,
     add_source_args,
-    non_negative_float,
+    check_detector_args,
     open_source,
-    positive_float,
 )
 from gputui.errors import GputuiError
 
@@ -56,39 +57,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "a free port)",
     )
     add_source_args(p)
-    p.add_argument(
-        "--speed",
-        type=positive_float,
-        default=1.0,
-        metavar="X",
-        help="replay speed factor (default 1)",
-    )
-    p.add_argument(
-        "--start",
-        type=non_negative_float,
-        default=None,
-        metavar="S",
-        help="start a replay S seconds into the file",
-    )
+    add_replay_args(p)
     p.add_argument(
         "--loop",
         action="store_true",
         help="start a replay over when it ends (a demo exporter that stays up)",
     )
-    p.add_argument(
-        "--stall-after",
-        type=positive_float,
-        default=10.0,
-        metavar="S",
-        help="seconds of spinning before a job is stalled (default 10)",
-    )
-    p.add_argument(
-        "--hang-after",
-        type=positive_float,
-        default=60.0,
-        metavar="S",
-        help="seconds of spinning before a job is hung (default 60)",
-    )
+    add_detector_args(p)  # the exporter never attaches to a process: no --no-auto-dump
     p.set_defaults(func=run)
 
 
@@ -125,8 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from gputui.exporter.looping import LoopingSource
     from gputui.exporter.run import serve
 
-    if args.hang_after < args.stall_after:
-        raise GputuiError("--hang-after must be at least --stall-after")
+    check_detector_args(args)
     replay = args.demo or args.replay
     if args.loop and not replay:
         raise GputuiError("--loop needs --replay FILE or --demo")

@@ -23,7 +23,12 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from gputui.commands.common import interval_seconds, positive_float
+from gputui.commands.common import (
+    add_detector_args,
+    check_detector_args,
+    interval_seconds,
+    positive_float,
+)
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
@@ -65,25 +70,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "seconds (default 10)",
     )
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
-    p.add_argument(
-        "--no-auto-dump",
-        action="store_true",
-        help="do not py-spy a stalled job's ranks into the recording (py-spy pauses each "
-        "rank for a few ms)",
-    )
-    p.add_argument(
-        "--stall-after",
-        type=positive_float,
-        default=10.0,
-        metavar="S",
-        help="seconds of spinning before a job is stalled and its ranks dumped (default 10)",
-    )
-    p.add_argument(
-        "--hang-after",
-        type=positive_float,
-        default=60.0,
-        metavar="S",
-        help="seconds of spinning before a job is hung and dumped again (default 60)",
+    add_detector_args(
+        p,
+        "do not py-spy a stalled job's ranks into the recording (py-spy pauses each rank "
+        "for a few ms)",
     )
     p.set_defaults(func=run)
 
@@ -186,8 +176,7 @@ def run(args: argparse.Namespace) -> int:
     from gputui.collect.trace_read import shown
     from gputui.watch import Watcher
 
-    if args.hang_after < args.stall_after:
-        raise GputuiError("--hang-after must be at least --stall-after")
+    check_detector_args(args)
     path = Path(args.file)
     if not args.file:
         raise GputuiError("record: empty file name")

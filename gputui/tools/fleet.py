@@ -14,18 +14,14 @@ name (e.g. `--replay /shared/rec/{host}.jsonl.gz`).
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import shlex
-import signal
-import subprocess
-import tempfile
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+
+from gputui.collect import subproc
 
 MAX_OUTPUT = 64 << 20  # per host
 SSH_FAILED = 255  # ssh's own exit status: no connection, authentication, host key
@@ -97,37 +93,7 @@ def run_bounded(
     argv: list[str], timeout: float, cancel: threading.Event, env: dict[str, str] | None = None
 ) -> tuple[str, int | None, str, str, float]:
     """(outcome, rc, stdout, stderr, seconds): the process group is killed past `timeout`."""
-    start = time.monotonic()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        try:
-            proc = subprocess.Popen(  # noqa: S603 - an argument list built above
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-                env=env,
-            )
-        except OSError as e:
-            return "failed", None, "", f"cannot start {argv[0]}: {e.strerror or e}", 0.0
-        outcome = "done"
-        while True:
-            try:
-                proc.wait(timeout=0.1)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            if cancel.is_set() or time.monotonic() - start > timeout:
-                outcome = "cancelled" if cancel.is_set() else "timeout"
-                with contextlib.suppress(OSError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                break
-        out.seek(0)
-        err.seek(0)
-        stdout = out.read(MAX_OUTPUT).decode("utf-8", errors="replace")
-        stderr = err.read(64 << 10).decode("utf-8", errors="replace")
-    return outcome, proc.returncode, stdout, stderr, round(time.monotonic() - start, 3)
+    return subproc.run_bounded(argv, timeout=timeout, cancel=cancel, env=env, max_stdout=MAX_OUTPUT)
 
 
 def _last_line(text: str) -> str:

@@ -132,25 +132,10 @@ class MultiJob:
 
 
 def snapshot(t: float, pids: Sequence[int | None], states: Sequence[str]):  # -> Snapshot
-    """GPU r in states[r], holding the real process pids[r] as rank r; None: no process."""
-    import psutil
-    from synth import gpu
+    """GPU r in states[r], holding the real process pids[r] (rank r)."""
+    from synth import with_real_pids
 
-    from gputui.collect.jobs import group_jobs
-    from gputui.collect.model import ProcessInfo, RankInfo, Snapshot
-
-    n = len(pids)
-    gpus, procs = [], []
-    for r, (pid, state) in enumerate(zip(pids, states, strict=True)):
-        gpus.append(gpu(r, state, pid=pid or 0))
-        if pid is None or state in ("gone", "free"):
-            continue
-        rank = RankInfo(rank=r, local_rank=r, world_size=n, local_world_size=n, master="h:1")
-        created = psutil.Process(pid).create_time()
-        procs.append(
-            ProcessInfo(pid=pid, create_time=created, cmdline=("python",), gpus=(r,), rank=rank)
-        )
-    return Snapshot(t=t, gpus=tuple(gpus), processes=tuple(procs), jobs=group_jobs(procs))
+    return with_real_pids(t, pids, states)
 
 
 def watch(pids: Sequence[int], stalled: Sequence[str], dt: float = 0.25, wait: float = 60.0):
