@@ -25,16 +25,17 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.strip import Strip
 
-from gputui.collect.model import ProcessInfo, Snapshot
+from gputui.collect.model import Snapshot
 from gputui.collect.sampler import Sampler
 from gputui.collect.source import Source
 from gputui.ui.actions import RECENT, ProcessActions
 from gputui.ui.banner import VerdictBanner, banner_height
-from gputui.ui.bars import FilterChanged, KeyBar, StatusLine
+from gputui.ui.bars import KeyBar, StatusLine
 from gputui.ui.gpu_board import HISTORY, GpuBoard, GpuHistory
 from gputui.ui.messages import EvidenceArrived, SamplerFailed, SnapshotReady, SourceEnded
 from gputui.ui.process_table import ProcessTable
 from gputui.ui.strips import LineView, text_line
+from gputui.ui.table_actions import TableActions
 from gputui.watch import Watcher
 
 NO_GPU_HINT = "Try `gputui --demo` to replay a real NCCL hang recorded on 2 x H200."
@@ -66,7 +67,7 @@ class NoGpuNote(LineView):
         ]
 
 
-class GputuiApp(ProcessActions, App[None]):
+class GputuiApp(ProcessActions, TableActions, App[None]):
     TITLE = "gputui"
     CSS = "Screen { layout: vertical; }"
     BINDINGS = [
@@ -352,80 +353,3 @@ class GputuiApp(ProcessActions, App[None]):
         from gputui.ui.details_screen import DetailsScreen
 
         self.push_screen(DetailsScreen(self.verdict, self.snapshot))
-
-    # -- table actions
-    def _table(self) -> ProcessTable:
-        return self.table
-
-    def _note(self, text: str) -> None:
-        self.keybar.set_note(text)
-        self.set_timer(3.0, lambda: self.keybar.set_note(""))
-
-    def action_sort(self) -> None:
-        table = self._table()
-        self._note(f"sorted by {table.step_sort(1)}")
-
-    def action_sort_step(self, delta: int) -> None:
-        self._note(f"sorted by {self._table().step_sort(delta)}")
-
-    def action_sort_reverse(self) -> None:
-        table = self._table()
-        table.sort(table.sort_by, reverse=not table.reverse)
-
-    def action_tree(self) -> None:
-        table = self._table()
-        table.set_tree(not table.tree_view)
-
-    def action_view(self) -> None:
-        board = self.board
-        board.view = {"auto": "compact", "compact": "full", "full": "auto"}[board.view]
-        board.redraw()
-        self._note(f"GPU view: {board.view}")
-
-    def action_pause(self) -> None:
-        self.sampler.pause(not self.sampler.paused)
-        self._refresh_status()
-
-    def action_filter(self) -> None:
-        self.keybar.start(self.table.filter_text)
-
-    def action_clear_filter(self) -> None:
-        if self._table().filter_text:
-            self._table().set_filter("")
-
-    def on_filter_changed(self, msg: FilterChanged) -> None:
-        table = self._table()
-        table.set_filter(msg.text)
-        table.focus()
-
-    def action_jump_suspect(self) -> None:
-        self._select_suspect(quiet=False)
-
-    def _select_suspect(self, quiet: bool) -> None:
-        v, snap = self.verdict, self.snapshot
-        if v is None or snap is None or v.state == "ok":
-            if not quiet:
-                self.notify("no stalled job: nothing to jump to", timeout=3)
-            return
-        table = self._table()
-        pids = list(v.suspect_pids)
-        pids += [p.pid for p in snap.processes if set(p.gpus) & set(v.suspects)]
-        for pid in pids:
-            if table.select_pid(pid):
-                if not quiet:
-                    table.focus()
-                return
-        if quiet:
-            return
-        gpus = ", ".join(map(str, v.suspects)) or "none"
-        self.notify(
-            f"suspect GPU {gpus} has no process any more: its rank has exited; "
-            "dump the waiting ranks (a) to see where they wait",
-            timeout=6,
-        )
-
-    def selected_process(self) -> ProcessInfo | None:
-        p = self._table().selected()
-        if p is None:
-            self.notify("select a process first (up/down in the table)", timeout=3)
-        return p

@@ -1,0 +1,94 @@
+"""The dashboard's keys that act on its own view: sort, filter, tree, GPU view, pause, and
+selecting the suspect. Kept apart from the app's layout and data flow (app.py) and from the
+keys that act on processes (actions.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gputui.collect.model import ProcessInfo
+from gputui.ui.bars import FilterChanged
+from gputui.ui.process_table import ProcessTable
+
+if TYPE_CHECKING:
+    from gputui.ui.app import GputuiApp
+
+
+class TableActions:
+    """Mixin for GputuiApp."""
+
+    def _table(self: GputuiApp) -> ProcessTable:
+        return self.table
+
+    def _note(self: GputuiApp, text: str) -> None:
+        self.keybar.set_note(text)
+        self.set_timer(3.0, lambda: self.keybar.set_note(""))
+
+    def action_sort(self: GputuiApp) -> None:
+        table = self._table()
+        self._note(f"sorted by {table.step_sort(1)}")
+
+    def action_sort_step(self: GputuiApp, delta: int) -> None:
+        self._note(f"sorted by {self._table().step_sort(delta)}")
+
+    def action_sort_reverse(self: GputuiApp) -> None:
+        table = self._table()
+        table.sort(table.sort_by, reverse=not table.reverse)
+
+    def action_tree(self: GputuiApp) -> None:
+        table = self._table()
+        table.set_tree(not table.tree_view)
+
+    def action_view(self: GputuiApp) -> None:
+        board = self.board
+        board.view = {"auto": "compact", "compact": "full", "full": "auto"}[board.view]
+        board.redraw()
+        self._note(f"GPU view: {board.view}")
+
+    def action_pause(self: GputuiApp) -> None:
+        self.sampler.pause(not self.sampler.paused)
+        self._refresh_status()
+
+    def action_filter(self: GputuiApp) -> None:
+        self.keybar.start(self.table.filter_text)
+
+    def action_clear_filter(self: GputuiApp) -> None:
+        if self._table().filter_text:
+            self._table().set_filter("")
+
+    def on_filter_changed(self: GputuiApp, msg: FilterChanged) -> None:
+        table = self._table()
+        table.set_filter(msg.text)
+        table.focus()
+
+    def action_jump_suspect(self: GputuiApp) -> None:
+        self._select_suspect(quiet=False)
+
+    def _select_suspect(self: GputuiApp, quiet: bool) -> None:
+        v, snap = self.verdict, self.snapshot
+        if v is None or snap is None or v.state == "ok":
+            if not quiet:
+                self.notify("no stalled job: nothing to jump to", timeout=3)
+            return
+        table = self._table()
+        pids = list(v.suspect_pids)
+        pids += [p.pid for p in snap.processes if set(p.gpus) & set(v.suspects)]
+        for pid in pids:
+            if table.select_pid(pid):
+                if not quiet:
+                    table.focus()
+                return
+        if quiet:
+            return
+        gpus = ", ".join(map(str, v.suspects)) or "none"
+        self.notify(
+            f"suspect GPU {gpus} has no process any more: its rank has exited; "
+            "dump the waiting ranks (a) to see where they wait",
+            timeout=6,
+        )
+
+    def selected_process(self: GputuiApp) -> ProcessInfo | None:
+        p = self._table().selected()
+        if p is None:
+            self.notify("select a process first (up/down in the table)", timeout=3)
+        return p
