@@ -52,3 +52,13 @@ def test_the_wheel_installs_as_a_tool_and_gputui_runs(tmp_path):
     )
     assert r.returncode == 0, r.stderr  # the demo's hangs clear before it ends
     assert '"state": "stalled"' in r.stdout
+
+
+def test_the_package_version_and_the_module_version_agree():
+    import re
+
+    from gputui import __version__
+
+    text = (REPO / "pyproject.toml").read_text()
+    (version,) = re.findall(r'^version = "([^"]+)"$', text, re.M)  # tomllib: 3.11+ only
+    assert version == __version__
