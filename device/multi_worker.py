@@ -17,6 +17,12 @@ Usage:
   torchrun --nproc-per-node N device/multi_worker.py MODE LIFETIME [--odd K] [--onset S] ...
   python3 device/multi_worker.py --spawn N MODE LIFETIME [...]
 
+`--share-gpu` (NCCL, with --spawn) puts every rank on GPU 0 of a one-GPU machine and gives
+each rank its own NCCL_HOSTID, so NCCL takes every rank for a node of its own and connects
+them over sockets on loopback (NCCL_SOCKET_IFNAME=lo): two ranks on one GPU are refused as
+"Duplicate GPU detected" otherwise. It is how a 2-node NCCL job, its hang and its RAS/flight
+recorder are seen on a machine with one GPU; NVML then sees one GPU for the whole job.
+
 `--spawn N` starts the N ranks itself, with no elastic agent watching them: needed for
 `exit`, because torchrun's agent would kill the other ranks as soon as rank K fails, and the
 hang would never last long enough to be seen. The ranks share the launcher's process group,
@@ -97,6 +103,12 @@ def spawn(n: int, argv: list[str]) -> int:
             "MASTER_PORT": port,
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
         }
+        if "--share-gpu" in argv:
+            env.update(
+                NCCL_HOSTID=f"multi-worker-node{rank}",
+                NCCL_SOCKET_IFNAME="lo",
+                NCCL_IB_DISABLE="1",
+            )
         cmd = [sys.executable, os.path.abspath(__file__), *argv]
         procs.append(subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL))  # noqa: S603
     codes = [p.wait() for p in procs]  # each rank is bounded by its own SIGALRM
@@ -118,7 +130,7 @@ class Job:
         self.nccl = a.backend == "nccl"
         timeout = datetime.timedelta(seconds=a.lifetime + 120)
         if self.nccl:
-            local = int(os.environ.get("LOCAL_RANK", self.rank))
+            local = 0 if a.share_gpu else int(os.environ.get("LOCAL_RANK", self.rank))
             torch.cuda.set_device(local)
             self.device = torch.device("cuda", local)
             try:
@@ -131,6 +143,12 @@ class Job:
             dist.init_process_group("gloo", timeout=timeout)
         size = a.size or (256 << 20 if self.nccl else 64 << 10)
         self.x = torch.ones(max(1, size // 4), dtype=torch.float32, device=self.device)
+        # A healthy NCCL step computes before it communicates, as training does: without the
+        # matmuls a rank spends its step waiting in the collective's kernel, which NVML sees
+        # as a spin (util ~100%, idle power) even while the job makes progress.
+        self.w = (
+            torch.randn(4096, 4096, dtype=torch.bfloat16, device=self.device) if self.nccl else None
+        )
         self.step = 0
 
     def sync(self) -> None:
@@ -153,6 +171,9 @@ class Job:
 
 
 def train_step(job: Job) -> None:
+    if job.w is not None:
+        for _ in range(4):
+            job.w @ job.w
     job.dist.all_reduce(job.x)
     job.sync()
     job.step += 1
@@ -253,6 +274,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--onset", type=float, default=0.0, help="healthy seconds after READY")
     ap.add_argument("--backend", choices=("nccl", "gloo"), default="nccl")
     ap.add_argument("--size", type=int, default=None, help="bytes per collective")
+    ap.add_argument("--share-gpu", action="store_true", help="every rank on GPU 0 (see above)")
     return ap.parse_args(argv)
 
 
@@ -263,6 +285,8 @@ def rank_argv(a: argparse.Namespace) -> list[str]:
         argv += ["--odd", str(a.odd)]
     if a.size is not None:
         argv += ["--size", str(a.size)]
+    if a.share_gpu:
+        argv.append("--share-gpu")
     return argv
 
 

@@ -46,7 +46,7 @@ class RasServer:
         got = b""
         conn.settimeout(5)
         try:
-            while got.count(b"\n") < 2:  # SET FORMAT json + VERBOSE STATUS
+            while b"STATUS\n" not in got:  # [SET FORMAT json +] VERBOSE STATUS
                 chunk = conn.recv(4096)
                 if not chunk:
                     break

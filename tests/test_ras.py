@@ -181,6 +181,23 @@ def test_the_client_reads_the_text_of_an_older_nccl():
     assert q.outcome == "done" and q.answer.format == "text"
 
 
+def test_a_malformed_json_answer_is_asked_again_as_text():
+    """NCCL 2.28.9 on the device, a rank gone: "not valid JSON (Expecting ',' delimiter)"."""
+    broken = "OK\n" + captured()["json"].replace('",', '"', 1)
+    with ras_server(broken.encode(), captured()["text"].encode()) as srv:
+        q = query_ras(srv.addr)
+    assert srv.received == [b"SET FORMAT json\nVERBOSE STATUS\n", b"VERBOSE STATUS\n"]
+    assert q.outcome == "done" and q.answer.format == "text"
+    assert any("JSON answer was malformed" in n for n in q.answer.notes)
+
+
+def test_a_malformed_json_answer_and_no_text_is_garbage_naming_both():
+    broken = ("OK\n" + captured()["json"].replace('",', '"', 1)).encode()
+    with ras_server(broken, b"nonsense\n") as srv:
+        q = query_ras(srv.addr)
+    assert q.outcome == "garbage" and "not valid JSON" in q.error and "text:" in q.error
+
+
 def test_a_refused_connection_says_nothing_listens():
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))  # a port that is bound but not listening: refused

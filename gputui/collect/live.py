@@ -63,7 +63,16 @@ class LiveSource:
                 want.setdefault(pid, ((), None))
                 if pct is not None:
                     cpu[pid] = pct
-        processes = tuple(self.procs.read(want, cpu=cpu))
+        read = self.procs.read(want, cpu=cpu)
+        # Host processes busiest first. HostTop ranked them, but a process it had not measured
+        # yet may have been measured by ProcTable since (it appeared between two scans), so
+        # rank again on the figures shown: GPU processes first, then by CPU, unmeasured last.
+        gpu_procs = [p for p in read if p.gpus]
+        host = sorted(
+            (p for p in read if not p.gpus),
+            key=lambda p: (p.cpu_percent is None, -(p.cpu_percent or 0.0)),
+        )
+        processes = tuple(gpu_procs + host)
         return Snapshot(
             t=t,
             gpus=gpus,

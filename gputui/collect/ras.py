@@ -16,7 +16,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gputui.collect.ras_model import RasAnswer
 from gputui.collect.ras_parse import parse_answer
@@ -26,6 +26,7 @@ CONNECT_TIMEOUT_S = 2.0
 TOTAL_TIMEOUT_S = 10.0
 MAX_ANSWER_BYTES = 8 << 20  # a 4096-rank JSON answer is ~3 MB
 QUERY = b"SET FORMAT json\nVERBOSE STATUS\n"
+TEXT_QUERY = b"VERBOSE STATUS\n"  # the fallback when the JSON answer does not parse
 _POLL_S = 0.2  # how often a waiting read looks at the cancel event
 
 
@@ -82,51 +83,74 @@ def query_ras(
         host, port = parse_addr(addr)
     except ValueError as e:
         return result("error", str(e))
-    try:
-        sock = socket.create_connection((host, port), timeout=min(connect_timeout, total_timeout))
-    except ConnectionRefusedError:
-        return result("refused", f"nothing listens on {host}:{port}")
-    except TimeoutError:
-        return result("timeout", f"no connection to {host}:{port} within {connect_timeout:g} s")
-    except OSError as e:
-        return result("error", f"cannot connect to {host}:{port}: {e.strerror or e}")
-    data = bytearray()
-    with sock:
+
+    def exchange(query: bytes) -> bytes | RasQuery:
+        """The whole answer to one query, or the failure as a result."""
+        left = total_timeout - (time.monotonic() - start)
         try:
-            sock.settimeout(max(0.05, total_timeout - (time.monotonic() - start)))
-            sock.sendall(QUERY)
-            while True:
-                if cancel is not None and cancel.is_set():
-                    return result("cancelled", "cancelled", nbytes=len(data))
-                left = total_timeout - (time.monotonic() - start)
-                if left <= 0:
-                    what = "answered nothing" if not data else f"sent {len(data)} bytes, no end"
-                    return result(
-                        "timeout",
-                        f"{host}:{port} accepted the query but {what} within {total_timeout:g} s",
-                        nbytes=len(data),
-                    )
-                sock.settimeout(min(_POLL_S, left))
-                try:
-                    chunk = sock.recv(65536)
-                except TimeoutError:
-                    continue
-                if not chunk:
-                    break
-                data += chunk
-                if len(data) > max_bytes:
-                    return result(
-                        "too_big",
-                        f"the answer from {host}:{port} passed {max_bytes >> 20} MiB; cut off",
-                        nbytes=len(data),
-                    )
+            sock = socket.create_connection(
+                (host, port), timeout=max(0.05, min(connect_timeout, left))
+            )
+        except ConnectionRefusedError:
+            return result("refused", f"nothing listens on {host}:{port}")
+        except TimeoutError:
+            return result("timeout", f"no connection to {host}:{port} within {connect_timeout:g} s")
         except OSError as e:
-            if not data:
-                return result("error", f"{host}:{port}: {e.strerror or e}")
-            # a reset after the answer was sent still leaves a readable answer
-    text = data.decode("utf-8", errors="replace")
+            return result("error", f"cannot connect to {host}:{port}: {e.strerror or e}")
+        data = bytearray()
+        with sock:
+            try:
+                sock.settimeout(max(0.05, total_timeout - (time.monotonic() - start)))
+                sock.sendall(query)
+                while True:
+                    if cancel is not None and cancel.is_set():
+                        return result("cancelled", "cancelled", nbytes=len(data))
+                    left = total_timeout - (time.monotonic() - start)
+                    if left <= 0:
+                        what = "answered nothing" if not data else f"sent {len(data)} bytes, no end"
+                        why = f"accepted the query but {what} within {total_timeout:g} s"
+                        return result("timeout", f"{host}:{port} {why}", nbytes=len(data))
+                    sock.settimeout(min(_POLL_S, left))
+                    try:
+                        chunk = sock.recv(65536)
+                    except TimeoutError:
+                        continue
+                    if not chunk:
+                        break
+                    data += chunk
+                    if len(data) > max_bytes:
+                        return result(
+                            "too_big",
+                            f"the answer from {host}:{port} passed {max_bytes >> 20} MiB; cut off",
+                            nbytes=len(data),
+                        )
+            except OSError as e:
+                if not data:
+                    return result("error", f"{host}:{port}: {e.strerror or e}")
+                # a reset after the answer was sent still leaves a readable answer
+        return bytes(data)
+
+    got = exchange(QUERY)
+    if isinstance(got, RasQuery):
+        return got
     try:
-        answer = parse_answer(text)
+        answer = parse_answer(got.decode("utf-8", errors="replace"))
     except ValueError as e:
-        return result("garbage", f"{host}:{port} answered, but {e}", nbytes=len(data))
-    return result("done", answer=answer, nbytes=len(data))
+        if "not valid JSON" not in str(e):
+            return result("garbage", f"{host}:{port} answered, but {e}", nbytes=len(got))
+        # Seen on NCCL 2.28.9 with a rank gone: its JSON writer left out a delimiter. The
+        # text form of the same answer still reads; ask again for it in the time left.
+        first = str(e)
+        again = exchange(TEXT_QUERY)
+        if isinstance(again, RasQuery):
+            return result("garbage", f"{host}:{port} answered, but {first}", nbytes=len(got))
+        try:
+            answer = parse_answer(again.decode("utf-8", errors="replace"))
+        except ValueError as e2:
+            return result("garbage", f"{host}:{port} answered, but {first}; text: {e2}")
+        note = (
+            f"NCCL's JSON answer was malformed ({first.split('(')[-1].rstrip(')')}): read as text"
+        )
+        answer = replace(answer, notes=(*answer.notes, note))
+        got = again
+    return result("done", answer=answer, nbytes=len(got))

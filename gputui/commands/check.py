@@ -146,10 +146,13 @@ def _line(v: Verdict, t0: float) -> str:
     head = f"+{v.t - t0:7.1f} s  {v.state.upper():8s}"
     if not v.alarm:
         return f"{head} {v.reason}"
-    sus = ", ".join(map(str, v.suspects)) or "none named"
-    pids = f" (pid {', '.join(map(str, v.suspect_pids))})" if v.suspect_pids else ""
+    pids = ", ".join(map(str, v.suspect_pids))
+    if v.suspects:
+        sus = f"suspect GPU {', '.join(map(str, v.suspects))}" + (f" (pid {pids})" if pids else "")
+    else:
+        sus = f"suspect pid {pids}" if pids else "suspect GPU none named"
     spin = ", ".join(map(str, v.spinning))
-    text = f"{head} spinning GPU {spin} · suspect GPU {sus}{pids}\n{'':19s}{v.reason}"
+    text = f"{head} spinning GPU {spin} · {sus}\n{'':19s}{v.reason}"
     return text + "".join(f"\n{'':19s}- {f}" for f in v.findings)
 
 

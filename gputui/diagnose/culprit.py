@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gputui.collect.frames import Frame, RankStack, collective_name, ranks_of_record
@@ -167,8 +167,17 @@ def explain_stacks(record: dict[str, Any], verdict: Verdict, snap: Snapshot | No
         stacks = ranks_of_record(record)
     except ValueError as e:
         return Evidence(KIND, findings=(f"the stack dump could not be read: {e}",))
-    ranks = [_judge(s, verdict) for s in stacks]
-    findings = _findings(ranks)
+    dumped = {s.pid for s in stacks}
+    stacks = [
+        *stacks,
+        *(
+            RankStack(pid, rank, None, "gone", error="its process exited before the dump")
+            for pid, rank in verdict.gone
+            if pid not in dumped
+        ),
+    ]
+    ranks = _shared_gpus([_judge(s, verdict) for s in stacks])
+    findings = _findings(ranks, _all_ranks_here(record, snap, len(ranks)))
     suspects = sorted((r for r in ranks if r.role == SUSPECT), key=_order)
     culprit = next(
         (r.reading.frame.label() for r in suspects if r.outcome == "done" and r.reading.frame),
@@ -178,6 +187,7 @@ def explain_stacks(record: dict[str, Any], verdict: Verdict, snap: Snapshot | No
         KIND,
         findings=tuple(findings),
         culprit_frame=culprit,
+        suspect_pids=tuple(r.stack.pid for r in suspects if r.stack.pid is not None),
         stacks=tuple(_entry(r) for r in ranks),
         extra={},
     )
@@ -185,7 +195,7 @@ def explain_stacks(record: dict[str, Any], verdict: Verdict, snap: Snapshot | No
 
 def _judge(s: RankStack, v: Verdict) -> _Rank:
     outcome = s.outcome
-    if s.gpu is not None and s.gpu in v.vanished:
+    if (s.gpu is not None and s.gpu in v.vanished) or s.pid in {p for p, _ in v.gone}:
         outcome = "gone"  # a stack from before it died is not where it is now
     reading = read_stack(s.frames) if outcome == "done" else Reading(None, None, None)
     if s.gpu is not None and s.gpu in v.suspects:
@@ -197,6 +207,27 @@ def _judge(s: RankStack, v: Verdict) -> _Rank:
     else:
         role = SUSPECT if outcome == "gone" else WAITING
     return _Rank(s, reading, role, outcome)
+
+
+def _shared_gpus(ranks: list[_Rank]) -> list[_Rank]:
+    """Where ranks share a spinning GPU, the one outside any collective is the suspect.
+
+    NVML sees one GPU for all of them (MPS, oversubscribed jobs, or two "nodes" on one GPU),
+    so it names no suspect; but a rank standing in user code while a rank on the same GPU
+    waits in a collective is the one the others wait for. One rank alone on a spinning GPU
+    stays waiting: collectives are asynchronous, so its Python may be past the call.
+    """
+    by_gpu: dict[int, list[_Rank]] = {}
+    for r in ranks:
+        if r.role == WAITING and r.outcome == "done" and r.stack.gpu is not None:
+            by_gpu.setdefault(r.stack.gpu, []).append(r)
+    promote: set[int] = set()
+    for on_gpu in by_gpu.values():
+        inside = [r for r in on_gpu if r.reading.collective]
+        outside = [r for r in on_gpu if not r.reading.collective and r.reading.frame]
+        if inside and outside:
+            promote.update(id(r) for r in outside)
+    return [replace(r, role=SUSPECT) if id(r) in promote else r for r in ranks]
 
 
 def _entry(r: _Rank) -> dict[str, Any]:
@@ -234,7 +265,14 @@ def _ranks_words(rs: Sequence[_Rank]) -> str:
     return " and ".join(parts)
 
 
-def _findings(ranks: list[_Rank]) -> list[str]:
+def _all_ranks_here(record: dict[str, Any], snap: Snapshot | None, n: int) -> bool:
+    """Whether the dump holds every rank of the job (its world size is known and reached)."""
+    job = next((j for j in (snap.jobs if snap else ()) if j.key == record.get("job")), None)
+    world = getattr(job, "world_size", None)
+    return isinstance(world, int) and 0 < world <= n
+
+
+def _findings(ranks: list[_Rank], all_here: bool = False) -> list[str]:
     ranks = sorted(ranks, key=_order)
     suspects = [r for r in ranks if r.role == SUSPECT]
     waiting = [r for r in ranks if r.role == WAITING and r.outcome == "done"]
@@ -266,8 +304,12 @@ def _findings(ranks: list[_Rank]) -> list[str]:
             verb = "waits" if len(rs) == 1 else "wait"
             line = f"{_ranks_words(rs)} {verb} in {where}"
             if not suspects and len(rs) > 1 and not elsewhere and not failed:
-                line += ": every local rank is in the same collective, so the rank they wait "
-                line += "for is on another node"
+                if all_here:  # e.g. a sync point after collectives that differ: NCCL can tell
+                    line += ": every rank of the job is here at the same line, so the stacks "
+                    line += "cannot say who is behind"
+                else:
+                    line += ": every local rank is in the same collective, so the rank they "
+                    line += "wait for is on another node"
             out.append(line)
     for r in elsewhere:
         if r.reading.frame is not None:

@@ -120,6 +120,15 @@ class Detector:
         vanished = tuple(i for i in suspects if i not in present)
         words = [f"GPU {i} " + _suspect_words(i, group, vanished, states) for i in suspects]
         suspect_pids = tuple(p for i in suspects for p in group.members[i].pids)
+        # Ranks that died beside a rank still on their GPU (ranks sharing a GPU): NVML sees
+        # the GPU still in use, so only the pid that left tells.
+        gone = tuple(
+            (pid, rank) for pid, (_, rank) in group.departed.items() if pid not in suspect_pids
+        )
+        for pid, rank in gone:
+            who = f"rank {rank} (pid {pid})" if rank is not None else f"pid {pid}"
+            words.append(f"{who} (its process has exited)")
+        suspect_pids += tuple(pid for pid, _ in gone)
         live_pids = tuple(p for i in suspects if i not in vanished for p in group.members[i].pids)
         # The power note concerns how *spinning* was judged, so only the spinners count.
         spin_samples = [snap.gpu(i) for i in spinning]
@@ -133,6 +142,7 @@ class Detector:
             suspects=suspects,
             suspect_pids=suspect_pids,
             vanished=vanished,
+            gone=gone,
             reason=stall_reason(
                 job=group.label,
                 spinning=spinning,
@@ -141,6 +151,7 @@ class Detector:
                 power_known=power_known,
                 hung=hung,
                 group_size=len(members),
+                procs=len({p for m in group.members.values() for p in m.pids}),
             ),
             next_steps=next_steps(
                 suspects=suspects,

@@ -24,18 +24,51 @@ class Evidence:
     findings: tuple[str, ...] = ()  # sentences, most important first
     culprit_frame: str | None = None  # the suspect's innermost user frame, `func (file:line)`
     stacks: tuple[dict[str, Any], ...] = ()  # check --json's per-rank stack entries
+    # Local processes this evidence names as the ones the others wait for (NCCL's rank
+    # behind, the flight recorder's missing rank, the stacks' suspect). NVML names suspects
+    # by GPU; these add the ranks it cannot tell apart (every GPU spins, or ranks share one).
+    suspect_pids: tuple[int, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)  # check --json adds it under `kind`
 
 
 def fold(verdict: Verdict, evidence: Sequence[Evidence]) -> Verdict:
     """The verdict with the evidence in it, in the order given (stacks first by convention):
-    findings of every kind one after the other, the first culprit frame and stack list."""
+    findings of every kind one after the other, the first culprit frame and stack list, and
+    the suspect pids NVML could not name.
+
+    Corroboration: where the stacks name no culprit but another kind (NCCL RAS, the flight
+    recorder) names a local rank the others wait for, that rank's stack entry becomes the
+    suspect and its frame the culprit's line: the counts say who, the stack says where.
+    """
     if not evidence:
         return verdict
+    stacks = next((e.stacks for e in evidence if e.stacks), ())
+    culprit = next((e.culprit_frame for e in evidence if e.culprit_frame), None)
+    named = [p for e in evidence if e.kind != "stacks" for p in e.suspect_pids]
+    if culprit is None and named and stacks:
+        stacks, culprit = _corroborate(stacks, named)
+    pids = list(verdict.suspect_pids)
+    for p in [p for e in evidence for p in e.suspect_pids]:
+        if p not in pids:
+            pids.append(p)
     return replace(
         verdict,
         findings=tuple(f for e in evidence for f in e.findings),
-        culprit_frame=next((e.culprit_frame for e in evidence if e.culprit_frame), None),
-        stacks=next((e.stacks for e in evidence if e.stacks), ()),
+        culprit_frame=culprit,
+        stacks=stacks,
+        suspect_pids=tuple(pids),
         evidence={e.kind: e.extra for e in evidence if e.extra},
     )
+
+
+def _corroborate(
+    stacks: tuple[dict[str, Any], ...], named: list[int]
+) -> tuple[tuple[dict[str, Any], ...], str | None]:
+    """The stack entries with the named ranks as suspects, and the first one's frame."""
+    out, culprit = [], None
+    for e in stacks:
+        if e.get("pid") in named and e.get("outcome") == "done":
+            e = {**e, "role": "suspect"}
+            culprit = culprit or e.get("frame")
+        out.append(e)
+    return tuple(out), culprit

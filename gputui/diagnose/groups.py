@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from gputui.collect.model import Job, ProcessInfo, Snapshot
 
+MAX_DEPARTED = 64  # departed pids remembered per job: bounded, whatever churns
 NODE_KEY = "~unclaimed"  # all GPUs with processes, when jobs cannot be told apart
 
 
@@ -38,6 +39,11 @@ class Group:
     key: str
     label: str | None
     members: dict[int, Member] = field(default_factory=dict)
+    # Processes of the job that left while a GPU of theirs stayed in use by another rank
+    # (ranks sharing a GPU): pid -> (when noticed, its rank or None). A member GPU tells
+    # a rank that died alone on its GPU; this tells one that died beside a waiting rank.
+    departed: dict[int, tuple[float, int | None]] = field(default_factory=dict)
+    ranks: dict[int, int | None] = field(default_factory=dict)  # pid -> rank, as last seen
 
     def present(self, snap: Snapshot) -> tuple[int, ...]:
         """GPUs where one of this group's processes is now."""
@@ -51,6 +57,24 @@ class Group:
         """Drop GPUs whose process was last seen before `t` (called while not stalled)."""
         for i in [i for i, m in self.members.items() if m.last_seen < t]:
             del self.members[i]
+        for pid in [p for p, (when, _) in self.departed.items() if when < t]:
+            del self.departed[pid]
+
+    def note_departures(
+        self, job: Job, snap: Snapshot, procs: dict[int, ProcessInfo], gpu_of: dict[int, int]
+    ) -> None:
+        """Remember pids of this job that held a GPU and are gone from the job now. Only
+        GPU holders count: a data-loader worker that inherits RANK is no rank."""
+        now = set(job.pids)
+        for pid in [p for p in self.ranks if p not in now and p not in self.departed]:
+            if len(self.departed) < MAX_DEPARTED:
+                self.departed[pid] = (snap.t, self.ranks[pid])
+        for pid in now:
+            self.departed.pop(pid, None)  # back (a pid seen again is not gone)
+            if pid in gpu_of:
+                p = procs.get(pid)
+                self.ranks[pid] = p.rank.rank if p is not None and p.rank is not None else None
+        self.ranks = {p: r for p, r in self.ranks.items() if p in now}
 
 
 class GroupMemory:
@@ -70,6 +94,7 @@ class GroupMemory:
         for job in snap.jobs:
             g = self.groups.get(job.key) or Group(job.key, job.label)
             g.label = job.label
+            g.note_departures(job, snap, procs, gpu_of)
             for gpu in job.gpus:
                 there = on_gpu.get(gpu, set())
                 here = tuple(p for p in job.pids if p in there)

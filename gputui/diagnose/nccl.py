@@ -386,7 +386,8 @@ def explain_nccl(record: dict[str, Any], verdict: Verdict, snap: Snapshot | None
         return Evidence(KIND, findings=("NCCL evidence: the record is not an nccl record.",))
     local = {p.pid for p in snap.processes} if snap is not None else set()
     local |= set(verdict.suspect_pids)
-    for r in record.get("local") or []:
+    ranks = record.get("local")
+    for r in ranks if isinstance(ranks, list) else []:
         if isinstance(r, dict) and isinstance(r.get("pid"), int):
             local.add(r["pid"])
     ras_found, ras_json = explain_ras(record.get("ras"), local)
@@ -394,4 +395,33 @@ def explain_nccl(record: dict[str, Any], verdict: Verdict, snap: Snapshot | None
     if record.get("error"):
         ras_found.append(f"NCCL evidence could not be gathered: {str(record['error'])[:200]}")
     extra = {**ras_json, **fr_json}
-    return Evidence(KIND, findings=tuple(ras_found + fr_found), extra=extra)
+    named = _named_local_pids(record, extra, local)
+    return Evidence(KIND, findings=tuple(ras_found + fr_found), extra=extra, suspect_pids=named)
+
+
+def _named_local_pids(
+    record: dict[str, Any], extra: dict[str, Any], local: set[int]
+) -> tuple[int, ...]:
+    """Local pids that RAS (behind for sure, or missing) or the flight recorder (a rank that
+    did not join) names as the rank the others wait for: the verdict's suspects beyond NVML."""
+
+    def items(d: Any, key: str) -> list[Any]:
+        v = d.get(key) if isinstance(d, dict) else None
+        return v if isinstance(v, list) else []
+
+    out: list[int] = []
+    for e in items(extra, "behind") + items(extra, "missing"):
+        pid = e.get("pid") if isinstance(e, dict) else None
+        if isinstance(pid, int) and pid in local and e.get("confirmed", True) and pid not in out:
+            out.append(pid)
+    by_rank = {
+        r["rank"]: r["pid"]
+        for r in items(record, "local")
+        if isinstance(r, dict) and isinstance(r.get("rank"), int) and isinstance(r.get("pid"), int)
+    }
+    for f in items(extra.get("flightrec"), "findings"):
+        for rank in items(f, "missing_ranks"):
+            pid = by_rank.get(rank) if isinstance(rank, int) else None
+            if pid is not None and pid not in out:
+                out.append(pid)
+    return tuple(out)

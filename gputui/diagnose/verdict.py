@@ -23,6 +23,7 @@ class Verdict:
     suspects: tuple[int, ...] = ()  # GPUs of that group that do not: the likely culprits
     suspect_pids: tuple[int, ...] = ()  # their processes (a dead rank's pid included)
     vanished: tuple[int, ...] = ()  # suspect GPUs whose process has gone
+    gone: tuple[tuple[int, int | None], ...] = ()  # (pid, rank) that left a GPU still in use
     reason: str = ""
     next_steps: tuple[str, ...] = ()
     since: float | None = None  # sample time the spinning began
@@ -145,6 +146,7 @@ def stall_reason(
     power_known: bool,
     hung: bool,
     group_size: int,
+    procs: int = 1,
 ) -> str:
     """One sentence: who spins, for how long, and who does not (the suspects)."""
     who = f"job {job}: " if job else ""
@@ -161,6 +163,12 @@ def stall_reason(
             "; every GPU of the job spins, so no single suspect can be named from NVML: the "
             "missing peer is on another node, or the ranks entered different collectives; "
             "dump all ranks and compare their stacks"
+        )
+    elif procs > 1:
+        # Several ranks on one GPU (MPS, oversubscribed jobs): NVML sees one GPU for all.
+        tail = (
+            f"; its {procs} local ranks share that GPU, so NVML cannot tell which one the "
+            "others wait for: their stacks and NCCL's counts can"
         )
     else:
         tail = "; its peers are not on this node's GPUs, so look at the other nodes"

@@ -27,6 +27,8 @@ def headline(v: Any, now: float) -> tuple[str, str]:
     if v.suspects:
         pids = f" pid {', '.join(map(str, v.suspect_pids))}" if v.suspect_pids else ""
         parts.append(f"suspect GPU {', '.join(map(str, v.suspects))}{pids}")
+    elif v.suspect_pids:  # named by the stacks or NCCL, where NVML could not
+        parts.append(f"suspect pid {', '.join(map(str, v.suspect_pids))}")
     else:
         parts.append("no suspect on this node")
     if v.spinning:
