@@ -104,6 +104,11 @@ for spec in "stuck 45" "exit 35" "mismatch 35"; do
   (timeout $((dur + 60)) python3 -m gputui check --json --duration "$dur" --interval 0.5 \
     2>"$O/og_${mode}.err"; echo "{\"_exit\": $?}") | stamp >"$O/og_${mode}.jsonl" &
   CHK=$!
+  if [ "$mode" != stuck ]; then  # the raw RAS answers of the exit and mismatch hangs too
+    for _ in $(seq 1 60); do grep -q '^ONSET' "$log" && break; sleep 0.5; done
+    sleep 8
+    ras_raw "$mode"
+  fi
   if [ "$mode" = stuck ]; then
     for _ in $(seq 1 60); do grep -q '^ONSET' "$log" && break; sleep 0.5; done
     sleep 6
@@ -126,6 +131,11 @@ print(f"{'PASS' if ok else 'FAIL'} exporter: gputui_job_suspect at onset + ~20 s
 PY
     kill -TERM "$EXP" 2>/dev/null
     EXP=
+    t0=$(date +%s.%N)  # every rank dumped at once, identical stacks grouped
+    timeout 30 python3 -m gputui dump --job "$(grep -m1 -o 'READY rank=0 pid=[0-9]*' "$log" | cut -d= -f3)" \
+      >"$O/og_dump_job.txt" 2>&1
+    say "INFO dump --job: exit $? in $(awk "BEGIN{print $(date +%s.%N) - $t0}") s"
+    head -12 "$O/og_dump_job.txt" | tee -a "$S"
   fi
   wait "$CHK"
   for p in "${BG[@]}"; do wait "$p" 2>/dev/null; done

@@ -181,18 +181,23 @@ def test_the_client_reads_the_text_of_an_older_nccl():
     assert q.outcome == "done" and q.answer.format == "text"
 
 
+ONEGPU = DATA / "onegpu"
+
+
 def test_a_malformed_json_answer_is_asked_again_as_text():
-    """NCCL 2.28.9 on the device, a rank gone: "not valid JSON (Expecting ',' delimiter)"."""
-    broken = "OK\n" + captured()["json"].replace('",', '"', 1)
-    with ras_server(broken.encode(), captured()["text"].encode()) as srv:
+    """The real answers of NCCL 2.28.9 with rank 1 gone: JSON missing a comma, then text."""
+    broken = (ONEGPU / "ras-onegpu-exit-json.txt").read_bytes()
+    text = (ONEGPU / "ras-onegpu-exit-text.txt").read_bytes()
+    with ras_server(broken, text) as srv:
         q = query_ras(srv.addr)
     assert srv.received == [b"SET FORMAT json\nVERBOSE STATUS\n", b"VERBOSE STATUS\n"]
     assert q.outcome == "done" and q.answer.format == "text"
     assert any("JSON answer was malformed" in n for n in q.answer.notes)
+    assert [m.pid for c in q.answer.comms for m in c.missing] == [898]
 
 
 def test_a_malformed_json_answer_and_no_text_is_garbage_naming_both():
-    broken = ("OK\n" + captured()["json"].replace('",', '"', 1)).encode()
+    broken = (ONEGPU / "ras-onegpu-exit-json.txt").read_bytes()
     with ras_server(broken, b"nonsense\n") as srv:
         q = query_ras(srv.addr)
     assert q.outcome == "garbage" and "not valid JSON" in q.error and "text:" in q.error

@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from gputui.collect.ras_parse import parse_answer
 from gputui.collect.trace import read_trace
 from gputui.diagnose.culprit import explain_stacks
@@ -28,7 +30,7 @@ from gputui.ui.banner import headline
 
 DATA = Path(__file__).parent / "data"
 SHARED = DATA / "h100-shared-gpu-stuck.trace.jsonl.gz"
-FRAME = "load_next_batch_stuck (multi_worker.py:183)"
+FRAME = "load_next_batch_stuck (multi_worker.py:192)"
 RANK1_PID = 463
 
 
@@ -135,13 +137,34 @@ def test_nccl_records_of_the_wrong_shape_name_no_one():
         assert ev.suspect_pids == ()
 
 
+def ras(name: str) -> str:
+    return (DATA / "ras" / "onegpu" / f"ras-onegpu-{name}.txt").read_text()
+
+
 def test_the_real_two_rank_ras_answers_read_the_same_in_text_and_json():
     for form in ("text", "json"):
-        a = parse_answer((DATA / "ras" / "onegpu" / f"ras-onegpu-a-{form}.txt").read_text())
-        (c,) = a.comms
+        (c,) = parse_answer(ras(f"a-{form}")).comms
         r0, r1 = c.rank(0), c.rank(1)
-        assert (r0.pid, r0.gpu, r0.counts["AllReduce"]) == (462, 0, 71)
-        assert (r1.pid, r1.gpu, r1.counts["AllReduce"]) == (463, 0, 70)
+        assert (r0.pid, r0.gpu, r0.counts["AllReduce"]) == (462, 0, 1457)
+        assert (r1.pid, r1.gpu, r1.counts["AllReduce"]) == (463, 0, 1456)
+
+
+def test_nccls_json_for_a_rank_gone_is_malformed_and_its_text_says_the_same():
+    """NCCL 2.28.9 leaves out the comma after "nvml_dev" in a missing rank (captured on the
+    device when rank 1 raised and exited): the JSON is refused, the text answer read."""
+    with pytest.raises(ValueError, match="not valid JSON"):
+        parse_answer(ras("exit-json"))
+    (c,) = parse_answer(ras("exit-text")).comms
+    assert c.size == 2 and "INCOMPLETE" in c.errors
+    assert [(m.rank, m.pid) for m in c.missing] == [(1, 898)]
+
+
+def test_the_real_collective_mismatch_reads_as_counts_that_cross():
+    for form in ("text", "json"):
+        (c,) = parse_answer(ras(f"mismatch-{form}")).comms
+        r0, r1 = c.rank(0), c.rank(1)
+        assert r1.counts["Broadcast"] > r0.counts.get("Broadcast", 0)
+        assert r1.counts["AllReduce"] < r0.counts["AllReduce"]
 
 
 def recording_where_rank1_exits(tmp_path: Path, after_s: float) -> Path:

@@ -397,3 +397,49 @@ def test_cap_sys_ptrace_is_read_from_capeff_bit_19(tmp_path):
     assert ptrace.ptrace_scope(str(tmp_path / "absent")) is None
     (tmp_path / "scope").write_text("1\n")
     assert ptrace.ptrace_scope(str(tmp_path / "scope")) == 1
+
+
+# ---------------------------------------------------------------- one tracer at a time
+
+
+def strace_holding(pid: int, seconds: float) -> subprocess.Popen:
+    """strace attached to `pid` (returns once the kernel shows it as the tracer)."""
+    tracer = subprocess.Popen(
+        ["strace", "-qq", "-o", os.devnull, "-p", str(pid)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while ptrace.tracer_pid(pid) != tracer.pid:
+        assert time.monotonic() < deadline, "strace did not attach"
+        time.sleep(0.01)
+    threading.Timer(seconds, tracer.terminate).start()
+    return tracer
+
+
+@needs_strace
+@needs_py_spy
+def test_a_dump_waits_for_another_tracer_to_let_go_then_attaches(targets):
+    """Two gputui (a dashboard and a `check`) dumping the same rank at once: seen on the
+    device as "ptrace refused: run gputui with sudo", as root. The second now waits."""
+    p = targets.start("loader", tick=0.02)
+    tracer = strace_holding(p.pid, seconds=0.4)
+    r = py_spy_dump(p.pid, timeout=10)
+    tracer.wait(timeout=10)
+    assert r.outcome is Outcome.DONE, r.summary()
+    assert ptrace.tracer_pid(p.pid) == 0
+
+
+@needs_strace
+@needs_py_spy
+def test_a_tracer_that_stays_is_named_instead_of_blaming_privileges(targets):
+    p = targets.start("loader", tick=0.02)
+    tracer = strace_holding(p.pid, seconds=30)
+    try:
+        r = py_spy_dump(p.pid, timeout=3)
+    finally:
+        tracer.terminate()
+        tracer.wait(timeout=10)
+    assert r.outcome is Outcome.PERMISSION
+    assert f"is being traced by pid {tracer.pid} (strace)" in r.message
+    assert "sudo" not in r.message

@@ -246,6 +246,27 @@ def tracer_pid(pid: int) -> int:
     return 0
 
 
+def held_by(pid: int) -> str | None:
+    """`pid N (name)` of the tracer holding `pid`, or None. A process has one tracer at a
+    time: while a debugger, strace or another py-spy (a second gputui) holds it, every
+    attach is refused with EPERM, whatever our privileges."""
+    tp = tracer_pid(pid)
+    if tp <= 0:
+        return None
+    name = _comm(tp)
+    return f"pid {tp}" + (f" ({name})" if name else "")
+
+
+def wait_untraced(pid: int, budget_s: float, cancel: object | None = None) -> bool:
+    """Wait up to `budget_s` for `pid` to have no tracer (py-spy holds one for ~20 ms)."""
+    end = time.monotonic() + budget_s
+    while tracer_pid(pid) > 0:
+        if time.monotonic() >= end or (cancel is not None and cancel.is_set()):  # type: ignore[attr-defined]
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def settle(target: Target, stopped_before: bool, killed: bool) -> str | None:
     """The target's state after a tool, resuming it if the tool left it stopped.
 

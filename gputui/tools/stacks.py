@@ -10,6 +10,7 @@ py-spy --native 0.2-0.5 s, cuda-gdb `thread apply all bt` 11-14 s.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Sequence
 
 from gputui.collect.model import ProcessInfo
@@ -37,6 +38,8 @@ _GONE = re.compile(
     r"\+\+\+ killed by",
     re.I,
 )
+
+BUSY_WAIT_S = 2.0  # how long an attach waits for another tracer to let go of the target
 
 _ERROR_LINE = re.compile(r"\s*(Error:|error:|ptrace:|strace:|warning: .*fail)", re.I)
 
@@ -100,8 +103,28 @@ def attach_run(
         tool=tool,
         pid=t.pid,
     )
-    killed = res.outcome in (Outcome.TIMEOUT, Outcome.CANCELLED) or res.truncated
     outcome, msg = _classify(tool, t, res, ok)
+    if outcome is Outcome.PERMISSION and (holder := ptrace.held_by(t.pid)):
+        # Another tracer holds it (a second gputui's auto-dump, a debugger): wait briefly
+        # for it to let go and try once more, within this call's own time.
+        left, waited_from = timeout - res.elapsed_s, time.monotonic()
+        if left > 0.5 and ptrace.wait_untraced(t.pid, min(BUSY_WAIT_S, left / 2), cancel):
+            res = run_tool(
+                argv,
+                timeout=max(0.2, left - (time.monotonic() - waited_from)),
+                on_line=on_line,
+                cancel=cancel,
+                max_lines=max_lines,
+                tool=tool,
+                pid=t.pid,
+            )
+            outcome, msg = _classify(tool, t, res, ok)
+        elif holder := ptrace.held_by(t.pid):
+            msg = (
+                f"process {t.pid} is being traced by {holder}: one tracer at a time, so "
+                f"{tool} cannot attach until it detaches; try again then"
+            )
+    killed = res.outcome in (Outcome.TIMEOUT, Outcome.CANCELLED) or res.truncated
     if timeout_is_done and outcome is Outcome.TIMEOUT:
         outcome, msg = Outcome.DONE, f"followed for {timeout:g} s"
     state = ptrace.settle(t, stopped_before, killed)
