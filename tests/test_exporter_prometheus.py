@@ -1,13 +1,14 @@
 """The alert rules and the dashboard against a real Prometheus (Debian's `prometheus` package).
 
 - `promtool check rules` / `check config` / `test rules` on deploy/prometheus/.
-- End to end: `gputui exporter --demo` replays the real 2 x H200 NCCL hang at 0.3 x speed on
-  loopback; a Prometheus started here scrapes it every second with the project's rules file;
-  its HTTP API must show GputuiJobStalled pending, then firing a minute later with the
-  suspect GPU in its labels, then gone when the job is gone, and no other alert.
-  Why 0.3 x: the detector holds the recording's stall for ~24 s of recording time, and the
-  rule waits one minute of Prometheus' wall time (`for: 1m`); stretched to ~80 s, the stall
-  outlasts the minute, as a real one does. About two minutes of wall time in all.
+- End to end: `gputui exporter --demo` replays the real 2 x H200 NCCL hang at 0.6 x speed on
+  loopback; a Prometheus started here scrapes it every second with the project's rules,
+  every `for:` divided by FOR_SCALE (the file's own durations are checked in simulated time
+  by `promtool test rules` above); its HTTP API must show GputuiJobStalled pending, then
+  firing `for:` later with the suspect GPU in its labels, then gone when the job is gone,
+  and no other alert. Why 0.6 x: the detector holds the recording's stall for ~24 s of
+  recording time; stretched to ~40 s, it outlasts the scaled `for: 1m` (15 s) as a real
+  stall outlasts the minute. About 45 s of wall time in all.
 - The Grafana dashboard's queries name only exported metrics, and each parses in Prometheus.
 
 Skipped, with the reason, where prometheus/promtool are not installed (a laptop); under CI
@@ -121,12 +122,30 @@ def parse_time(text: str) -> float:
     return datetime.fromisoformat(text).astimezone(timezone.utc).timestamp()
 
 
+FOR_SCALE = 4  # `for: 1m` -> 15 s in the end-to-end run
+
+
+def scaled_rules(tmp: Path) -> Path:
+    """The project's rules with every `for:` divided by FOR_SCALE, and nothing else changed."""
+    units = {"s": 1, "m": 60, "h": 3600}
+
+    def scale(m: re.Match[str]) -> str:
+        seconds = int(m.group(2)) * units[m.group(3)]
+        return f"{m.group(1)}{max(1, seconds // FOR_SCALE)}s"
+
+    text, n = re.subn(r"(\bfor:\s*)(\d+)([smh])\b", scale, RULES.read_text())
+    assert n >= 4, "every rule has a `for:`"
+    out = tmp / "gputui-rules.yml"
+    out.write_text(text)
+    return out
+
+
 class Prometheus:
-    def __init__(self, tmp: Path, target: str) -> None:
+    def __init__(self, tmp: Path, target: str, rules: Path = RULES) -> None:
         cfg = tmp / "prometheus.yml"
         cfg.write_text(
             "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-            f"rule_files: ['{RULES}']\n"
+            f"rule_files: ['{rules}']\n"
             "scrape_configs:\n"
             "  - job_name: gputui\n"
             "    honor_labels: true\n"
@@ -183,14 +202,14 @@ class Prometheus:
 
 
 @needs_prometheus
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(300)
 def test_a_real_prometheus_fires_the_stalled_alert_on_the_demo_hang_and_clears_it(tmp_path):
     t0 = time.time()
-    exporter = start_exporter("--demo", "--start", str(DEMO_SPIN_START), "--speed", "0.3")
+    exporter = start_exporter("--demo", "--start", str(DEMO_SPIN_START), "--speed", "0.6")
     prom = None
     try:
         target = exporter.url.split("//", 1)[1].split("/", 1)[0]
-        prom = Prometheus(tmp_path, target)
+        prom = Prometheus(tmp_path, target, scaled_rules(tmp_path))
         host = socket.gethostname()
 
         # While the job runs into its hang: the dashboard's queries all parse here.
@@ -214,8 +233,8 @@ def test_a_real_prometheus_fires_the_stalled_alert_on_the_demo_hang_and_clears_i
         assert firing is not None, f"GputuiJobStalled never fired; seen {seen}"
         alert, fired_at = firing
         assert pending_at is not None, "it fired without being pending first"
-        # `for: 1m`: it fired a minute after it became active, not before.
-        assert fired_at - parse_time(alert["activeAt"]) >= 59.0
+        # `for: 1m` scaled: it fired 15 s after it became active, not before.
+        assert fired_at - parse_time(alert["activeAt"]) >= 60 / FOR_SCALE - 1
         labels = alert["labels"]
         assert labels["gpu"] == "1" and labels["rank"] == "1" and labels["pid"] == "815"
         assert labels["job"] == "master:127.0.0.1:29512" and labels["host"] == host
