@@ -123,3 +123,15 @@ async def test_the_cursor_row_moves_correctly_over_cached_rows():
         await pilot.pause()
         await pilot.press("down", "down")
         assert screen_of(table) == moved
+
+
+def test_the_command_column_leaves_out_the_programs_directory():
+    """At 80 columns `/opt/torch/.venv/bin/python3` would hide the script (seen on the device)."""
+    from gputui.collect.model import ProcessInfo
+    from gputui.ui.rows import cells, shown_command
+
+    p = ProcessInfo(pid=7, cmdline=("/opt/torch/.venv/bin/python3", "/w/train.py", "--lr", "1"))
+    assert shown_command(p) == "python3 /w/train.py --lr 1"
+    assert cells(p, None, 0.0, wide=False)["command"] == "python3 /w/train.py --lr 1"
+    assert shown_command(ProcessInfo(pid=8, name="kworker")) == "kworker"
+    assert shown_command(ProcessInfo(pid=9, cmdline=("/",))) == "/"

@@ -208,13 +208,26 @@ def test_a_rank_that_exits_beside_a_waiting_rank_is_named_gone(tmp_path):
     ]
 
 
+def test_the_exporter_names_the_gone_rank_as_its_suspect(tmp_path):
+    """`gputui_job_suspect` for the pid that left, on the GPU it held (no attach needed)."""
+    from gputui.exporter.metrics import GputuiCollector
+    from gputui.exporter.view import Watch
+
+    watch = Watch(Detector(), host="vm")
+    for snap in read_trace(recording_where_rank1_exits(tmp_path, after_s=5.0)):
+        watch.on_snapshot(snap)
+    families = [m for m in GputuiCollector(watch).collect() if m.name == "gputui_job_suspect"]
+    labels = [s.labels for m in families for s in m.samples]
+    assert [(x["gpu"], x["rank"], x["pid"]) for x in labels] == [("0", "1", str(RANK1_PID))]
+
+
 def test_a_healthy_job_forgets_a_rank_that_left_long_ago(tmp_path):
     """Departed pids are kept while the job stalls, and dropped `hang_after` s after, when not."""
     from gputui.diagnose.groups import Group
 
-    g = Group("j", None, departed={5: (0.0, 1), 6: (90.0, 2)})
+    g = Group("j", None, departed={5: (0.0, 1, 0), 6: (90.0, 2, 0)})
     g.forget_before(60.0)
-    assert g.departed == {6: (90.0, 2)}
+    assert g.departed == {6: (90.0, 2, 0)}
 
 
 def test_every_rank_here_at_one_line_is_not_sent_to_other_nodes():

@@ -123,7 +123,7 @@ class Detector:
         # Ranks that died beside a rank still on their GPU (ranks sharing a GPU): NVML sees
         # the GPU still in use, so only the pid that left tells.
         gone = tuple(
-            (pid, rank) for pid, (_, rank) in group.departed.items() if pid not in suspect_pids
+            (pid, rank) for pid, (_, rank, _) in group.departed.items() if pid not in suspect_pids
         )
         for pid, rank in gone:
             who = f"rank {rank} (pid {pid})" if rank is not None else f"pid {pid}"

@@ -42,8 +42,9 @@ class Group:
     # Processes of the job that left while a GPU of theirs stayed in use by another rank
     # (ranks sharing a GPU): pid -> (when noticed, its rank or None). A member GPU tells
     # a rank that died alone on its GPU; this tells one that died beside a waiting rank.
-    departed: dict[int, tuple[float, int | None]] = field(default_factory=dict)
-    ranks: dict[int, int | None] = field(default_factory=dict)  # pid -> rank, as last seen
+    departed: dict[int, tuple[float, int | None, int]] = field(default_factory=dict)
+    # pid -> (rank or None, GPU) of each GPU-holding process of the job, as last seen
+    ranks: dict[int, tuple[int | None, int]] = field(default_factory=dict)
 
     def present(self, snap: Snapshot) -> tuple[int, ...]:
         """GPUs where one of this group's processes is now."""
@@ -57,7 +58,7 @@ class Group:
         """Drop GPUs whose process was last seen before `t` (called while not stalled)."""
         for i in [i for i, m in self.members.items() if m.last_seen < t]:
             del self.members[i]
-        for pid in [p for p, (when, _) in self.departed.items() if when < t]:
+        for pid in [p for p, (when, _, _) in self.departed.items() if when < t]:
             del self.departed[pid]
 
     def note_departures(
@@ -68,12 +69,13 @@ class Group:
         now = set(job.pids)
         for pid in [p for p in self.ranks if p not in now and p not in self.departed]:
             if len(self.departed) < MAX_DEPARTED:
-                self.departed[pid] = (snap.t, self.ranks[pid])
+                self.departed[pid] = (snap.t, *self.ranks[pid])
         for pid in now:
             self.departed.pop(pid, None)  # back (a pid seen again is not gone)
             if pid in gpu_of:
                 p = procs.get(pid)
-                self.ranks[pid] = p.rank.rank if p is not None and p.rank is not None else None
+                rank = p.rank.rank if p is not None and p.rank is not None else None
+                self.ranks[pid] = (rank, gpu_of[pid])
         self.ranks = {p: r for p, r in self.ranks.items() if p in now}
 
 

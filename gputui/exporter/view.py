@@ -121,6 +121,8 @@ def _suspects(v: Verdict, group: Group, ranks: Mapping[int, int]) -> list[Suspec
         member = group.members.get(i)
         pids = member.pids if member is not None else ()
         out += [Suspect(i, ranks.get(p), p) for p in pids] or [Suspect(i, None, None)]
+    gone = {pid for pid, _ in v.gone}  # ranks that exited beside a rank still on their GPU
+    out += [Suspect(gpu, rank, p) for p, (_, rank, gpu) in group.departed.items() if p in gone]
     return out
 
 

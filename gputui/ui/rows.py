@@ -95,12 +95,23 @@ def matches(p: ProcessInfo, text: str) -> bool:
     return all(word in hay for word in text.lower().split())
 
 
+def shown_command(p: ProcessInfo) -> str:
+    """The command line with the program's directory left out (`python3 train.py`, not
+    `/opt/torch/.venv/bin/python3 train.py`): at 80 columns the interpreter's path would
+    fill the column and hide the script, the part that tells ranks and jobs apart. The
+    filter and the details screen keep the whole line."""
+    if not p.cmdline:
+        return p.command
+    first = p.cmdline[0]
+    return " ".join([first.rsplit("/", 1)[-1] or first, *p.cmdline[1:]])
+
+
 def cells(p: ProcessInfo, job: Job | None, now: float, wide: bool) -> dict[str, str]:
     """Every column's text for one process."""
     rank = "-" if not p.rank or p.rank.rank is None else str(p.rank.rank)
     if p.env_error and rank == "-":
         rank = "?"  # explained in the command column
-    cmd = p.command if p.live or p.cmdline else f"{p.command} (recorded)"
+    cmd = shown_command(p) if p.live or p.cmdline else f"{p.command} (recorded)"
     if p.env_error:
         cmd = f"{cmd}  [{p.env_error}]"
     state = p.state or "?"
