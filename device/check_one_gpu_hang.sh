@@ -6,10 +6,12 @@
 #   exit      rank 1 raises in load_next_batch_crashes() and exits; rank 0 waits for it
 #   mismatch  rank 1 calls broadcast while rank 0 calls all_reduce
 # For each: `gputui check --json` from before the onset (auto-dump on, RAS and the flight
-# recorder gathered at the stall), each line stamped with its arrival time; for `stuck` also
-# the exporter's /metrics at onset + 20 s, the raw RAS answers twice, a recording, and the
-# dashboard's frame at 80x24. Run through run_all.sh (it sets PYTHONPATH, OUT, the NCCL env):
+# recorder gathered at the stall), each line stamped with its arrival time, the dashboard's
+# frame at 80x24 (headless, at the same time: two gputui dump the same ranks), the exporter's
+# /metrics ~18 s after the onset and the raw RAS answers; for `stuck` also a recording and
+# `gputui dump --job`. Run through run_all.sh (it sets PYTHONPATH, OUT, the NCCL env):
 #   LIMIT=330 bash device/run_all.sh og check_one_gpu_hang
+#   MODES=exit LIMIT=120 bash device/run_all.sh og check_one_gpu_hang     # one mode
 # PASS/FAIL lines in $OUT/onegpu_summary.txt. About 4 minutes.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -72,8 +74,26 @@ for name, cmds in (("text", b"VERBOSE STATUS\n"), ("json", b"SET FORMAT json\nVE
 PY
 }
 
-for spec in "stuck 45" "exit 35" "mismatch 35"; do
-  read -r mode dur <<<"$spec"
+metrics() {  # the exporter's answer now; PASS when a suspect series is there
+  python3 - "$O" "$1" <<'PY' | tee -a "$S"
+import sys, urllib.request
+out, mode = sys.argv[1:3]
+try:
+    text = urllib.request.urlopen("http://127.0.0.1:9835/metrics", timeout=5).read().decode()
+except OSError as e:
+    print(f"FAIL exporter ({mode}): {e}"); sys.exit()
+open(f"{out}/og_{mode}_metrics.txt", "w").write(text)
+keep = [x for x in text.splitlines() if x.startswith(("gputui_job_", "gputui_gpu_state{"))]
+print("\n".join(x for x in keep if not x.endswith(" 0.0")))
+ok = any(x.startswith("gputui_job_suspect{") and x.endswith(" 1.0") for x in keep)
+print(f"{'PASS' if ok else 'FAIL'} exporter ({mode}): gputui_job_suspect at onset + ~18 s")
+PY
+}
+
+# MODES=exit bash ... runs only that one
+for mode in $(echo "${MODES:-stuck,exit,mismatch}" | tr , ' '); do
+  dur=35
+  [ "$mode" = stuck ] && dur=45
   rm -f /tmp/gputui_frpipe_* /tmp/gputui_frdump_*
   log="$O/og_${mode}_job.txt"
   setsid python3 device/multi_worker.py --spawn 2 "$mode" 150 --odd 1 --onset 8 --share-gpu \
@@ -92,13 +112,13 @@ for spec in "stuck 45" "exit 35" "mismatch 35"; do
     continue
   fi
   grep '^READY rank=' "$log" | tee -a "$S"
+  python3 -m gputui exporter --listen 127.0.0.1:9835 --interval 1 >"$O/og_exporter.txt" 2>&1 &
+  EXP=$!  # runs until killed: never waited for
+  timeout 60 python3 device/app_frame.py "$O/og_${mode}_app.svg" 34 80x24 >"$O/og_${mode}_app.txt" 2>&1 &
+  BG+=($!)
   if [ "$mode" = stuck ]; then
-    python3 -m gputui exporter --listen 127.0.0.1:9835 --interval 1 >"$O/og_exporter.txt" 2>&1 &
-    EXP=$!  # runs until killed: never waited for
     timeout 60 python3 -m gputui record --force "$O/og_stuck.trace.jsonl.gz" --duration 40 \
       --interval 0.5 >/dev/null 2>"$O/og_record.err" &
-    BG+=($!)
-    timeout 60 python3 device/app_frame.py "$O/og_stuck_app.svg" 34 80x24 >"$O/og_app.txt" 2>&1 &
     BG+=($!)
   fi
   (timeout $((dur + 60)) python3 -m gputui check --json --duration "$dur" --interval 0.5 \
@@ -108,6 +128,10 @@ for spec in "stuck 45" "exit 35" "mismatch 35"; do
     for _ in $(seq 1 60); do grep -q '^ONSET' "$log" && break; sleep 0.5; done
     sleep 8
     ras_raw "$mode"
+    sleep 8
+    metrics "$mode"
+    kill -TERM "$EXP" 2>/dev/null
+    EXP=
   fi
   if [ "$mode" = stuck ]; then
     for _ in $(seq 1 60); do grep -q '^ONSET' "$log" && break; sleep 0.5; done
@@ -116,19 +140,7 @@ for spec in "stuck 45" "exit 35" "mismatch 35"; do
     sleep 4
     ras_raw b
     sleep 8
-    python3 - "$O" <<'PY' | tee -a "$S"
-import sys, urllib.request
-out = sys.argv[1]
-try:
-    text = urllib.request.urlopen("http://127.0.0.1:9835/metrics", timeout=5).read().decode()
-except OSError as e:
-    print(f"FAIL exporter: {e}"); sys.exit()
-open(f"{out}/og_metrics.txt", "w").write(text)
-keep = [x for x in text.splitlines() if x.startswith(("gputui_job_", "gputui_gpu_state{"))]
-print("\n".join(x for x in keep if not x.endswith(" 0.0")))
-ok = any(x.startswith("gputui_job_suspect{") and x.endswith(" 1.0") for x in keep)
-print(f"{'PASS' if ok else 'FAIL'} exporter: gputui_job_suspect at onset + ~20 s")
-PY
+    metrics stuck
     kill -TERM "$EXP" 2>/dev/null
     EXP=
     t0=$(date +%s.%N)  # every rank dumped at once, identical stacks grouped
@@ -177,8 +189,9 @@ PY
   grep -E '^(ONSET|ERROR|IN) ' "$log" | head -6 | tee -a "$S"
   nvidia-smi --query-gpu=index,utilization.gpu,utilization.memory,power.draw,power.limit \
     --format=csv,noheader | tee -a "$S"
+  head -16 "$O/og_${mode}_app.txt" | tee -a "$S"
+  grep -m3 -E "^(banner|findings):" "$O/og_${mode}_app.txt" | cut -c1-400 | tee -a "$S"
   if [ "$mode" = stuck ]; then
-    grep -m3 -E "^(banner|findings):" "$O/og_app.txt" | cut -c1-400 | tee -a "$S"
     python3 -m gputui check --replay "$O/og_stuck.trace.jsonl.gz" --json 2>&1 | tail -1 \
       | cut -c1-600 | tee -a "$S"
   fi
