@@ -186,7 +186,10 @@ class GpuBoard(LineView):
         line.cell(f"{vram * 100:.0f}%" if vram is not None else "N/A", 4, _level(vram), ">")
         line.add(" ").cell(num(g.temp_c, "C"), 4, align=">").add(" ")
         h = self.history.get(g.index) or GpuHistory((g.util,), (g.mem_util,), (pf,))
-        spark(line, h.util, [_power_colour(p) for p in h.power], max(0, width - line.length))
+        room = max(0, width - line.length)
+        util = list(h.util)[-room:] if room else []
+        colours = [_power_colour(p) for p in list(h.power)[-room:]] if room else []
+        spark(line, util, colours, room)
         return line.strip(width)
 
     # ------------------------------------------------------------ full: a boxed panel per GPU
@@ -217,7 +220,8 @@ class GpuBoard(LineView):
         top.add(label, TAG_STYLE.get(tag, "")).add("─╮", box)
         h = self.history.get(g.index) or GpuHistory((g.util,), (g.mem_util,), (g.power_frac,))
         pf = g.power_frac
-        power_hist = [None if p is None else p * 100 for p in h.power]
+        keep = max(0, w - 4)  # no more samples than the panel's width can show
+        power_hist = [None if p is None else p * 100 for p in list(h.power)[-keep:]]
         power_fig = f"{num(g.power_w)}/{num(g.power_limit_w)} W"
         if pf is not None:
             power_fig += f" {pf * 100:.0f}%"
@@ -258,8 +262,13 @@ def _metric(
 ) -> Line:
     """`util  ██████░░░░  97%  ▁▂▃▅▇█` with the history filling the panel's width."""
     line = Line().add(f"{name} ").add(bar(frac), _level(frac)).add(f" {figure}  ")
-    colours = [_power_colour(p) for p in power] if power else ["magenta"] * len(values)
-    spark(line, values, colours, max(0, inner - line.length))
+    width = max(0, inner - line.length)
+    # Only the samples that fit are coloured: the history holds up to 240 (a wide terminal),
+    # and this runs for three lines of every GPU at every sample.
+    values = list(values)[-width:] if width else []
+    tail = list(power)[-width:] if power and width else []
+    colours = [_power_colour(p) for p in tail] if power else ["magenta"] * len(values)
+    spark(line, values, colours, width)
     return line
 
 
