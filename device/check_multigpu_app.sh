@@ -31,13 +31,8 @@ if [ "$N" -lt 2 ]; then
 fi
 
 JOB=
-stop_job() {
-  [ -n "$JOB" ] || return 0
-  kill -TERM -- -"$JOB" 2>/dev/null
-  for _ in 1 2 3 4 5 6; do kill -0 -- -"$JOB" 2>/dev/null || break; sleep 0.5; done
-  kill -KILL -- -"$JOB" 2>/dev/null
-  JOB=
-}
+. device/common.sh
+stop_job() { stop_group "$JOB"; JOB=; }
 trap stop_job EXIT
 trap 'stop_job; exit 143' TERM INT  # timeout(1) from run_all.sh: the setsid job too
 

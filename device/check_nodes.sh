@@ -24,21 +24,8 @@ for _ in $(seq 1 140); do
 done
 grep 'READY rank=' "$log" | tee -a "$S"
 # 1. the raw answers, with their latency (these become captured test data)
-python3 - "$O" <<'PY' | tee -a "$S"
-import socket, sys, time
-out = sys.argv[1]
-for name, cmds in (("text", b"VERBOSE STATUS\n"), ("json", b"SET FORMAT json\nVERBOSE STATUS\n")):
-    t = time.monotonic()
-    s = socket.create_connection(("127.0.0.1", 28028), timeout=5)
-    s.sendall(cmds)
-    s.settimeout(15)
-    data = b""
-    while chunk := s.recv(65536):
-        data += chunk
-    took = time.monotonic() - t
-    open(f"{out}/ras-2rank-{name}.txt", "wb").write(data)
-    print(f"RAS {name}: {len(data)} bytes in {took * 1000:.1f} ms")
-PY
+. device/common.sh
+ras_raw "$O" 2rank | tee -a "$S"
 # 2. the two "nodes", checked at the same time, then merged
 timeout 60 python3 -m gputui check --json --duration 25 --interval 0.5 --gpus 0 --host a \
   >"$O/a.jsonl" 2>"$O/a.err" &

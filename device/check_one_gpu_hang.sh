@@ -21,16 +21,14 @@ O="${OUT:?}"
 S="$O/onegpu_summary.txt"
 : >"$S"
 say() { echo "$*" | tee -a "$S"; }
+. device/common.sh
 JOB= BG=() EXP=
 stop_all() {
   [ -n "$EXP" ] && kill -TERM "$EXP" 2>/dev/null
   EXP=
   for p in "${BG[@]}"; do kill -TERM "$p" 2>/dev/null; done
   BG=()
-  [ -n "$JOB" ] || return 0
-  kill -TERM -- -"$JOB" 2>/dev/null
-  for _ in 1 2 3 4 5 6; do kill -0 -- -"$JOB" 2>/dev/null || break; sleep 0.5; done
-  kill -KILL -- -"$JOB" 2>/dev/null
+  stop_group "$JOB"
   JOB=
 }
 trap stop_all EXIT
@@ -52,27 +50,6 @@ for line in sys.stdin:
 '
 }
 
-ras_raw() {  # the raw RAS answers (text and JSON) with their latency, for tests/data/ras
-  python3 - "$O" "$1" <<'PY' | tee -a "$S"
-import socket, sys, time
-out, tag = sys.argv[1], sys.argv[2]
-for name, cmds in (("text", b"VERBOSE STATUS\n"), ("json", b"SET FORMAT json\nVERBOSE STATUS\n")):
-    t = time.monotonic()
-    try:
-        s = socket.create_connection(("127.0.0.1", 28028), timeout=5)
-        s.sendall(cmds)
-        s.settimeout(15)
-        data = b""
-        while chunk := s.recv(65536):
-            data += chunk
-    except OSError as e:
-        print(f"RAS {tag} {name}: {type(e).__name__}: {e}")
-        continue
-    took = time.monotonic() - t
-    open(f"{out}/ras-onegpu-{tag}-{name}.txt", "wb").write(data)
-    print(f"RAS {tag} {name}: {len(data)} bytes in {took * 1000:.1f} ms")
-PY
-}
 
 metrics() {  # the exporter's answer now; PASS when a suspect series is there
   python3 - "$O" "$1" <<'PY' | tee -a "$S"
@@ -127,7 +104,7 @@ for mode in $(echo "${MODES:-stuck,exit,mismatch}" | tr , ' '); do
   if [ "$mode" != stuck ]; then  # the raw RAS answers of the exit and mismatch hangs too
     for _ in $(seq 1 60); do grep -q '^ONSET' "$log" && break; sleep 0.5; done
     sleep 8
-    ras_raw "$mode"
+    ras_raw "$O" "onegpu-$mode" | tee -a "$S"
     sleep 8
     metrics "$mode"
     kill -TERM "$EXP" 2>/dev/null
@@ -136,9 +113,9 @@ for mode in $(echo "${MODES:-stuck,exit,mismatch}" | tr , ' '); do
   if [ "$mode" = stuck ]; then
     for _ in $(seq 1 60); do grep -q '^ONSET' "$log" && break; sleep 0.5; done
     sleep 6
-    ras_raw a
+    ras_raw "$O" onegpu-a | tee -a "$S"
     sleep 4
-    ras_raw b
+    ras_raw "$O" onegpu-b | tee -a "$S"
     sleep 8
     metrics stuck
     kill -TERM "$EXP" 2>/dev/null

@@ -94,30 +94,26 @@ def attach_run(
         return ToolResult(tool, t.pid, problem[0], problem[1])
     stopped_before = ptrace.state_letter(t.pid) in ("T", "t")
     argv = [exe, *args]
-    res = run_tool(
-        argv,
-        timeout=timeout,
-        on_line=on_line,
-        cancel=cancel,
-        max_lines=max_lines,
-        tool=tool,
-        pid=t.pid,
-    )
+
+    def run(seconds: float) -> ToolResult:
+        return run_tool(
+            argv,
+            timeout=seconds,
+            on_line=on_line,
+            cancel=cancel,
+            max_lines=max_lines,
+            tool=tool,
+            pid=t.pid,
+        )
+
+    res = run(timeout)
     outcome, msg = _classify(tool, t, res, ok)
     if outcome is Outcome.PERMISSION and (holder := ptrace.held_by(t.pid)):
         # Another tracer holds it (a second gputui's auto-dump, a debugger): wait briefly
         # for it to let go and try once more, within this call's own time.
         left, waited_from = timeout - res.elapsed_s, time.monotonic()
         if left > 0.5 and ptrace.wait_untraced(t.pid, min(BUSY_WAIT_S, left / 2), cancel):
-            res = run_tool(
-                argv,
-                timeout=max(0.2, left - (time.monotonic() - waited_from)),
-                on_line=on_line,
-                cancel=cancel,
-                max_lines=max_lines,
-                tool=tool,
-                pid=t.pid,
-            )
+            res = run(max(0.2, left - (time.monotonic() - waited_from)))
             outcome, msg = _classify(tool, t, res, ok)
         elif holder := ptrace.held_by(t.pid):
             msg = (

@@ -1,0 +1,33 @@
+# Shared by the device checks (sourced): ending a job's process group, raw RAS answers.
+
+# stop_group PGID: SIGTERM the whole process group, up to 3 s, then SIGKILL.
+stop_group() {
+  [ -n "${1:-}" ] || return 0
+  kill -TERM -- -"$1" 2>/dev/null
+  for _ in 1 2 3 4 5 6; do kill -0 -- -"$1" 2>/dev/null || break; sleep 0.5; done
+  kill -KILL -- -"$1" 2>/dev/null
+}
+
+# ras_raw DIR NAME: the RAS thread's answers on 127.0.0.1:28028, text and JSON, unchanged,
+# to DIR/ras-NAME-text.txt and DIR/ras-NAME-json.txt, with their latency on stdout.
+ras_raw() {
+  python3 - "$1" "$2" <<'PY'
+import socket, sys, time
+out, tag = sys.argv[1], sys.argv[2]
+for name, cmds in (("text", b"VERBOSE STATUS\n"), ("json", b"SET FORMAT json\nVERBOSE STATUS\n")):
+    t = time.monotonic()
+    try:
+        s = socket.create_connection(("127.0.0.1", 28028), timeout=5)
+        s.sendall(cmds)
+        s.settimeout(15)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    except OSError as e:
+        print(f"RAS {tag} {name}: {type(e).__name__}: {e}")
+        continue
+    took = time.monotonic() - t
+    open(f"{out}/ras-{tag}-{name}.txt", "wb").write(data)
+    print(f"RAS {tag} {name}: {len(data)} bytes in {took * 1000:.1f} ms")
+PY
+}
