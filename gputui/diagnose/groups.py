@@ -40,7 +40,7 @@ class Group:
     label: str | None
     members: dict[int, Member] = field(default_factory=dict)
     # Processes of the job that left while a GPU of theirs stayed in use by another rank
-    # (ranks sharing a GPU): pid -> (when noticed, its rank or None). A member GPU tells
+    # (ranks sharing a GPU): pid -> (when noticed, its rank or None, its GPU). A member GPU tells
     # a rank that died alone on its GPU; this tells one that died beside a waiting rank.
     departed: dict[int, tuple[float, int | None, int]] = field(default_factory=dict)
     # pid -> (rank or None, GPU) of each GPU-holding process of the job, as last seen

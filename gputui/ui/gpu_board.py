@@ -71,10 +71,18 @@ def _power_colour(frac: float | None) -> str:
     return "yellow" if frac < 0.25 else "cyan" if frac < 0.5 else "green"
 
 
-def spark(line: Line, values: Sequence[float | None], colours: Sequence[str], width: int) -> None:
-    """Append the last `width` values (0..100) as bars, right-aligned, coloured per sample."""
-    vals = list(values)[-width:]
-    cols = list(colours)[-width:]
+def spark(
+    line: Line, values: Sequence[float | None], width: int, power: Sequence[float | None] | None
+) -> None:
+    """Append the last `width` values (0..100) as bars, right-aligned, each coloured by the
+    power fraction of its sample (magenta without one). Only the samples that fit are
+    read: the history holds up to 240 (a wide terminal), and this runs for every GPU line
+    at every sample."""
+    vals = list(values)[-width:] if width else []
+    if power is None:
+        cols = ["magenta"] * len(vals)
+    else:
+        cols = [_power_colour(p) for p in (list(power)[-width:] if width else [])]
     if len(vals) < width:
         line.add(" " * (width - len(vals)))
     run, run_colour = [], None
@@ -186,10 +194,7 @@ class GpuBoard(LineView):
         line.cell(f"{vram * 100:.0f}%" if vram is not None else "N/A", 4, _level(vram), ">")
         line.add(" ").cell(num(g.temp_c, "C"), 4, align=">").add(" ")
         h = self.history.get(g.index) or GpuHistory((g.util,), (g.mem_util,), (pf,))
-        room = max(0, width - line.length)
-        util = list(h.util)[-room:] if room else []
-        colours = [_power_colour(p) for p in list(h.power)[-room:]] if room else []
-        spark(line, util, colours, room)
+        spark(line, h.util, max(0, width - line.length), h.power)
         return line.strip(width)
 
     # ------------------------------------------------------------ full: a boxed panel per GPU
@@ -262,13 +267,7 @@ def _metric(
 ) -> Line:
     """`util  ██████░░░░  97%  ▁▂▃▅▇█` with the history filling the panel's width."""
     line = Line().add(f"{name} ").add(bar(frac), _level(frac)).add(f" {figure}  ")
-    width = max(0, inner - line.length)
-    # Only the samples that fit are coloured: the history holds up to 240 (a wide terminal),
-    # and this runs for three lines of every GPU at every sample.
-    values = list(values)[-width:] if width else []
-    tail = list(power)[-width:] if power and width else []
-    colours = [_power_colour(p) for p in tail] if power else ["magenta"] * len(values)
-    spark(line, values, colours, width)
+    spark(line, values, max(0, inner - line.length), power or None)
     return line
 
 
