@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gputui.diagnose.ranking import Finding, Strength, rank
 from gputui.diagnose.verdict import Verdict
 
 
@@ -29,6 +30,14 @@ class Evidence:
     # by GPU; these add the ranks it cannot tell apart (every GPU spins, or ranks share one).
     suspect_pids: tuple[int, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)  # check --json adds it under `kind`
+    # Findings with their strength (gputui.diagnose.ranking). A source that only fills
+    # `findings` (plain sentences) has them ranked as CONTEXT.
+    ranked: tuple[Finding, ...] = ()
+
+    def all_findings(self) -> tuple[Finding, ...]:
+        plain = tuple(Finding(t, Strength.CONTEXT, self.kind) for t in self.findings)
+        known = {f.text for f in self.ranked}
+        return self.ranked + tuple(f for f in plain if f.text not in known)
 
 
 def fold(verdict: Verdict, evidence: Sequence[Evidence]) -> Verdict:
@@ -51,9 +60,11 @@ def fold(verdict: Verdict, evidence: Sequence[Evidence]) -> Verdict:
     for p in [p for e in evidence for p in e.suspect_pids]:
         if p not in pids:
             pids.append(p)
+    ordered = rank(f for e in evidence for f in e.all_findings())
     return replace(
         verdict,
-        findings=tuple(f for e in evidence for f in e.findings),
+        findings=tuple(f.text for f in ordered),
+        ranked=ordered,
         culprit_frame=culprit,
         stacks=stacks,
         suspect_pids=tuple(pids),

@@ -39,6 +39,9 @@ class Verdict:
     # Anything else an evidence kind reports, by kind (e.g. {"nccl": {...}}): check --json
     # prints each under its kind's own key.
     evidence: dict[str, Any] = field(default_factory=dict)
+    # The findings with strength and source, strongest first (gputui.diagnose.ranking);
+    # `findings` holds their sentences in the same order.
+    ranked: tuple[Any, ...] = ()
 
     @property
     def alarm(self) -> bool:

@@ -1,0 +1,47 @@
+"""The exit codes of every command that judges (`check`, `merge`, `fleet`, `probe`): one table.
+
+Scripts, health checks and epilogues branch on these, so they never change meaning:
+
+| code | meaning |
+| ---: | --- |
+| 0 | healthy (and a slow job, unless `--fail-on-slow`) |
+| 1 | a hang: a job stalled or hung (a rendezvous that never completes included) |
+| 2 | usage or error: bad arguments, unreadable input, NVML failing or not answering |
+| 3 | a sick GPU: a hardware Xid, uncorrected ECC errors, a pending row remap, a lost GPU |
+| 4 | a slow job (a straggler), only when asked with `--fail-on-slow` |
+
+A replay or a `--duration` run exits with the worst verdict it saw, worst first:
+hang (1) > sick GPU (3) > slow (4) > healthy (0). Errors (2) end the run at once.
+"""
+
+from __future__ import annotations
+
+OK = 0
+HANG = 1
+ERROR = 2
+SICK_GPU = 3
+SLOW = 4
+
+# Worse first: the order in which a run's worst verdict is chosen.
+_SEVERITY = (HANG, SICK_GPU, SLOW, OK)
+
+TABLE = (
+    (OK, "healthy (a slow job too, unless --fail-on-slow)"),
+    (HANG, "a hang: a job stalled or hung, a rendezvous that never completes"),
+    (ERROR, "usage or error: bad arguments, unreadable input, NVML failing"),
+    (SICK_GPU, "a sick GPU: hardware Xid, uncorrected ECC, pending row remap, lost GPU"),
+    (SLOW, "a slow job (straggler), only with --fail-on-slow"),
+)
+
+
+def worst(*codes: int) -> int:
+    """The worst of verdict codes seen over a run (never called with ERROR: it ends a run)."""
+    for c in _SEVERITY:
+        if c in codes:
+            return c
+    return OK
+
+
+def help_text() -> str:
+    """The table as `--help` epilog lines."""
+    return "exit codes:\n" + "\n".join(f"  {c}  {what}" for c, what in TABLE)
