@@ -34,7 +34,9 @@ def _unsafe(ch: str) -> bool:
     )
 
 
-def clean(text: str, *, keep_newlines: bool = False, keep_tabs: bool = False, limit: int = 0) -> str:
+def clean(
+    text: str, *, keep_newlines: bool = False, keep_tabs: bool = False, limit: int = 0
+) -> str:
     """`text` with every control character shown as an escape.
 
     keep_newlines: multi-line text (a stack, a log tail) keeps its line breaks, but a
