@@ -180,3 +180,51 @@ def test_a_real_process_in_a_slurm_named_cgroup_is_named_with_its_job(in_cgroup)
 def test_a_process_of_no_container_has_no_owner():
     assert read_owner(os.getpid()) is None or read_owner(os.getpid()).kind != "pod"
     assert read_owner(2**22 + 7) is None  # no such process: None, not an error
+
+
+# ---------------------------------------------------------------- every face
+
+
+def _owned(snaps, owner: Owner):
+    from dataclasses import replace
+
+    for s in snaps:
+        yield replace(s, processes=tuple(replace(p, owner=owner) for p in s.processes))
+
+
+def test_the_verdict_names_the_suspects_pod():
+    from gputui.diagnose.detector import diagnose_trace
+    from tests.synth import timeline
+
+    pod = Owner("pod", pod_uid=UID, pod_name="train-7f9c-worker-1", namespace="ml")
+    snaps = _owned(timeline((15.0, ["spin", "idle"])), pod)
+    last = diagnose_trace(snaps)[-1]
+    assert last.state == "stalled" and last.suspects == (1,)
+    assert "GPU 1 (pod ml/train-7f9c-worker-1, pid" in last.reason
+
+
+def test_the_owner_is_recorded_and_replayed_and_printed_by_snapshot(tmp_path):
+    from gputui.collect.trace import snapshot_to_lines
+    from gputui.collect.trace_read import read_trace
+    from gputui.commands.snapshot import snapshot_to_json, snapshot_to_text
+    from gputui.jsonout import dumps
+    from tests.synth import snapshot
+
+    pod = Owner("pod", pod_uid=UID, pod_name="train-0", container_id=CID)
+    (snap,) = _owned([snapshot(1000.0, ["spin", "idle"])], pod)
+    f = tmp_path / "rec.jsonl"
+    f.write_text("".join(dumps(line) + "\n" for line in snapshot_to_lines(snap)))
+    (back,) = read_trace(f)
+    assert [p.owner for p in back.processes] == [pod, pod]
+    d = snapshot_to_json(back)
+    assert d["processes"][0]["owner"]["pod"] == "train-0"
+    assert "[pod train-0] python train.py" in snapshot_to_text(back)
+
+
+def test_a_recorded_owner_of_unknown_shape_is_dropped_not_an_error():
+    from gputui.collect.owner import owner_from_json
+
+    assert owner_from_json({"kind": "vm", "pod": "x"}) is None
+    assert owner_from_json("pod") is None
+    o = owner_from_json({"kind": "pod", "pod": "a\x1b[2Jb", "pod_uid": "u" * 500})
+    assert o is not None and o.pod_name is None and len(o.pod_uid) == 128

@@ -145,3 +145,26 @@ def read_owner(pid: int, env: dict[str, str] | None = None) -> Owner | None:
 
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+_JSON_KEYS = {
+    "pod_uid": "pod_uid",
+    "pod": "pod_name",
+    "namespace": "namespace",
+    "container_id": "container_id",
+    "slurm_job": "slurm_job",
+    "slurm_step": "slurm_step",
+}
+_KINDS = frozenset({"pod", "docker", "container", "slurm"})
+
+
+def owner_from_json(d: object) -> Owner | None:
+    """An owner read back from a recording (untrusted): known keys, short strings, or None."""
+    if not isinstance(d, dict) or d.get("kind") not in _KINDS:
+        return None
+    kw = {
+        attr: v[:128]
+        for key, attr in _JSON_KEYS.items()
+        if isinstance(v := d.get(key), str) and v.isprintable()
+    }
+    return Owner(str(d["kind"]), **kw)
