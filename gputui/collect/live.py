@@ -24,6 +24,7 @@ from gputui.collect.nvml import (
     unreadable_message,
 )
 from gputui.collect.nvml_thread import NvmlHung
+from gputui.collect.podresources import PodResources, name_pods
 from gputui.collect.procs import HostTop, ProcessReader
 
 
@@ -39,6 +40,7 @@ class LiveSource:
             raise NvmlHung(self.nvml.error or "NVML did not answer")
         self.procs = ProcessReader()
         self.pidmap = PidMapper()
+        self.podres = PodResources()
         self.host = HostTop(host_limit) if not self.nvml.devices else None
         self.hostname = socket.gethostname()
         if self.nvml.devices:
@@ -78,6 +80,7 @@ class LiveSource:
         # Host processes busiest first. HostTop ranked them, but a process it had not measured
         # yet may have been measured by ProcTable since (it appeared between two scans), so
         # rank again on the figures shown: GPU processes first, then by CPU, unmeasured last.
+        read = name_pods(read, gpus, self.podres)  # pod names from the kubelet, where it answers
         gpu_procs = [p for p in read if p.gpus]
         host = sorted(
             (p for p in read if not p.gpus),

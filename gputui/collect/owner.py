@@ -22,7 +22,7 @@ line of unknown shape is ignored, never an error.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 MAX_CGROUP_BYTES = 16_384  # a cgroup file is a few hundred bytes; never read more than this
 
@@ -55,6 +55,7 @@ class Owner:
     slurm_uid: int | None = None
     pod_name: str | None = None  # where known (the container's HOSTNAME, or the kubelet)
     namespace: str | None = None
+    container: str | None = None  # the container's name, where the kubelet said it
 
     def short(self) -> str:
         """A few words for a table cell or a verdict: `pod train-7f9c-0`, `slurm 4242.0`."""
@@ -72,6 +73,7 @@ class Owner:
             "pod_uid": self.pod_uid,
             "pod": self.pod_name,
             "namespace": self.namespace,
+            "container": self.container,
             "container_id": self.container_id,
             "slurm_job": self.slurm_job,
             "slurm_step": self.slurm_step,
@@ -140,7 +142,7 @@ def read_owner(pid: int, env: dict[str, str] | None = None) -> Owner | None:
         name = env.get("HOSTNAME")
         ns = env.get("POD_NAMESPACE") or env.get("KUBERNETES_NAMESPACE")
         if name and _DNS_LABEL.fullmatch(name):
-            o = Owner(**{**o.__dict__, "pod_name": name, "namespace": ns})
+            o = replace(o, pod_name=name, namespace=ns)
     return o
 
 
@@ -151,6 +153,7 @@ _JSON_KEYS = {
     "pod_uid": "pod_uid",
     "pod": "pod_name",
     "namespace": "namespace",
+    "container": "container",
     "container_id": "container_id",
     "slurm_job": "slurm_job",
     "slurm_step": "slurm_step",

@@ -108,7 +108,7 @@ def _owners(snap: Snapshot, gpu: int) -> tuple[tuple[str, str, str, str], ...]:
         row = (
             bounded(pod, 63),
             bounded(o.namespace or "", 63),
-            (o.container_id or "")[:12],
+            bounded(o.container or (o.container_id or "")[:12], 63),
             o.slurm_job or "",
         )
         if row not in out:
