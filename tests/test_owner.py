@@ -228,3 +228,16 @@ def test_a_recorded_owner_of_unknown_shape_is_dropped_not_an_error():
     assert owner_from_json("pod") is None
     o = owner_from_json({"kind": "pod", "pod": "a\x1b[2Jb", "pod_uid": "u" * 500})
     assert o is not None and o.pod_name is None and len(o.pod_uid) == 128
+
+
+def test_the_process_table_shows_and_filters_by_the_owner():
+    from gputui.collect.model import ProcessInfo
+    from gputui.ui.rows import cells, matches
+
+    p = ProcessInfo(pid=815, cmdline=("python3", "train.py"), owner=Owner("slurm", slurm_job="42"))
+    assert cells(p, None, 0.0, wide=True)["command"] == "[slurm 42] python3 train.py"
+    assert matches(p, "slurm 42") and not matches(p, "slurm 43")
+    moved = ProcessInfo(pid=3, cmdline=("python3", "train.py"), nvml_pid=4242, pid_guess=True)
+    assert cells(moved, None, 0.0, wide=True)["command"].endswith(
+        "(NVML pid 4242, matched by guess)"
+    )
