@@ -38,11 +38,12 @@ def test_the_systemd_unit_runs_unprivileged_without_ptrace_on_localhost():
     assert not any(x.startswith(("PrivateDevices=yes", "ProtectProc=invisible")) for x in lines)
 
 
-def test_the_daemonset_has_no_ptrace_no_host_pids_and_listens_on_loopback():
+def test_the_daemonset_has_no_ptrace_reads_host_pids_and_listens_on_loopback():
     lines = live_lines(DAEMONSET)
     text = "\n".join(lines)
     assert "PTRACE" not in text and "privileged: true" not in text
-    assert "hostPID: false" in lines
+    assert "hostPID: true" in lines  # ranks, jobs and pods named (read only)
+    assert "readOnlyRootFilesystem: true" in lines
     assert 'drop: ["ALL"]' in lines and "allowPrivilegeEscalation: false" in lines
     assert 'args: ["--listen", "127.0.0.1:9835", "--interval", "1"]' in lines
     assert "nvidia.com/gpu:" not in text  # requests no GPU: it would take one from the jobs
@@ -66,3 +67,28 @@ def test_the_systemd_unit_verifies(tmp_path):
     )
     problems = [x for x in (r.stdout + r.stderr).splitlines() if "gputui-exporter" in x]
     assert r.returncode == 0 and not problems, r.stdout + r.stderr
+
+
+def test_every_kubernetes_manifest_validates_against_the_api_schemas():
+    """Offline: kubernetes-validate ships the API's JSON schemas; nothing is fetched."""
+    kv = pytest.importorskip("kubernetes_validate")
+    yaml = pytest.importorskip("yaml")
+    for path in sorted((DEPLOY / "kubernetes").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc is None or doc.get("apiVersion", "").startswith("monitoring.coreos.com"):
+                continue  # the PodMonitor is a CRD: no schema ships for it
+            kv.validate(doc, "1.30.0", strict=True)
+
+
+def test_the_daemonset_mounts_the_pod_resources_socket_read_only():
+    yaml = pytest.importorskip("yaml")
+    ds = yaml.safe_load(DAEMONSET.read_text())
+    spec = ds["spec"]["template"]["spec"]
+    (mount,) = spec["containers"][0]["volumeMounts"]
+    assert mount == {
+        "name": "pod-resources",
+        "mountPath": "/var/lib/kubelet/pod-resources",
+        "readOnly": True,
+    }
+    (vol,) = spec["volumes"]
+    assert vol["hostPath"]["path"] == "/var/lib/kubelet/pod-resources"

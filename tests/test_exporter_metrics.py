@@ -68,7 +68,9 @@ def test_at_the_demo_stall_every_metric_has_its_labels(demo_snaps):
             break
     assert s.phase.startswith("stall_in_loop")
     ss = samples(w)
-    assert {s.name for s in ss} == set(exported_names())
+    # gputui_gpu_owner has a series only where a process has an owner (a pod, a container,
+    # a Slurm job); the demo's ranks ran in none.
+    assert {s.name for s in ss} == set(exported_names()) - {"gputui_gpu_owner"}
     for s in ss:
         if s.name.startswith("gputui_gpu_"):
             assert {"gpu", "uuid", "host"} <= set(s.labels)
@@ -297,3 +299,24 @@ def test_a_failing_sample_is_said_once_and_sampling_goes_on():
         stop.set()
         t.join(30)
     assert not t.is_alive()
+
+
+def test_each_gpu_is_labelled_with_the_pods_on_it_like_dcgm_exporter(demo_snaps):
+    from dataclasses import replace
+
+    from gputui.collect.owner import Owner
+
+    pod = Owner(
+        "pod",
+        pod_uid="3f9c1d2e-1234-4abc-9def-0123456789ab",
+        pod_name="train-0",
+        namespace="ml",
+        container_id="a" * 64,
+    )
+    w = Watch(Detector(), host="node7")
+    snap = next(s for s in demo_snaps if s.processes)
+    w.on_snapshot(replace(snap, processes=tuple(replace(p, owner=pod) for p in snap.processes)))
+    owners = by_name(samples(w), "gputui_gpu_owner")
+    assert owners and {o.labels["pod"] for o in owners} == {"train-0"}
+    assert {o.labels["namespace"] for o in owners} == {"ml"}
+    assert {o.labels["container"] for o in owners} == {"a" * 12}

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import socket
 import time
+from dataclasses import replace
 
 from gputui.collect.jobs import group_jobs
 from gputui.collect.model import Snapshot
+from gputui.collect.nsmap import PidMapper, reconcile
 from gputui.collect.nvml import (
     DEFAULT_TIMEOUT_S,
     FAILING,
@@ -22,6 +24,7 @@ from gputui.collect.nvml import (
     unreadable_message,
 )
 from gputui.collect.nvml_thread import NvmlHung
+from gputui.collect.podresources import PodResources, name_pods
 from gputui.collect.procs import HostTop, ProcessReader
 
 
@@ -36,6 +39,8 @@ class LiveSource:
         if self.nvml.status == HUNG:
             raise NvmlHung(self.nvml.error or "NVML did not answer")
         self.procs = ProcessReader()
+        self.pidmap = PidMapper()
+        self.podres = PodResources()
         self.host = HostTop(host_limit) if not self.nvml.devices else None
         self.hostname = socket.gethostname()
         if self.nvml.devices:
@@ -48,7 +53,8 @@ class LiveSource:
 
     def sample(self) -> Snapshot:
         t = time.time()
-        gpus = tuple(self.nvml.read())
+        # Inside a container, NVML's pids may be the host's: made into pids that work here.
+        gpus, matched = reconcile(tuple(self.nvml.read()), self.pidmap)
         want: dict[int, tuple[tuple[int, ...], float | None]] = {}
         for g in gpus:
             mem = dict(g.proc_mem_mb)
@@ -64,9 +70,17 @@ class LiveSource:
                 if pct is not None:
                     cpu[pid] = pct
         read = self.procs.read(want, cpu=cpu)
+        if matched:
+            read = [
+                replace(p, nvml_pid=m.nvml_pid, pid_guess=m.guess)
+                if (m := matched.get(p.pid)) is not None
+                else p
+                for p in read
+            ]
         # Host processes busiest first. HostTop ranked them, but a process it had not measured
         # yet may have been measured by ProcTable since (it appeared between two scans), so
         # rank again on the figures shown: GPU processes first, then by CPU, unmeasured last.
+        read = name_pods(read, gpus, self.podres)  # pod names from the kubelet, where it answers
         gpu_procs = [p for p in read if p.gpus]
         host = sorted(
             (p for p in read if not p.gpus),

@@ -30,6 +30,9 @@ class GpuSample:
     events: int | None = None  # clock event reasons bitmask (1 = GPU idle)
     pids: tuple[int, ...] = ()  # compute processes NVML sees on this GPU
     proc_mem_mb: tuple[tuple[int, float | None], ...] = ()  # (pid, used MiB) per process
+    # Inside a container whose driver hides other namespaces' processes: memory in use that
+    # no process listed here holds (another container's), MiB; None elsewhere.
+    mem_outside_mb: float | None = None
     # field name -> why it is not available. The key "gpu" (nvml.GPU_UNREADABLE) means the
     # whole GPU gave no reading (NVML: "GPU is lost", or no handle): every reading is None.
     na: dict[str, str] = field(default_factory=dict)
@@ -78,6 +81,12 @@ class ProcessInfo:
     rank: RankInfo | None = None
     env_error: str | None = None  # why the environment could not be read, if it could not
     live: bool = True  # False for processes from a recording: nothing here can attach to them
+    # Whose process it is (gputui.collect.owner.Owner: pod, container, Slurm job), or None.
+    owner: Any = None
+    # Inside a container whose driver reports host pids: the pid NVML gave, when it differs
+    # from `pid` (the one that works here), and whether that match is a guess.
+    nvml_pid: int | None = None
+    pid_guess: bool = False
 
     @property
     def command(self) -> str:

@@ -16,6 +16,7 @@ import psutil
 
 from gputui.collect.jobs import RANK_ENV_VARS, rank_from_env
 from gputui.collect.model import ProcessInfo, RankInfo
+from gputui.collect.owner import Owner, read_owner
 from gputui.redact import redact_argv
 
 ENV_DENIED = "environment not readable (permission denied): run gputui as the job's user or root"
@@ -32,6 +33,7 @@ class _Static:
     parent_cmd: str | None
     rank: RankInfo | None
     env_error: str | None
+    owner: Owner | None = None
     cpu_started: bool = False  # cpu_percent() has been called once: the next call measures
 
 
@@ -66,7 +68,7 @@ class ProcessReader:
                     cmd = ()
         except psutil.Error:
             return None
-        rank, env_error = None, None
+        rank, env_error, env = None, None, None
         try:
             env = p.environ()
             rank = rank_from_env({k: env[k] for k in RANK_ENV_VARS if k in env})
@@ -79,7 +81,8 @@ class ProcessReader:
             parent_cmd = " ".join(redact_argv(psutil.Process(ppid).cmdline())) or None
         except psutil.Error:
             pass
-        st = _Static(p, ct, user, name, cmd, ppid, parent_cmd, rank, env_error)
+        owner = read_owner(pid, env)
+        st = _Static(p, ct, user, name, cmd, ppid, parent_cmd, rank, env_error, owner)
         self._cache[pid] = st
         return st
 
@@ -140,6 +143,7 @@ class ProcessReader:
                     gpu_mem_mb=gpu_mem,
                     rank=st.rank,
                     env_error=st.env_error,
+                    owner=st.owner,
                 )
             )
         alive = set(pids)

@@ -96,6 +96,10 @@ def process_to_dict(p: ProcessInfo) -> dict[str, Any]:
     }
     if p.env_error:
         d["env_error"] = _clip(p.env_error)
+    if p.owner is not None:
+        d["owner"] = p.owner.to_json()
+    if p.nvml_pid is not None:
+        d["nvml_pid"] = p.nvml_pid
     return d
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from gputui.collect.jobs import RANK_ENV_VARS, rank_from_env
 from gputui.collect.model import GpuSample, ProcessInfo
+from gputui.collect.owner import owner_from_json
 from gputui.errors import GputuiError
 
 # ---------------------------------------------------------------- bounds
@@ -369,6 +370,7 @@ def process(d: Any, gpu: int, where: str) -> ProcessInfo:
         rank=rank_from_env(_env(d, where)),
         env_error=text(d, "env_error", where),
         live=False,
+        owner=owner_from_json(d.get("owner")),
     )
 
 

@@ -33,10 +33,18 @@ def _fanout(text: str) -> int:
 def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--launcher",
-        choices=("ssh", "srun", "pdsh"),
+        choices=("ssh", "srun", "pdsh", "kubectl"),
         default="ssh",
-        help="how to reach the hosts (default ssh)",
+        help="how to reach the hosts (default ssh); kubectl: the hosts are pods",
     )
+    p.add_argument(
+        "--selector",
+        default=None,
+        metavar="SEL",
+        help="kubectl: the pods matching this label selector (then HOSTS is left out)",
+    )
+    p.add_argument("--namespace", default=None, metavar="NS", help="kubectl: the pods' namespace")
+    p.add_argument("--container", default=None, metavar="C", help="kubectl: the container")
     p.add_argument(
         "--fanout", type=_fanout, default=64, metavar="N", help="hosts at once (default 64)"
     )
@@ -145,11 +153,42 @@ def _hosts(text: str) -> list[str]:
     return hosts
 
 
+def _targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """(hosts or pods, the remote command). With kubectl and --selector, HOSTS is left out:
+    argparse then takes the command's first word for HOSTS, which is put back here."""
+    if args.selector is not None and args.launcher != "kubectl":
+        raise GputuiError("fleet: --selector needs --launcher kubectl")
+    if args.launcher == "kubectl" and args.selector is not None:
+        if args.hosts not in REMOTE_COMMANDS and "--" not in args.remote:
+            raise GputuiError("fleet: give pods as HOSTS or --selector, not both")
+        if args.hosts in REMOTE_COMMANDS and "--" not in args.remote:
+            args.remote = ["--", args.hosts, *args.remote]
+        remote = _remote(args)
+        from gputui.tools.kube import list_pods
+
+        return list_pods(args.namespace, args.selector, args.connect_timeout + 10.0), remote
+    return _hosts(args.hosts), _remote(args)
+
+
 def _runs(args: argparse.Namespace, hosts: list[str], remote: list[str]) -> list[HostRun]:
     """One HostRun per host, whatever the launcher."""
     import os
 
     from gputui.tools import fleet
+
+    if args.launcher == "kubectl":
+        from gputui.tools.kube import run_kubectl
+
+        if remote[0] == "check" and "--host" not in remote:
+            remote = [*remote, "--host", "{host}"]
+        return run_kubectl(
+            hosts,
+            [args.remote_gputui, *remote],
+            namespace=args.namespace,
+            container=args.container,
+            fanout=args.fanout,
+            timeout=args.timeout,
+        )
 
     if args.launcher == "ssh":
         if remote[0] == "check" and "--host" not in remote:
@@ -216,8 +255,7 @@ def run(args: argparse.Namespace) -> int:
     import json
     import sys
 
-    hosts = _hosts(args.hosts)
-    remote = _remote(args)
+    hosts, remote = _targets(args)
     runs = _runs(args, hosts, remote)
     if remote[0] != "check":
         answered = [r for r in runs if r.stdout.strip()]

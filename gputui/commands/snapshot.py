@@ -75,6 +75,7 @@ def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
                 "pstate": g.pstate,
                 "events": g.events,
                 "pids": list(g.pids),
+                "mem_outside_mb": g.mem_outside_mb,
                 "error": g.na.get(GPU_UNREADABLE),  # why the GPU gave no reading at all
                 "not_available": g.na,
             }
@@ -85,6 +86,9 @@ def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
         d["gpus"] = list(p.gpus)
         d["rank"] = p.rank.rank if p.rank else None
         d["live"] = p.live
+        d["owner"] = p.owner.to_json() if p.owner is not None else None
+        if p.nvml_pid is not None:
+            d["nvml_pid"], d["pid_guess"] = p.nvml_pid, p.pid_guess
         procs.append(d)
     jobs = [
         {
@@ -136,6 +140,11 @@ def snapshot_to_text(snap: Snapshot) -> str:
             f"{g.index:>3} {(g.name or '?')[:22]:<22} {_fmt(g.util, '%'):>5} "
             f"{_fmt(g.mem_util, '%'):>5} {power:>14} {mem:>17} {_fmt(g.temp_c, 'C'):>5} "
             f"{_fmt(g.sm_mhz):>7} {','.join(map(str, g.pids)) or '-'}"
+            + (
+                f" (+{g.mem_outside_mb:.0f} MiB held outside this container)"
+                if g.mem_outside_mb
+                else ""
+            )
         )
     if snap.processes:
         lines.append("")
@@ -149,7 +158,9 @@ def snapshot_to_text(snap: Snapshot) -> str:
             lines.append(
                 f"{p.pid:>7} {gpus:>5} {rank!s:>4} {(p.user or '?')[:10]:<10} "
                 f"{_fmt(p.cpu_percent, '', 1):>6} {_fmt(p.rss_mb):>8} "
-                f"{(p.state or '?'):<9} {p.command[:80]}"
+                f"{(p.state or '?'):<9} "
+                + (f"[{p.owner.short()}] " if p.owner is not None else "")
+                + p.command[:80]
             )
     for j in snap.jobs:
         lines.append(f"job {j.label}: GPUs {','.join(map(str, j.gpus))} ({j.how})")

@@ -118,7 +118,12 @@ class Detector:
         # elsewhere (never reached the collective), or gone (the rank died).
         suspects = tuple(i for i in members if i not in spinning)
         vanished = tuple(i for i in suspects if i not in present)
-        words = [f"GPU {i} " + _suspect_words(i, group, vanished, states) for i in suspects]
+        words = [
+            f"GPU {i} "
+            + _owned_by(snap, group.members[i].pids)
+            + _suspect_words(i, group, vanished, states)
+            for i in suspects
+        ]
         suspect_pids = tuple(p for i in suspects for p in group.members[i].pids)
         # Ranks that died beside a rank still on their GPU (ranks sharing a GPU): NVML sees
         # the GPU still in use, so only the pid that left tells.
@@ -178,6 +183,16 @@ def _suspect_words(
     if i in vanished:
         return "(its process has exited)"
     return describe_state(states.get(i, GpuState.UNKNOWN))
+
+
+def _owned_by(snap: Snapshot, pids: Iterable[int]) -> str:
+    """`(pod ml/train-1, pid 815) ` where the suspect's process has an owner (a pod, a
+    container, a Slurm job): on a shared node that is the name a person acts on."""
+    for pid in pids:
+        p = snap.process(pid)
+        if p is not None and p.owner is not None:
+            return f"({p.owner.short()}, pid {pid}) "
+    return ""
 
 
 def _multi_gpu_process(snap: Snapshot, group: Group) -> bool:

@@ -89,14 +89,22 @@ def _gpu_families(view: View) -> Iterator[Metric]:
         "Compute processes NVML lists on the GPU",
         labels=GPU_LABELS,
     )
+    owner = GaugeMetricFamily(
+        "gputui_gpu_owner",
+        "1 for each pod, container or Slurm job with a process on the GPU (labels like "
+        "dcgm-exporter's pod, namespace, container; empty where unknown)",
+        labels=[*GPU_LABELS, "pod", "namespace", "container", "slurm_job"],
+    )
     for g in view.gpus:
         labels = [str(g.index), g.uuid, host]
+        for row in g.owners:
+            owner.add_metric([*labels, *row], 1.0)
         for s in GPU_STATES:
             state.add_metric([*labels, s], 1.0 if g.state == s else 0.0)
         spin.add_metric(labels, g.spin_s)
         if g.processes is not None:
             procs.add_metric(labels, g.processes)
-    yield from (state, spin, procs)
+    yield from (state, spin, procs, owner)
 
 
 def _job_families(view: View) -> Iterator[Metric]:
@@ -132,5 +140,6 @@ def exported_names() -> tuple[str, ...]:
     """Every metric name this collector can emit (the dashboard and rules tests use it)."""
     gpu = [f"gputui_gpu_{n}" for n, _, _ in _READINGS]
     gpu += ["gputui_gpu_state", "gputui_gpu_spin_seconds", "gputui_gpu_processes"]
+    gpu += ["gputui_gpu_owner"]
     job = ["gputui_job_state", "gputui_job_stall_seconds", "gputui_job_suspect"]
     return (*gpu, *job, "gputui_sample_age_seconds", "gputui_build_info")

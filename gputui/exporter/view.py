@@ -30,6 +30,7 @@ MIB = 2**20
 # given a digest of the whole key, so two long keys stay apart.
 MAX_LABEL = 120
 JOB_STATES = (OK, STALLED, HUNG)
+MAX_OWNERS_PER_GPU = 16  # label sets per GPU on gputui_gpu_owner: bounded like every label
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class GpuRow:
     power_limit_w: float | None = None
     mem_used_bytes: float | None = None
     processes: int | None = None  # compute processes NVML lists on it
+    # (pod, namespace, container id, Slurm job) of each distinct owner of its processes, as
+    # dcgm-exporter labels GPUs with the pods that use them; "" where not known.
+    owners: tuple[tuple[str, str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,24 @@ def _ratio(percent: float | None) -> float | None:
     return None if percent is None else percent / 100.0
 
 
+def _owners(snap: Snapshot, gpu: int) -> tuple[tuple[str, str, str, str], ...]:
+    out: list[tuple[str, str, str, str]] = []
+    for p in snap.processes:
+        o = p.owner
+        if o is None or gpu not in p.gpus:
+            continue
+        pod = o.pod_name or o.pod_uid or ""
+        row = (
+            bounded(pod, 63),
+            bounded(o.namespace or "", 63),
+            bounded(o.container or (o.container_id or "")[:12], 63),
+            o.slurm_job or "",
+        )
+        if row not in out:
+            out.append(row)
+    return tuple(out[:MAX_OWNERS_PER_GPU])
+
+
 def gpu_rows(snap: Snapshot, verdict: Verdict, detector: Detector) -> tuple[GpuRow, ...]:
     rows = []
     for g in snap.gpus:
@@ -110,6 +132,7 @@ def gpu_rows(snap: Snapshot, verdict: Verdict, detector: Detector) -> tuple[GpuR
                 power_limit_w=g.power_limit_w,
                 mem_used_bytes=None if g.mem_used_mb is None else g.mem_used_mb * MIB,
                 processes=None if "pids" in g.na else len(g.pids),
+                owners=_owners(snap, g.index),
             )
         )
     return tuple(rows)

@@ -91,7 +91,8 @@ def matches(p: ProcessInfo, text: str) -> bool:
     if not text:
         return True
     rank = f"rank{p.rank.rank}" if p.rank and p.rank.rank is not None else ""
-    hay = f"{p.pid} {p.user or ''} {p.state or ''} {rank} {p.command}".lower()
+    owner = p.owner.short() if p.owner is not None else ""
+    hay = f"{p.pid} {p.user or ''} {p.state or ''} {rank} {owner} {p.command}".lower()
     return all(word in hay for word in text.lower().split())
 
 
@@ -114,6 +115,10 @@ def cells(p: ProcessInfo, job: Job | None, now: float, wide: bool) -> dict[str, 
     cmd = shown_command(p) if p.live or p.cmdline else f"{p.command} (recorded)"
     if p.env_error:
         cmd = f"{cmd}  [{p.env_error}]"
+    if p.owner is not None:  # the pod, container or Slurm job a person acts on
+        cmd = f"[{p.owner.short()}] {cmd}"
+    if p.nvml_pid is not None:
+        cmd += f"  (NVML pid {p.nvml_pid}{', matched by guess' if p.pid_guess else ''})"
     state = p.state or "?"
     return {
         "gpu": ",".join(map(str, p.gpus)) or "-",
