@@ -17,8 +17,8 @@ import pytest
 from sshd import sshd  # noqa: F401 - the fixture
 from tmux import Tmux, needs_tmux
 
-# The demo's stall_in_loop hang is raised ~75 s into the recording: start a few seconds before.
-DEMO = ["-m", "gputui", "--demo", "--start", "66"]
+# The demo's stall_in_loop hang is raised ~25 s into the demo: start a few seconds before.
+DEMO = ["-m", "gputui", "--demo", "--start", "16"]
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from gputui.ui.bars import KeyBar, StatusLine
 from gputui.ui.gpu_board import HISTORY, GpuBoard, GpuHistory
 from gputui.ui.messages import EvidenceArrived, SamplerFailed, SnapshotReady, SourceEnded
 from gputui.ui.process_table import ProcessTable
+from gputui.ui.story import DemoStory, StoryBar, seek_phase
 from gputui.ui.strips import LineView, text_line
 from gputui.ui.table_actions import TableActions
 from gputui.watch import Watcher
@@ -117,9 +118,11 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
         auto_dump: bool = True,
         watch_terminal: bool = False,
         first: Snapshot | None = None,
+        story: DemoStory | None = None,
     ) -> None:
         super().__init__()
         self.source = source
+        self.story = story  # the guided demo (`gputui --demo`), holding at each finding
         self.stall_after, self.hang_after = stall_after, hang_after
         self.bundle_dir = bundle_dir
         self.probe_args = probe_args or {}
@@ -157,6 +160,8 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
     def _prepare(self, snap: Snapshot) -> SnapshotReady:
         """The detector's verdict and the per-GPU history for one sample (sampler thread)."""
         verdict = self.watcher.update(snap)
+        if self.story is not None and self.story.check(verdict, snap.phase):
+            self.sampler.pause(True)  # before the next sample: the finding stays on screen
         for g in snap.gpus:
             h = self._hist.get(g.index)
             if h is None:
@@ -174,12 +179,21 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
         # Kept as attributes: a DOM query per widget per sample is work for nothing, and
         # these widgets live as long as the app.
         self.status = StatusLine(id="status")
+        self.story_bar = StoryBar(self.story)
         self.banner = VerdictBanner(id="banner")
         self.board = GpuBoard(id="gpus")
         self.no_gpu = NoGpuNote()
         self.table = ProcessTable(id="procs")
         self.keybar = KeyBar(id="keys")
-        yield from (self.status, self.banner, self.board, self.no_gpu, self.table, self.keybar)
+        yield from (
+            self.status,
+            self.story_bar,
+            self.banner,
+            self.board,
+            self.no_gpu,
+            self.table,
+            self.keybar,
+        )
 
     def on_mount(self) -> None:
         self.table.focus()
@@ -221,6 +235,9 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
 
     def on_source_ended(self, _: SourceEnded) -> None:
         self.ended = True
+        if self.story is not None and not self.story.done:
+            self.story.finish()  # the demo ends on its summary, not on "replay ended"
+            self.story_bar.redraw()
         self._refresh_status()
         self.ended_event.set()
 
@@ -255,7 +272,9 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
         assert snap is not None
         self.banner.show(self.verdict, snap.t)
         board = self.board
-        board.reserved = 2 + banner_height(self.verdict)
+        board.reserved = 2 + banner_height(self.verdict) + self.story_bar.line_count
+        if self.story is not None:
+            self.story_bar.redraw()
         board.show(snap.gpus, self.history, self._gpu_tags(), self._is_stale())
         note = self.no_gpu
         error = "" if snap.gpus else (snap.gpu_error or "this node reports no GPUs")
@@ -311,23 +330,37 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
         host = (snap.hostname if snap and snap.hostname else "") or ""
         right = ""
         stale = self._is_stale()
+        shorter: tuple[str, ...] = ()
         if snap is None:
             left = f"gputui · {src} · waiting for the first sample…"
         else:
             when = time.strftime("%H:%M:%S", time.localtime(snap.t))
-            parts = ["gputui", host, src, f"sample {when}"]
-            if self.source.kind == "replay" and snap.phase:
-                parts.append(f"recorded phase: {snap.phase}")
+            phase = snap.phase if self.source.kind == "replay" else None
+            parts = ["gputui", host, src, f"sample {when}", phase and f"recorded phase: {phase}"]
             left = " · ".join(p for p in parts if p)
+            # Narrower: the app's name, then the clock time, then the host go first.
+            shorter = tuple(
+                " · ".join(p for p in cut if p)
+                for cut in (
+                    [host, src, f"sample {when}", phase and f"phase: {phase}"],
+                    [host, src, phase and f"phase: {phase}"],
+                    [src, phase and f"phase: {phase}"],
+                    [src] if not phase else ["replay", f"phase: {phase}"],
+                )
+            )
         if stale:
             what = "no sample yet" if snap is None else "no sample"
             why = self.sample_error or "NVML not answering?"
             right = f"STALE: {what} for {self._age():.0f} s ({why})"
+        elif self.story is not None and self.story.holding is not None:
+            right = ""  # the story bar names the key that goes on
+        elif self.story is not None and self.story.done and (self.ended or self.sampler.paused):
+            right = "demo done (q quits)"
         elif self.ended:
             right = "replay ended (q quits)"
         elif self.sampler.paused:
             right = "PAUSED (space resumes)"
-        self.status.show(left, right, stale)
+        self.status.show(left, right, stale, shorter)
 
     # -- commands, help, palette
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
@@ -343,6 +376,40 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
                 lambda a=action: self.run_action(a),
             )
         yield from super().get_system_commands(screen)
+
+    # -- messages: one at a time, never over a pane
+    def notify(  # type: ignore[override]
+        self, message: str, *, title: str = "", severity: Any = "information", **kw: Any
+    ) -> None:
+        """A new message replaces the one on screen: refusals pressed again and again
+        (a replay's `k`) must not pile up into a column of the same words."""
+        self.clear_notifications()
+        super().notify(message, title=title, severity=severity, **kw)
+
+    def push_screen(self, *args: Any, **kw: Any) -> Any:  # type: ignore[override]
+        """A pane opens on a clean screen: a message left from before must not cover it."""
+        self.clear_notifications()
+        return super().push_screen(*args, **kw)
+
+    def action_clear_filter(self) -> None:
+        """esc: dismiss the message on screen, and clear the filter."""
+        self.clear_notifications()
+        super().action_clear_filter()
+
+    def action_pause(self) -> None:
+        """space: in the guided demo, go on from the finding it holds at; else pause."""
+        story = self.story
+        if story is None or story.holding is None:
+            super().action_pause()
+            return
+        phase = story.go_on()
+        if phase is not None:
+            seek_phase(self.source, phase)
+        if not story.done:
+            self.sampler.pause(False)
+        self.story_bar.redraw()
+        self.board.reserved = 2 + banner_height(self.verdict) + self.story_bar.line_count
+        self._refresh_status()
 
     def action_help(self) -> None:
         from gputui.ui.help_screen import HelpScreen
