@@ -144,7 +144,7 @@ def test_the_keys_people_know_work_in_a_real_terminal():
         t.wait_for("sorted by pid")
         t.keys("End", "Home", "NPage", "PPage")
         t.keys("e")
-        t.wait_for("environment of pid", "RANK")
+        t.wait_for("environment of pid", "world_size=")
         t.keys("Escape")
         t.wait_gone("environment of pid")
         t.keys("d")
