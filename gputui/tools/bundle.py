@@ -285,7 +285,7 @@ def write_bundle(
     # Which processes.
     if processes is None:
         processes = [p for p in (last.processes if last else ()) if p.gpus]
-    if not processes:
+    if not processes and recorded_node is None:  # a replay has its recorded stacks
         rep.notes.append("no GPU processes: no stacks to take")
 
     # Stacks, in parallel.
