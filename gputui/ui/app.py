@@ -40,6 +40,7 @@ from gputui.ui.table_actions import TableActions
 from gputui.watch import Watcher
 
 NO_GPU_HINT = "Try `gputui --demo` to replay a real NCCL hang recorded on 2 x H200."
+NO_GPU_HINT_SHORT = "Busiest host processes below · try `gputui --demo`: a real NCCL hang"
 
 
 def _terminal_alive() -> bool:
@@ -62,10 +63,13 @@ class NoGpuNote(LineView):
     def build(self, width: int) -> list[Strip]:
         if not self.error:
             return []
-        return [
-            text_line(f" No GPUs: {self.error}", width, "bold yellow"),
-            text_line(f" Showing the busiest host processes instead. {NO_GPU_HINT}", width),
-        ]
+        hint = f" Showing the busiest host processes instead. {NO_GPU_HINT}"
+        if len(hint) > width:  # the hint must be read whole: the short one at 80 columns
+            hint = f" {NO_GPU_HINT_SHORT}"
+        import textwrap
+
+        why = textwrap.wrap(f"No GPUs: {self.error}", max(20, width - 2))[:3]  # read whole
+        return [*(text_line(f" {ln}", width, "bold yellow") for ln in why), text_line(hint, width)]
 
 
 class GputuiApp(ProcessActions, TableActions, App[None]):
@@ -152,6 +156,7 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
         self.sample_error: str | None = None  # the latest sampling failure, until a sample
         self.watch_terminal = watch_terminal  # exit when the terminal goes away
         self._first = first  # a sample taken while Textual was importing (commands/app.py)
+        self._host_sorted = False  # sorted by CPU% once, on the first sample without GPUs
 
     # -- sampler thread side: never touches widgets
     def _from_sampler(self, snap: Snapshot) -> None:
@@ -281,6 +286,12 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
         if error != note.error:
             note.error = error
             note.redraw()
+        if error and not self._host_sorted and snap.source == "host":
+            # No GPUs: the busiest host processes first, as `gputui snapshot` lists them
+            # (the table's default, by GPU then pid, put idle kernel threads on top).
+            self._host_sorted = True
+            if self.table.sort_by == "gpu":
+                self.table.sort("cpu", reverse=False)
         self.table.apply(snap.processes, snap.jobs, snap.t, self._row_flags())
         self._refresh_status()
 
