@@ -78,8 +78,8 @@ class ReplaySource:
         self.description = f"replay {name}"
         self._delay = 0.0
         # The recorded node's name, the same in every face (check, exporter, bundle):
-        # the recording's own hostname, else its file name without extensions.
-        self.node: str = next((s.hostname for s in snaps if s.hostname), None) or name
+        # the recording's own hostname, else (from_file) its file name without extensions.
+        self.node: str = next((s.hostname for s in snaps if s.hostname), None) or ""
 
     @classmethod
     def from_file(cls, path: str | Path, **kw: object) -> ReplaySource:

@@ -182,7 +182,7 @@ class ProcessActions:
                 # A replay's pids are not processes of this node: samples and verdict only,
                 # named for the recorded node, with its recorded stacks.
                 processes=[] if replay else None,
-                recorded_node=getattr(self.source, "node", None) if replay else None,
+                recorded_node=(getattr(self.source, "node", "") or "recording") if replay else None,
             )
         )
 

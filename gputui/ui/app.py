@@ -338,7 +338,8 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
     def _refresh_status(self) -> None:
         snap = self.snapshot
         src = getattr(self.source, "description", self.source.kind)
-        host = (snap.hostname if snap and snap.hostname else "") or ""
+        # A replay names the recorded node as `check` and the exporter do.
+        host = (snap.hostname if snap and snap.hostname else "") or getattr(self.source, "node", "")
         right = ""
         stale = self._is_stale()
         shorter: tuple[str, ...] = ()
