@@ -12,7 +12,7 @@ import json
 from conftest import run_cli
 
 from gputui.collect.source import ReplaySource
-from gputui.diagnose.moment import verdict_moment, verdicts
+from gputui.commands.moment import verdict_moment, verdicts
 
 
 def test_the_demos_moment_is_the_stall_with_its_culprit():

@@ -89,7 +89,7 @@ def _samples(args: argparse.Namespace) -> tuple[list[Snapshot], str | None]:
             src.close()
         args.recorded_node = getattr(src, "node", None)
         if args.demo:
-            from gputui.diagnose.moment import verdict_moment
+            from gputui.commands.moment import verdict_moment
 
             moment = verdict_moment(snaps, args.stall_after, args.hang_after)
             snaps = snaps if moment is None else snaps[: moment + 1]

@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         raise GputuiError("--at only applies to --replay or --demo")
     if live and args.interval > MAX_CPU_INTERVAL_S:
         raise GputuiError(f"--interval: at most {MAX_CPU_INTERVAL_S:g} s for a snapshot")
-    from gputui.diagnose.moment import verdict_moment, verdicts
+    from gputui.commands.moment import verdict_moment, verdicts
 
     source = open_source(args, realtime=False)
     try:
