@@ -37,7 +37,7 @@ async def test_the_demo_holds_at_the_stall_with_its_culprit_until_space():
         assert app.snapshot.t == held and app.story.holding == 0
 
 
-async def test_while_it_holds_a_and_d_open_their_panes_and_the_hold_stays():
+async def test_while_it_holds_a_d_and_p_open_their_panes_and_the_hold_stays():
     app = GputuiApp(fast_demo(), story=DemoStory())
     async with app.run_test(size=(100, 40)) as pilot:
         await until(pilot, lambda: app.story.holding == 0)
@@ -47,6 +47,8 @@ async def test_while_it_holds_a_and_d_open_their_panes_and_the_hold_stays():
         assert on_screen(app, "rank 0 (pid 814) · GPU 0 · waiting")
         await pilot.press("escape", "d")
         assert on_screen(app, "rank 1 (pid 815) is in <module> (worker2.py:37)")
+        await pilot.press("escape", "p")  # the suspect is selected by itself at the alarm
+        assert on_screen(app, "recorded py-spy dump of pid 815")
         await pilot.press("escape")
         assert not isinstance(app.screen, TextScreen)
         assert app.story.holding == 0 and app.sampler.paused
