@@ -33,8 +33,9 @@ from gputui.ui.banner import VerdictBanner, banner_height
 from gputui.ui.bars import KeyBar, StatusLine
 from gputui.ui.gpu_board import HISTORY, GpuBoard, GpuHistory
 from gputui.ui.messages import EvidenceArrived, SamplerFailed, SnapshotReady, SourceEnded
+from gputui.ui.notices import OneMessage
 from gputui.ui.process_table import ProcessTable
-from gputui.ui.story import DemoStory, StoryBar, seek_phase
+from gputui.ui.story import DemoStory, StoryBar, StoryKeys
 from gputui.ui.strips import LineView, text_line
 from gputui.ui.table_actions import TableActions
 from gputui.watch import Watcher
@@ -72,7 +73,7 @@ class NoGpuNote(LineView):
         return [*(text_line(f" {ln}", width, "bold yellow") for ln in why), text_line(hint, width)]
 
 
-class GputuiApp(ProcessActions, TableActions, App[None]):
+class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, App[None]):
     TITLE = "gputui"
     CSS = "Screen { layout: vertical; }"
     BINDINGS = [
@@ -388,40 +389,6 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
                 lambda a=action: self.run_action(a),
             )
         yield from super().get_system_commands(screen)
-
-    # -- messages: one at a time, never over a pane
-    def notify(  # type: ignore[override]
-        self, message: str, *, title: str = "", severity: Any = "information", **kw: Any
-    ) -> None:
-        """A new message replaces the one on screen: refusals pressed again and again
-        (a replay's `k`) must not pile up into a column of the same words."""
-        self.clear_notifications()
-        super().notify(message, title=title, severity=severity, **kw)
-
-    def push_screen(self, *args: Any, **kw: Any) -> Any:  # type: ignore[override]
-        """A pane opens on a clean screen: a message left from before must not cover it."""
-        self.clear_notifications()
-        return super().push_screen(*args, **kw)
-
-    def action_clear_filter(self) -> None:
-        """esc: dismiss the message on screen, and clear the filter."""
-        self.clear_notifications()
-        super().action_clear_filter()
-
-    def action_pause(self) -> None:
-        """space: in the guided demo, go on from the finding it holds at; else pause."""
-        story = self.story
-        if story is None or story.holding is None:
-            super().action_pause()
-            return
-        phase = story.go_on()
-        if phase is not None:
-            seek_phase(self.source, phase)
-        if not story.done:
-            self.sampler.pause(False)
-        self.story_bar.redraw()
-        self.board.reserved = 2 + banner_height(self.verdict) + self.story_bar.line_count
-        self._refresh_status()
 
     def action_help(self) -> None:
         from gputui.ui.help_screen import HelpScreen

@@ -155,6 +155,25 @@ class StoryBar(LineView):
         return 0 if self.story is None else len(self.story.lines())
 
 
+class StoryKeys:
+    """Mixin for GputuiApp: space goes on from the finding the demo holds at."""
+
+    def action_pause(self: Any) -> None:
+        """space: in the guided demo, go on from the finding it holds at; else pause."""
+        story = self.story
+        if story is None or story.holding is None:
+            super().action_pause()  # type: ignore[misc]
+            return
+        phase = story.go_on()
+        if phase is not None:
+            seek_phase(self.source, phase)
+        if not story.done:
+            self.sampler.pause(False)
+        self.story_bar.redraw()
+        self._render_snapshot()  # the board's room changes with the story bar's height
+        self._refresh_status()
+
+
 def seek_phase(source: Any, phase: str, lead: float = LEAD_S) -> bool:
     """Move a paused replay to `lead` seconds before the first sample of `phase`, if that
     is ahead of where it is; False when there is nothing to skip."""
