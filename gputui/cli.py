@@ -71,11 +71,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _dispatch(argv: list[str] | None) -> int:
+    from gputui.commands.argorder import reorder, subparser
+
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        # `gputui --demo check` checks the demo: options before the sub-command are its own.
+        argv = reorder(parser, sys.argv[1:] if argv is None else list(argv))
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # named by the parser that was reading them: `see gputui check --help`
+            (subparser(parser, args.command) or parser).error(
+                f"unrecognized arguments: {' '.join(extra)}"
+            )
     except SystemExit as e:  # --help, --version, or a usage error already printed
         return e.code if isinstance(e.code, int) else 2
+    except GputuiError as e:
+        print(f"gputui: {e}", file=sys.stderr)
+        return e.exit_code
     try:
         if args.command is None:
             from gputui.commands.app import run as run_app

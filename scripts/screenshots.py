@@ -1,6 +1,7 @@
 """Generate the README's SVG screenshots from the bundled demo recording.
 
     python scripts/screenshots.py            # writes screenshots/*.svg
+    python scripts/screenshots.py help demo-1-stall-80x24   # only these
 
 Each shot replays a window of the real 2 x H200 recording as fast as possible (so the
 result does not depend on timing), waits for the replay to end, presses keys as a person
@@ -24,6 +25,7 @@ from gputui.collect.model import Snapshot  # noqa: E402
 from gputui.collect.source import ReplaySource, demo_path  # noqa: E402
 from gputui.collect.trace import read_trace  # noqa: E402
 from gputui.ui.app import GputuiApp  # noqa: E402
+from gputui.ui.story import DemoStory  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
 SIZE = (140, 40)
@@ -60,6 +62,22 @@ async def shoot(
     return path
 
 
+async def shoot_story(name: str, chapter: int, size: tuple[int, int] = (80, 24)) -> Path:
+    """The guided demo (`gputui --demo`) held at its chapter `chapter` (0: the stall with its
+    culprit, 1: the dead rank), replayed as fast as possible up to there."""
+    app = GputuiApp(ReplaySource.demo(realtime=False), story=DemoStory())
+    async with app.run_test(size=size) as pilot:
+        for i in range(chapter + 1):
+            while app.story is None or app.story.holding != i:
+                await asyncio.sleep(0.05)
+            if i < chapter:
+                await pilot.press("space")
+        await pilot.pause()
+        await pilot.pause()
+        app.save_screenshot(filename=f"{name}.svg", path=str(OUT))
+    return OUT / f"{name}.svg"
+
+
 async def _probe_done(app: GputuiApp) -> None:
     """Wait for the probe screen (opened with P) to finish its real gloo run."""
     screen = app.screen
@@ -67,34 +85,51 @@ async def _probe_done(app: GputuiApp) -> None:
     await asyncio.sleep(0.2)  # let the final matrix render
 
 
-async def main() -> None:
+async def main(only: list[str]) -> None:
     OUT.mkdir(exist_ok=True)
     snaps = read_trace(demo_path())
-    with tempfile.TemporaryDirectory() as tmp:
-        # P from the demo: 4 simulated devices over gloo, the same code path as on GPUs
-        probe = await shoot(
-            "probe",
-            window(snaps, "train", 3.0),
-            keys=("P",),
-            then=_probe_done,
-            probe_args={"backend": "gloo", "cpu": 4, "save_dir": Path(tmp)},
-        )
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from hangs import eight_gpu_hang
 
-    made = [
-        probe,
-        await shoot("dashboard-rank-died", window(snaps, "rank_dies", 12.7)),
-        await shoot("dashboard-hang", window(snaps, "stall_in_loop", 20.0)),
-        await shoot("dashboard-80x24", window(snaps, "stall_in_loop", 20.0), size=(80, 24)),
-        await shoot("dashboard-8gpu-120x40", eight_gpu_hang(), size=(120, 40)),
-        await shoot("dashboard-healthy", window(snaps, "comm_heavy", 10.0)),
-        await shoot("details", window(snaps, "stall_in_loop", 20.0), keys=("d",), size=(100, 40)),
-        await shoot("help", window(snaps, "train", 3.0), keys=("question_mark",), size=(80, 40)),
-    ]
-    for p in made:
-        print(p)
+    async def probe() -> Path:
+        # P from the demo: 4 simulated devices over gloo, the same code path as on GPUs
+        with tempfile.TemporaryDirectory() as tmp:
+            return await shoot(
+                "probe",
+                window(snaps, "train", 3.0),
+                keys=("P",),
+                then=_probe_done,
+                probe_args={"backend": "gloo", "cpu": 4, "save_dir": Path(tmp)},
+            )
+
+    shots: dict[str, Callable[[], Awaitable[Path]]] = {
+        "probe": probe,
+        "dashboard-rank-died": lambda: shoot(
+            "dashboard-rank-died", window(snaps, "rank_dies", 12.7)
+        ),
+        "dashboard-hang": lambda: shoot("dashboard-hang", window(snaps, "stall_in_loop", 20.0)),
+        "dashboard-80x24": lambda: shoot(
+            "dashboard-80x24", window(snaps, "stall_in_loop", 20.0), size=(80, 24)
+        ),
+        "dashboard-8gpu-120x40": lambda: shoot(
+            "dashboard-8gpu-120x40", eight_gpu_hang(), size=(120, 40)
+        ),
+        "dashboard-healthy": lambda: shoot("dashboard-healthy", window(snaps, "comm_heavy", 10.0)),
+        "details": lambda: shoot(
+            "details", window(snaps, "stall_in_loop", 20.0), keys=("d",), size=(100, 40)
+        ),
+        "help": lambda: shoot(
+            "help", window(snaps, "train", 3.0), keys=("question_mark",), size=(80, 40)
+        ),
+        "demo-1-stall-80x24": lambda: shoot_story("demo-1-stall-80x24", 0),
+        "demo-2-dead-rank-80x24": lambda: shoot_story("demo-2-dead-rank-80x24", 1),
+    }
+    unknown = [n for n in only if n not in shots]
+    if unknown:
+        raise SystemExit(f"no such screenshot: {', '.join(unknown)} (have: {', '.join(shots)})")
+    for name in only or shots:
+        print(await shots[name]())
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    sys.exit(asyncio.run(main(sys.argv[1:])))

@@ -92,11 +92,11 @@ def test_bundle_defaults_to_a_dated_directory_in_the_current_one(tmp_path):
     assert d.name.startswith("gputui-bundle-") and d.is_dir()
     assert r.stdout.startswith(f"bundle written to {d.name}")
     snaps = read_trace(d / "trace.jsonl.gz")  # a replayable trace
-    assert len(snaps) > 100 and snaps[-1].gpus
-    # Recorded processes cannot be attached to: said in the bundle, not an error.
+    # The demo up to the moment its verdict names the hang (tests/test_verdict_moment.py).
+    assert len(snaps) > 50 and snaps[-1].gpus and snaps[-1].phase == "stall_in_loop_dumping"
+    # Recorded processes are not attached to here: the bundle holds the recorded stacks.
     groups = (d / "stacks" / "groups.txt").read_text()
-    assert "is from a recording; it is not running on this machine" in groups
-    assert "from a recording" in r.stderr
+    assert "ODD  rank 1 (pid 815)" in groups and "<module> (worker2.py:37)" in groups
 
 
 def test_bundle_refuses_a_non_empty_directory_and_a_missing_pid(tmp_path):

@@ -26,8 +26,9 @@ from gputui.collect.source import ReplaySource
 from gputui.commands.exporter import NEEDS_CLIENT
 from gputui.exporter.looping import LoopingSource
 
-# File time (s) just before the demo's stall_in_loop job starts spinning (at ~65.7 s).
-DEMO_SPIN_START = 65.0
+# `--demo --start` time (s, counted from where the demo starts, 50.1 s into the file) just
+# before the demo's stall_in_loop job starts spinning (at ~65.7 s into the file).
+DEMO_SPIN_START = 14.9
 
 
 @dataclass
@@ -111,7 +112,7 @@ def test_the_demo_exporter_shows_the_stall_and_its_suspect_then_stops_on_sigterm
     (suspect,) = [s for s in ss if s.name == "gputui_job_suspect"]
     assert suspect.labels["gpu"] == "1" and suspect.labels["rank"] == "1"
     assert suspect.labels["pid"] == "815" and suspect.labels["job"] == "master:127.0.0.1:29512"
-    host = socket.gethostname()
+    host = "demo-h200x2-hang"  # the recorded node, as `gputui check --demo` names it
     gpu = [s for s in ss if s.name.startswith("gputui_gpu_")]
     assert gpu and all(s.labels["host"] == host and s.labels["uuid"] for s in gpu)
     spin = {s.labels["gpu"]: s.value for s in ss if s.name == "gputui_gpu_spin_seconds"}

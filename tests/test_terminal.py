@@ -17,8 +17,8 @@ import pytest
 from sshd import sshd  # noqa: F401 - the fixture
 from tmux import Tmux, needs_tmux
 
-# The demo's stall_in_loop hang is raised ~75 s into the recording: start a few seconds before.
-DEMO = ["-m", "gputui", "--demo", "--start", "66"]
+# The demo's stall_in_loop hang is raised ~25 s into the demo: start a few seconds before.
+DEMO = ["-m", "gputui", "--demo", "--start", "16"]
 
 
 @pytest.fixture
@@ -144,7 +144,7 @@ def test_the_keys_people_know_work_in_a_real_terminal():
         t.wait_for("sorted by pid")
         t.keys("End", "Home", "NPage", "PPage")
         t.keys("e")
-        t.wait_for("environment of pid", "RANK")
+        t.wait_for("environment of pid", "world_size=")
         t.keys("Escape")
         t.wait_gone("environment of pid")
         t.keys("d")

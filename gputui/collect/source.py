@@ -46,6 +46,13 @@ def demo_path() -> Path:
     return Path(str(resources.files("gputui") / "data" / DEMO_FILE))
 
 
+def demo_offset(snaps: list[Snapshot]) -> float:
+    """Seconds into the demo file where `gputui --demo` starts (DEMO_LEAD_S before the
+    stall_in_loop job)."""
+    first = next((s for s in snaps if s.phase == DEMO_START_PHASE), snaps[0])
+    return max(0.0, first.t - snaps[0].t - DEMO_LEAD_S)
+
+
 class ReplaySource:
     """Plays a recorded trace. `realtime=False` returns samples back to back (for `check`)."""
 
@@ -70,18 +77,29 @@ class ReplaySource:
         self.pos = next((i for i, s in enumerate(snaps) if s.t - t0 >= start_s), len(snaps) - 1)
         self.description = f"replay {name}"
         self._delay = 0.0
+        # The recorded node's name, the same in every face (check, exporter, bundle):
+        # the recording's own hostname, else (from_file) its file name without extensions.
+        self.node: str = next((s.hostname for s in snaps if s.hostname), None) or ""
 
     @classmethod
     def from_file(cls, path: str | Path, **kw: object) -> ReplaySource:
-        return cls(read_trace(path), name=shown(Path(path).name), **kw)  # type: ignore[arg-type]
+        from gputui.collect.hostlist import host_from_name
+
+        src = cls(read_trace(path), name=shown(Path(path).name), **kw)  # type: ignore[arg-type]
+        if not any(s.hostname for s in src.snaps):
+            src.node = shown(host_from_name(str(path)))
+        return src
 
     @classmethod
-    def demo(cls, **kw: object) -> ReplaySource:
+    def demo(cls, into_demo_s: float | None = None, **kw: object) -> ReplaySource:
+        """The bundled recording. `start_s` counts from the file's first sample;
+        `into_demo_s` (what `--demo --start S` gives) from where the demo starts."""
         snaps = read_trace(demo_path())
         if "start_s" not in kw:
-            first = next((s for s in snaps if s.phase == DEMO_START_PHASE), snaps[0])
-            kw["start_s"] = max(0.0, first.t - snaps[0].t - DEMO_LEAD_S)
-        src = cls(snaps, name="demo (real 2 x H200 NCCL hang)", **kw)  # type: ignore[arg-type]
+            kw["start_s"] = demo_offset(snaps) + (into_demo_s or 0.0)
+        src = cls(snaps, name="demo: 2 x H200 NCCL hang", **kw)  # type: ignore[arg-type]
+        if not any(s.hostname for s in snaps):
+            src.node = DEMO_FILE.split(".", 1)[0]  # demo-h200x2-hang, as `check --demo` says
         return src
 
     @property

@@ -77,6 +77,11 @@ def run(args: argparse.Namespace) -> int:
         raise result[0]  # a bad recording or NVML's error first: what the user must fix
     require_terminal()
     source, first = result[0]
+    story = None
+    if getattr(args, "demo", False):
+        from gputui.ui.story import DemoStory
+
+        story = DemoStory()  # the demo holds at each finding until the user goes on
     app = GputuiApp(
         source,
         first=first,
@@ -84,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         hang_after=args.hang_after,
         auto_dump=not getattr(args, "no_auto_dump", False),
         watch_terminal=True,
+        story=story,
     )
     try:
         app.run(mouse=not args.no_mouse)

@@ -64,11 +64,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help="time limit for NVML's start, each sample and each py-spy dump (default 10 s)",
     )
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, stall_after=10.0, hang_after=60.0)
 
 
 def _samples(args: argparse.Namespace) -> tuple[list[Snapshot], str | None]:
-    """The samples to bundle, and NVML's trouble in one line (None when there is none)."""
+    """The samples to bundle, and NVML's trouble in one line (None when there is none).
+
+    The demo is bundled up to the moment its verdict names the hang (its end is idle)."""
     from gputui.errors import GputuiError
 
     replay = args.demo or args.replay is not None  # `--replay ''` is bad input, not live
@@ -85,6 +87,12 @@ def _samples(args: argparse.Namespace) -> tuple[list[Snapshot], str | None]:
                 snaps.append(s)
         finally:
             src.close()
+        args.recorded_node = getattr(src, "node", None)
+        if args.demo:
+            from gputui.commands.moment import verdict_moment
+
+            moment = verdict_moment(snaps, args.stall_after, args.hang_after)
+            snaps = snaps if moment is None else snaps[: moment + 1]
         return snaps[-MAX_REPLAY_SAMPLES:], None
     try:
         problem = _sample_live(args, src, snaps)
@@ -118,7 +126,7 @@ def _verdict(args: argparse.Namespace, snaps: list[Snapshot]) -> Verdict | None:
 
     if not snaps:
         return None
-    w = Watcher(getattr(args, "stall_after", 10.0), getattr(args, "hang_after", 60.0), live=False)
+    w = Watcher(args.stall_after, args.hang_after, live=False)
     try:
         v = None
         for s in snaps:
@@ -133,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
 
     pids = parse_pids(args.pid, what="bundle") if args.pid is not None else None
     snaps, nvml_problem = _samples(args)
-    procs: list[ProcessInfo | int] | None = None
+    # A replay's pids are the recorded node's: its stacks are the recorded ones.
+    procs: list[ProcessInfo | int] | None = [] if getattr(args, "recorded_node", None) else None
     if pids is not None:
         seen = {p.pid: p for p in snaps[-1].processes if p.live} if snaps else {}
         procs = [seen.get(pid, pid) for pid in pids]
@@ -142,9 +151,10 @@ def run(args: argparse.Namespace) -> int:
         snapshots=snaps,
         processes=procs,
         verdict=_verdict(args, snaps),
-        stall_after=getattr(args, "stall_after", 10.0),
-        hang_after=getattr(args, "hang_after", 60.0),
+        stall_after=args.stall_after,
+        hang_after=args.hang_after,
         dump_timeout=args.timeout,
+        recorded_node=getattr(args, "recorded_node", None),  # a replay: the recorded node
         on_line=lambda ln: print(f"  {ln}", file=sys.stderr, flush=True),
     )
     if nvml_problem:

@@ -136,6 +136,8 @@ def _snapshots(args: argparse.Namespace, source: Source) -> Iterator[Snapshot]:
         if duration is not None and snap.t - first > duration:
             return
         yield snap
+        if not replay and not snap.gpus and source.kind == "host":
+            return  # no GPU to watch: said at once, not after the whole --duration
         if not replay:
             if time.monotonic() - start >= (duration or 0):
                 return

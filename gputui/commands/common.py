@@ -205,7 +205,8 @@ def add_replay_args(p: argparse.ArgumentParser) -> None:
         type=non_negative_float,
         default=None,
         metavar="S",
-        help="start a replay S seconds into the file",
+        help="start a replay S seconds into the file (--demo: into the demo, which "
+        "starts 8 s before its first hung job)",
     )
 
 
@@ -255,10 +256,12 @@ def open_source(
     kw: dict[str, object] = {"realtime": realtime}
     if getattr(args, "speed", None):
         kw["speed"] = args.speed
+    demo = getattr(args, "demo", False)
     if getattr(args, "start", None) is not None:
-        kw["start_s"] = args.start
+        # The demo counts from its own start, which is where plain `--demo` begins.
+        kw["into_demo_s" if demo else "start_s"] = args.start
     source: Source
-    if getattr(args, "demo", False):
+    if demo:
         source = ReplaySource.demo(**kw)
     elif getattr(args, "replay", None) is not None:
         if not args.replay:  # an empty name is an error, never a silent live run

@@ -111,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
         error = getattr(getattr(source, "nvml", None), "error", None) or "no GPU found"
         source.close()
         raise GputuiError(f"nothing to export: {error} (`gputui exporter --demo` works without)")
+    # A replay's series name the recorded node, as `gputui check --demo` does.
+    host = getattr(source, "node", None) if replay else None
+    host = host or socket.gethostname()
     if args.loop:
         source = LoopingSource(source)  # type: ignore[arg-type]
     addr, port = args.listen
@@ -118,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         source,
         addr=addr,
         port=port,
-        host=socket.gethostname(),
+        host=host,
         stall_after=args.stall_after,
         hang_after=args.hang_after,
     )

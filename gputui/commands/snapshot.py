@@ -17,6 +17,7 @@ from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
     from gputui.collect.model import Snapshot
+    from gputui.diagnose.verdict import Verdict
 
 MAX_CPU_INTERVAL_S = 10.0  # a one-shot command should not sit for minutes
 
@@ -39,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=non_negative_float,
         default=None,
         metavar="S",
-        help="with --replay/--demo: the sample S seconds into the file (default: last)",
+        help="with --replay/--demo: the sample S seconds into the file (default: the last; "
+        "--demo: the moment its verdict names the hang)",
     )
     p.add_argument(
         "--timeout",
@@ -50,6 +52,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default 10)",
     )
     p.set_defaults(func=run)
+
+
+def verdict_summary(v: Verdict | None) -> dict[str, Any] | None:
+    """The verdict of the snapshot's moment, in `check --json`'s words (state, suspects)."""
+    if v is None:
+        return None
+    from gputui.diagnose.verdict import verdict_to_json
+
+    d = verdict_to_json(v)
+    d.pop("stacks", None)  # each rank's whole stack is `check --json`'s and the bundle's
+    return d
 
 
 def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
@@ -176,21 +189,39 @@ def run(args: argparse.Namespace) -> int:
         raise GputuiError("--at only applies to --replay or --demo")
     if live and args.interval > MAX_CPU_INTERVAL_S:
         raise GputuiError(f"--interval: at most {MAX_CPU_INTERVAL_S:g} s for a snapshot")
+    from gputui.commands.moment import verdict_moment, verdicts
+
     source = open_source(args, realtime=False)
     try:
         if source.kind == "replay":
             snaps = source.snaps  # type: ignore[attr-defined]
-            snap = snaps[-1]
+            i = len(snaps) - 1
             if args.at is not None:
-                snap = next((s for s in snaps if s.t - snaps[0].t >= args.at), snaps[-1])
+                i = next((j for j, s in enumerate(snaps) if s.t - snaps[0].t >= args.at), i)
+            elif args.demo:  # the demo's point is its hang, not its idle end
+                i = verdict_moment(snaps) or i
+            seen = [snaps[: i + 1]]
+            snap = snaps[i]
         else:
-            sample_bounded(source, args.timeout)  # starts every process's CPU clock
+            first = sample_bounded(source, args.timeout)  # starts every process's CPU clock
             time.sleep(args.interval)  # the window CPU% is measured over
             snap = sample_bounded(source, args.timeout)
+            seen = [[s for s in (first, snap) if s is not None]]
     finally:
         source.close()
     assert snap is not None
-    print(dumps(snapshot_to_json(snap), indent=2) if args.json else snapshot_to_text(snap))
+    verdict = verdicts(seen[0])[-1] if seen[0] else None
+    if args.json:
+        print(dumps({**snapshot_to_json(snap), "verdict": verdict_summary(verdict)}, indent=2))
+    else:
+        text = snapshot_to_text(snap)
+        if verdict is not None and verdict.alarm:
+            text = (
+                f"{verdict.state.upper()}: {verdict.reason}\n"
+                + "".join(f"  - {f}\n" for f in verdict.findings)
+                + text
+            )
+        print(text)
     problem = source.problem(snap) if live else None  # type: ignore[attr-defined]
     if problem:
         raise GputuiError(problem)

@@ -202,6 +202,28 @@ def stack_groups(entries: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _stack_entries(members: list[NodeLine]) -> list[dict[str, Any]]:
+    """Every alarmed node's stack entries, each named for the host its rank runs on.
+
+    A node watched through `--gpus` still carries the job's recorded stacks of every local
+    rank, the other GPUs' too: rank 1's entry from host a is rank 1 on b when b's GPUs hold
+    rank 1 (the text says `b:1`; the groups said "rank 1 on a"). One entry per rank."""
+    where = {r: ln.host for ln in members for r in ln.ranks.values()}
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[str, Any]] = set()
+    for ln in members:
+        if ln.state == OK:
+            continue
+        for e in ln.stacks:
+            rank = e.get("rank")
+            host = where.get(rank, ln.host) if isinstance(rank, int) else ln.host
+            key = (host, rank if isinstance(rank, int) else ("pid", e.get("pid")))
+            if key not in seen:
+                seen.add(key)
+                out.append({**e, "host": host})
+    return out
+
+
 def judge(
     latest: dict[str, NodeLine], t: float, expect: Iterable[str] = (), silent: Iterable[str] = ()
 ) -> Merged:
@@ -237,7 +259,7 @@ def judge(
     unseen: tuple[int, ...] = ()
     if alarmed and world and world <= _RANK_LIST_LIMIT and seen_ranks:
         unseen = tuple(r for r in range(world) if r not in seen_ranks)
-    entries = [{**e, "host": ln.host} for ln in members if ln.state != OK for e in ln.stacks]
+    entries = _stack_entries(members)
     groups = stack_groups(entries) if entries else []
     entries = _odd_ones(entries)
     since = min((ln.since for ln in members if ln.since is not None), default=None)

@@ -226,11 +226,17 @@ def write_bundle(
     on_line: LineSink | None = None,
     cancel: Cancel | None = None,
     tool_path: str | None = None,
+    recorded_node: str | None = None,
 ) -> BundleReport:
-    """Write the bundle; `processes` defaults to every GPU process of the newest snapshot."""
+    """Write the bundle; `processes` defaults to every GPU process of the newest snapshot.
+
+    `recorded_node`: the samples are a replay of that node's recording, so the bundle is
+    named for it, holds the stacks the recording carries, and leaves out this machine's
+    topology (it would describe another node)."""
     start = time.monotonic()
     last = snapshots[-1] if snapshots else None
-    host = (last.hostname if last and last.hostname else None) or socket.gethostname()
+    host = (last.hostname if last and last.hostname else None) or recorded_node
+    host = host or socket.gethostname()
     out = Path(out_dir) if out_dir is not None else default_bundle_dir(host)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise GputuiError(f"{out} already exists and is not an empty directory")
@@ -279,7 +285,7 @@ def write_bundle(
     # Which processes.
     if processes is None:
         processes = [p for p in (last.processes if last else ()) if p.gpus]
-    if not processes:
+    if not processes and recorded_node is None:  # a replay has its recorded stacks
         rep.notes.append("no GPU processes: no stacks to take")
 
     # Stacks, in parallel.
@@ -307,9 +313,16 @@ def write_bundle(
         except Exception as e:  # another layer's object: its bug must not lose the bundle
             rep.notes.append(f"no verdict: it could not be written ({type(e).__name__}: {e})")
 
+    if recorded_node is not None and verdict is not None and getattr(verdict, "stacks", ()):
+        from gputui.diagnose.recorded_stacks import recorded_lines
+
+        write("stacks/groups.txt", "\n".join(recorded_lines(list(verdict.stacks))))
+
     # Topology.
     smi = find_tool("nvidia-smi", tool_path)
-    if smi is None:
+    if recorded_node is not None:
+        rep.notes.append(f"a replay of {recorded_node}: topology not recorded")
+    elif smi is None:
         write("topology.txt", "nvidia-smi not found: topology missing\n")
         rep.notes.append("nvidia-smi not found: topology missing")
     else:

@@ -212,6 +212,10 @@ def permission_advice(
             "gputui runs as root but without CAP_SYS_PTRACE (a container?): start it with "
             "`--cap-add SYS_PTRACE` (Kubernetes: securityContext.capabilities.add SYS_PTRACE)"
         )
+    if not fixes and me == 0 and cap_v and euid is None:
+        from gputui.tools.ptrace_why import root_refusal_reasons
+
+        fixes = root_refusal_reasons(pid)  # sudo cannot help root: name what does
     if not fixes:
         fixes.append(
             "run gputui with sudo; in a container add `--cap-add SYS_PTRACE`; "

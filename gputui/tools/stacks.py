@@ -185,10 +185,18 @@ def py_spy_dump(
 
 
 def gdb_command(pid: int, frames: int = GDB_FRAMES) -> list[str]:
-    """gdb/cuda-gdb arguments: attach, list threads, backtrace each, detach (batch mode)."""
+    """gdb/cuda-gdb arguments: attach, list threads, backtrace each, detach (batch mode).
+
+    Scripts beside the target's libraries (libpython's `-gdb.py`) are not auto-loaded: gdb
+    declined them anyway outside its safe path, with a 10-line warning above the backtrace.
+    """
     return [
         "-batch",
         "-nx",
+        "-iex",
+        "set auto-load python-scripts off",
+        "-iex",
+        "set auto-load gdb-scripts off",
         "-p",
         str(pid),
         "-ex",

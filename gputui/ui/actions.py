@@ -139,9 +139,31 @@ class ProcessActions:
     def action_dump_all(self: GputuiApp) -> None:
         from gputui.ui.tool_pane import dump_all_pane
 
+        if self.source.kind == "replay":
+            self._show_recorded_stacks()
+            return
         p = self._live_target("dump all ranks")
         if p is not None and self.snapshot is not None:
             self.push_screen(dump_all_pane(self._job_of(p), self.snapshot))
+
+    def _show_recorded_stacks(self: GputuiApp) -> None:
+        """In a replay, `a` shows every rank's stack that the recording holds at this
+        moment (taken at the stall), identical ones grouped, the odd rank first."""
+        from gputui.diagnose.recorded_stacks import recorded_lines
+        from gputui.ui.details_screen import TextScreen
+
+        entries = list(getattr(self.verdict, "stacks", ()) or ())
+        if not entries:
+            self.notify(
+                "all ranks: the recording holds no stacks at this moment (they are taken "
+                "when a job stalls)",
+                timeout=5,
+            )
+            return
+        text = Text("This is a replay: the stacks gputui recorded at the stall.\n\n")
+        for line in recorded_lines(entries):
+            text.append(line + "\n", style="bold" if line.startswith("ODD") else "")
+        self.push_screen(TextScreen("all ranks' recorded stacks, grouped", text))
 
     def action_bundle(self: GputuiApp) -> None:
         from gputui.ui.tool_pane import bundle_pane
@@ -157,12 +179,22 @@ class ProcessActions:
                 out_dir=self.bundle_dir,
                 stall_after=self.stall_after,
                 hang_after=self.hang_after,
-                # A replay's pids are not processes of this node: samples and verdict only.
+                # A replay's pids are not processes of this node: samples and verdict only,
+                # named for the recorded node, with its recorded stacks.
                 processes=[] if replay else None,
+                recorded_node=(getattr(self.source, "node", "") or "recording") if replay else None,
             )
         )
 
     def action_probe(self: GputuiApp) -> None:
+        if self.source.kind == "replay" and not self.probe_args:
+            self.notify(
+                "probe: it tests this machine's GPUs, not the recorded node's; run "
+                "`gputui probe` on a GPU node",
+                severity="warning",
+                timeout=6,
+            )
+            return
         try:
             from gputui.ui.probe_screen import ProbeScreen
         except ImportError as e:  # the probe module itself is missing from this build

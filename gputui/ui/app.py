@@ -33,12 +33,15 @@ from gputui.ui.banner import VerdictBanner, banner_height
 from gputui.ui.bars import KeyBar, StatusLine
 from gputui.ui.gpu_board import HISTORY, GpuBoard, GpuHistory
 from gputui.ui.messages import EvidenceArrived, SamplerFailed, SnapshotReady, SourceEnded
+from gputui.ui.notices import OneMessage
 from gputui.ui.process_table import ProcessTable
+from gputui.ui.story import DemoStory, StoryBar, StoryKeys
 from gputui.ui.strips import LineView, text_line
 from gputui.ui.table_actions import TableActions
 from gputui.watch import Watcher
 
 NO_GPU_HINT = "Try `gputui --demo` to replay a real NCCL hang recorded on 2 x H200."
+NO_GPU_HINT_SHORT = "Busiest host processes below · try `gputui --demo`: a real NCCL hang"
 
 
 def _terminal_alive() -> bool:
@@ -61,13 +64,16 @@ class NoGpuNote(LineView):
     def build(self, width: int) -> list[Strip]:
         if not self.error:
             return []
-        return [
-            text_line(f" No GPUs: {self.error}", width, "bold yellow"),
-            text_line(f" Showing the busiest host processes instead. {NO_GPU_HINT}", width),
-        ]
+        hint = f" Showing the busiest host processes instead. {NO_GPU_HINT}"
+        if len(hint) > width:  # the hint must be read whole: the short one at 80 columns
+            hint = f" {NO_GPU_HINT_SHORT}"
+        import textwrap
+
+        why = textwrap.wrap(f"No GPUs: {self.error}", max(20, width - 2))[:3]  # read whole
+        return [*(text_line(f" {ln}", width, "bold yellow") for ln in why), text_line(hint, width)]
 
 
-class GputuiApp(ProcessActions, TableActions, App[None]):
+class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, App[None]):
     TITLE = "gputui"
     CSS = "Screen { layout: vertical; }"
     BINDINGS = [
@@ -117,9 +123,11 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
         auto_dump: bool = True,
         watch_terminal: bool = False,
         first: Snapshot | None = None,
+        story: DemoStory | None = None,
     ) -> None:
         super().__init__()
         self.source = source
+        self.story = story  # the guided demo (`gputui --demo`), holding at each finding
         self.stall_after, self.hang_after = stall_after, hang_after
         self.bundle_dir = bundle_dir
         self.probe_args = probe_args or {}
@@ -149,6 +157,7 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
         self.sample_error: str | None = None  # the latest sampling failure, until a sample
         self.watch_terminal = watch_terminal  # exit when the terminal goes away
         self._first = first  # a sample taken while Textual was importing (commands/app.py)
+        self._host_sorted = False  # sorted by CPU% once, on the first sample without GPUs
 
     # -- sampler thread side: never touches widgets
     def _from_sampler(self, snap: Snapshot) -> None:
@@ -157,6 +166,8 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
     def _prepare(self, snap: Snapshot) -> SnapshotReady:
         """The detector's verdict and the per-GPU history for one sample (sampler thread)."""
         verdict = self.watcher.update(snap)
+        if self.story is not None and self.story.check(verdict, snap.phase):
+            self.sampler.pause(True)  # before the next sample: the finding stays on screen
         for g in snap.gpus:
             h = self._hist.get(g.index)
             if h is None:
@@ -174,12 +185,21 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
         # Kept as attributes: a DOM query per widget per sample is work for nothing, and
         # these widgets live as long as the app.
         self.status = StatusLine(id="status")
+        self.story_bar = StoryBar(self.story)
         self.banner = VerdictBanner(id="banner")
         self.board = GpuBoard(id="gpus")
         self.no_gpu = NoGpuNote()
         self.table = ProcessTable(id="procs")
         self.keybar = KeyBar(id="keys")
-        yield from (self.status, self.banner, self.board, self.no_gpu, self.table, self.keybar)
+        yield from (
+            self.status,
+            self.story_bar,
+            self.banner,
+            self.board,
+            self.no_gpu,
+            self.table,
+            self.keybar,
+        )
 
     def on_mount(self) -> None:
         self.table.focus()
@@ -221,6 +241,9 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
 
     def on_source_ended(self, _: SourceEnded) -> None:
         self.ended = True
+        if self.story is not None and not self.story.done:
+            self.story.finish()  # the demo ends on its summary, not on "replay ended"
+            self.story_bar.redraw()
         self._refresh_status()
         self.ended_event.set()
 
@@ -255,13 +278,21 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
         assert snap is not None
         self.banner.show(self.verdict, snap.t)
         board = self.board
-        board.reserved = 2 + banner_height(self.verdict)
+        board.reserved = 2 + banner_height(self.verdict) + self.story_bar.line_count
+        if self.story is not None:
+            self.story_bar.redraw()
         board.show(snap.gpus, self.history, self._gpu_tags(), self._is_stale())
         note = self.no_gpu
         error = "" if snap.gpus else (snap.gpu_error or "this node reports no GPUs")
         if error != note.error:
             note.error = error
             note.redraw()
+        if error and not self._host_sorted and snap.source == "host":
+            # No GPUs: the busiest host processes first, as `gputui snapshot` lists them
+            # (the table's default, by GPU then pid, put idle kernel threads on top).
+            self._host_sorted = True
+            if self.table.sort_by == "gpu":
+                self.table.sort("cpu", reverse=False)
         self.table.apply(snap.processes, snap.jobs, snap.t, self._row_flags())
         self._refresh_status()
 
@@ -308,26 +339,41 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
     def _refresh_status(self) -> None:
         snap = self.snapshot
         src = getattr(self.source, "description", self.source.kind)
-        host = (snap.hostname if snap and snap.hostname else "") or ""
+        # A replay names the recorded node as `check` and the exporter do.
+        host = (snap.hostname if snap and snap.hostname else "") or getattr(self.source, "node", "")
         right = ""
         stale = self._is_stale()
+        shorter: tuple[str, ...] = ()
         if snap is None:
             left = f"gputui · {src} · waiting for the first sample…"
         else:
             when = time.strftime("%H:%M:%S", time.localtime(snap.t))
-            parts = ["gputui", host, src, f"sample {when}"]
-            if self.source.kind == "replay" and snap.phase:
-                parts.append(f"recorded phase: {snap.phase}")
+            phase = snap.phase if self.source.kind == "replay" else None
+            parts = ["gputui", host, src, f"sample {when}", phase and f"recorded phase: {phase}"]
             left = " · ".join(p for p in parts if p)
+            # Narrower: the app's name, then the clock time, then the host go first.
+            shorter = tuple(
+                " · ".join(p for p in cut if p)
+                for cut in (
+                    [host, src, f"sample {when}", phase and f"phase: {phase}"],
+                    [host, src, phase and f"phase: {phase}"],
+                    [src, phase and f"phase: {phase}"],
+                    [src] if not phase else ["replay", f"phase: {phase}"],
+                )
+            )
         if stale:
             what = "no sample yet" if snap is None else "no sample"
             why = self.sample_error or "NVML not answering?"
             right = f"STALE: {what} for {self._age():.0f} s ({why})"
+        elif self.story is not None and self.story.holding is not None:
+            right = ""  # the story bar names the key that goes on
+        elif self.story is not None and self.story.done and (self.ended or self.sampler.paused):
+            right = "demo done (q quits)"
         elif self.ended:
             right = "replay ended (q quits)"
         elif self.sampler.paused:
             right = "PAUSED (space resumes)"
-        self.status.show(left, right, stale)
+        self.status.show(left, right, stale, shorter)
 
     # -- commands, help, palette
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:

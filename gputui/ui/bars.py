@@ -43,16 +43,24 @@ class StatusLine(LineView):
         self.left = "gputui"
         self.right = ""
         self.stale = False
+        self.shorter: tuple[str, ...] = ()
 
-    def show(self, left: str, right: str = "", stale: bool = False) -> None:
-        if (left, right, stale) != (self.left, self.right, self.stale):
-            self.left, self.right, self.stale = left, right, stale
+    def show(
+        self, left: str, right: str = "", stale: bool = False, shorter: tuple[str, ...] = ()
+    ) -> None:
+        """`shorter`: shorter forms of `left`, longest first, for a narrow terminal (the
+        first that fits is shown, rather than `left` cut in the middle of a word)."""
+        if (left, right, stale, shorter) != (self.left, self.right, self.stale, self.shorter):
+            self.left, self.right, self.stale, self.shorter = left, right, stale, shorter
             self.redraw()
 
     def build(self, width: int) -> list[Strip]:
         right = f" {self.right} " if self.right else ""
         spec = STALE_STYLE if self.stale else STATUS_STYLE
-        line = Line().add(fit(f" {self.left}", max(0, width - cell_len(right))), STATUS_STYLE)
+        room = max(0, width - cell_len(right))
+        left = next((t for t in (self.left, *self.shorter) if cell_len(t) + 1 <= room), None)
+        left = left if left is not None else (self.shorter or (self.left,))[-1]
+        line = Line().add(fit(f" {left}", room), STATUS_STYLE)
         line.add(right, spec)
         return [line.strip(width, STATUS_STYLE)]
 

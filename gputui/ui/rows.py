@@ -110,10 +110,13 @@ def shown_command(p: ProcessInfo) -> str:
 def cells(p: ProcessInfo, job: Job | None, now: float, wide: bool) -> dict[str, str]:
     """Every column's text for one process."""
     rank = "-" if not p.rank or p.rank.rank is None else str(p.rank.rank)
-    if p.env_error and rank == "-":
+    # Only a GPU process's unreadable environment matters (its rank is read from it); for
+    # the host processes of a node without GPUs (kernel threads first) it was noise.
+    env_error = p.env_error if p.gpus else None
+    if env_error and rank == "-":
         rank = "?"  # explained in the command column
     cmd = shown_command(p) if p.live or p.cmdline else f"{p.command} (recorded)"
-    if p.env_error:
+    if env_error:
         cmd = f"{cmd}  [{p.env_error}]"
     if p.owner is not None:  # the pod, container or Slurm job a person acts on
         cmd = f"[{p.owner.short()}] {cmd}"

@@ -220,6 +220,7 @@ def bundle_pane(
     stall_after: float = 10.0,
     hang_after: float = 60.0,
     processes: Sequence[ProcessInfo | int] | None = None,
+    recorded_node: str | None = None,
 ) -> ToolPane:
     from gputui.tools.bundle import write_bundle
 
@@ -234,5 +235,6 @@ def bundle_pane(
             hang_after=hang_after,
             on_line=on_line,
             cancel=cancel,
+            recorded_node=recorded_node,
         ),
     )

@@ -1,0 +1,60 @@
+"""A node with no GPU: the dashboard shows what `snapshot` shows, and `check` answers at once.
+
+The dashboard said "Showing the busiest host processes" and listed pid 1, 2, 3 (idle kernel
+threads, each "[environment not readable]") while a Python loop at 97% CPU was off screen;
+`check` waited its whole duration to say there was nothing to watch.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+from conftest import no_gpu_only, run_cli
+from screen import screen_text, until
+
+from gputui.collect.live import LiveSource
+from gputui.ui.app import GputuiApp
+from gputui.ui.process_table import ProcessTable
+
+
+@pytest.fixture
+def busy() -> Iterator[subprocess.Popen]:
+    """A real process that spins one CPU, as a forgotten training loop does."""
+    p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    yield p
+    p.kill()
+    p.wait(timeout=10)
+
+
+def first_pids(app: GputuiApp, n: int = 5) -> list[int]:
+    return [r.proc.pid for r in app.query_one(ProcessTable).rows if r.proc is not None][:n]
+
+
+@no_gpu_only
+async def test_the_busiest_process_is_on_top_and_kernel_threads_carry_no_noise(busy):
+    source = LiveSource(interval=0.5)
+    app = GputuiApp(source)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            # Other tests may spin CPUs on this machine too: the loop is among the busiest.
+            await until(pilot, lambda: busy.pid in first_pids(app), timeout=20)
+            text = screen_text(app)
+            assert not any("environment not readable" in line for line in text)
+            assert any("try `gputui --demo`: a real NCCL hang" in line for line in text)
+            assert app.query_one(ProcessTable).sort_by == "cpu"
+    finally:
+        source.close()
+
+
+@no_gpu_only
+def test_check_without_a_gpu_says_so_at_once():
+    started = time.monotonic()
+    r = run_cli("check", timeout=30)  # its live duration is stall-after + 5 = 15 s
+    took = time.monotonic() - started
+    assert r.returncode == 0, r.stderr
+    assert "no GPUs to watch" in r.stdout
+    assert took < 8.0, f"check waited {took:.1f} s with nothing to watch"
