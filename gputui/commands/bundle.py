@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help="time limit for NVML's start, each sample and each py-spy dump (default 10 s)",
     )
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, health_events=False)  # the kernel log has the past Xids
 
 
 def _samples(args: argparse.Namespace) -> tuple[list[Snapshot], str | None]:

@@ -49,10 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="give up if NVML does not start, or a sample does not come, within S seconds "
         "(default 10)",
     )
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, health_events=False)  # one look: the kernel log has past Xids
 
 
-def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
+def snapshot_to_json(snap: Snapshot, health: Any = None) -> dict[str, Any]:
+    """`health`: a gputui.diagnose.health.HealthTracker that has seen the samples; its
+    words, counters and Xids go under "health" (left out when it knows nothing)."""
     from gputui.collect.nvml import GPU_UNREADABLE
     from gputui.collect.trace import process_to_dict
 
@@ -97,7 +99,7 @@ def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
         }
         for j in snap.jobs
     ]
-    return {
+    out = {
         "t": snap.t,
         "source": snap.source,
         "hostname": snap.hostname,
@@ -108,13 +110,18 @@ def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
         "processes": procs,
         "jobs": jobs,
     }
+    if health is not None:
+        from gputui.diagnose.health_report import health_line
+
+        out.update(health_line(health, snap))
+    return out
 
 
 def _fmt(v: float | None, unit: str = "", nd: int = 0) -> str:
     return "N/A" if v is None else f"{v:.{nd}f}{unit}"
 
 
-def snapshot_to_text(snap: Snapshot) -> str:
+def snapshot_to_text(snap: Snapshot, health: Any = None) -> str:
     from gputui.collect.nvml import GPU_UNREADABLE
 
     lines = []
@@ -153,6 +160,10 @@ def snapshot_to_text(snap: Snapshot) -> str:
             )
     for j in snap.jobs:
         lines.append(f"job {j.label}: GPUs {','.join(map(str, j.gpus))} ({j.how})")
+    if health is not None:
+        from gputui.diagnose.health_report import health_text
+
+        lines += health_text(health, snap)
     return "\n".join(lines)
 
 
@@ -165,21 +176,35 @@ def run(args: argparse.Namespace) -> int:
         raise GputuiError("--at only applies to --replay or --demo")
     if live and args.interval > MAX_CPU_INTERVAL_S:
         raise GputuiError(f"--interval: at most {MAX_CPU_INTERVAL_S:g} s for a snapshot")
+    from gputui.diagnose.health import HealthTracker
+
     source = open_source(args, realtime=False)
+    health = HealthTracker()  # Xids and counters of every sample up to the one shown
     try:
         if source.kind == "replay":
             snaps = source.snaps  # type: ignore[attr-defined]
             snap = snaps[-1]
             if args.at is not None:
                 snap = next((s for s in snaps if s.t - snaps[0].t >= args.at), snaps[-1])
+            for s in snaps:
+                if s.t > snap.t:
+                    break
+                health.update(s)
         else:
-            sample_bounded(source, args.timeout)  # starts every process's CPU clock
+            first = sample_bounded(source, args.timeout)  # starts every process's CPU clock
+            if first is not None:
+                health.update(first)
             time.sleep(args.interval)  # the window CPU% is measured over
             snap = sample_bounded(source, args.timeout)
+            if snap is not None:
+                health.update(snap)
     finally:
         source.close()
     assert snap is not None
-    print(dumps(snapshot_to_json(snap), indent=2) if args.json else snapshot_to_text(snap))
+    if args.json:
+        print(dumps(snapshot_to_json(snap, health), indent=2))
+    else:
+        print(snapshot_to_text(snap, health))
     problem = source.problem(snap) if live else None  # type: ignore[attr-defined]
     if problem:
         raise GputuiError(problem)

@@ -1,0 +1,59 @@
+"""GPU health as the text faces say it (`check`, `snapshot`, the bundle) and as JSON.
+
+One place for the words, so every face says the same: "GPU 1: FAILED: Xid 79: GPU fell off
+the bus", and each Xid with its number, GPU, pid and age. Kernel-log text is untrusted and
+goes through textsafe.clean before it is shown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gputui.diagnose import xid as X
+from gputui.diagnose.health import HealthTracker
+from gputui.textsafe import clean
+
+MAX_XID_LINES = 8  # text faces show the newest; JSON has them all (bounded by the tracker)
+
+
+def has_health(tracker: HealthTracker) -> bool:
+    """Anything to say: counters were read, an Xid came, a GPU is lost, or a note."""
+    return bool(tracker.counters or tracker.events or tracker.lost or tracker.notes)
+
+
+def health_key(tracker: HealthTracker) -> tuple[Any, ...]:
+    """What a change of prints a new `check --json` line: the words and the Xids seen."""
+    words = tuple((i, h.word, h.reason) for i, h in tracker.words().items())
+    return words, len(tracker.events), len(tracker.notes)
+
+
+def health_line(tracker: HealthTracker, snap: Any) -> dict[str, Any]:
+    """`{"health": {...}}` for a JSON line, or {} when nothing is known (an old recording)."""
+    if not has_health(tracker):
+        return {}
+    return {"health": tracker.to_json(getattr(snap, "t", None))}
+
+
+def xid_text(tracker: HealthTracker, ev: X.XidEvent, now: float) -> str:
+    i = X.info(ev.xid)
+    who = f"GPU {ev.gpu}" if ev.gpu is not None else f"PCI {ev.pci or '?'}"
+    if ev.pid:
+        who += f", pid {ev.pid}" + (f" ({clean(ev.name, limit=32)})" if ev.name else "")
+    return f"Xid {ev.xid} on {who}: {i.meaning} [{i.kind}] ({tracker.age(ev, now)}, {ev.source})"
+
+
+def health_text(tracker: HealthTracker, snap: Any) -> list[str]:
+    """Lines for a text face: the GPUs that are not ok, the newest Xids, what cannot be seen."""
+    if not has_health(tracker):
+        return []
+    now = getattr(snap, "t", 0.0) or 0.0
+    out = []
+    sick = tracker.sick(getattr(snap, "gpus", ()))
+    for h in sick:
+        out.append(f"health: GPU {h.gpu} {h.word.upper()}: {clean(h.reason, limit=300)}")
+    if not sick and tracker.counters:
+        out.append(f"health: {len(tracker.words())} GPU(s) ok (no hardware Xid, ECC or remap)")
+    events = list(tracker.events)[-MAX_XID_LINES:]
+    out += [f"  {clean(xid_text(tracker, e, now), limit=300)}" for e in events]
+    out += [f"  note: {clean(n, limit=300)}" for n in tracker.notes]
+    return out
