@@ -226,9 +226,11 @@ def run(args: argparse.Namespace) -> int:
         host = f" on {report.host}" if report is not None else ""
         print(f"gputui check: {n} samples over {span:.1f} s, {where}{host}")
         print("\n".join(human))
-        print(f"final: {last.state}: {last.reason}")
+        sick_now = watcher.health.sick(last_snap.gpus if last_snap is not None else ())
+        state = "sick GPU" if sick_now and not last.alarm else last.state
         for line in health_text(watcher.health, last_snap):
             print(line)
+        print(f"final: {state}: {last.reason}")
         if last_alarm is not None:
             cleared = "" if last.alarm else f" ({alarms} alarm(s), all cleared)"
             print(f"next steps{cleared}:")
