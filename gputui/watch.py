@@ -289,7 +289,8 @@ class Watcher:
         if job is None:
             return v
         # A failed GPU or a rank's Xid leads the verdict (gputui.diagnose.health_words).
-        hw = [e for e in (health_evidence(self.health, v, snap, job),) if e is not None]
+        seen = self._seen.get(job.key)
+        hw = [e for e in (health_evidence(self.health, v, snap, job, seen),) if e is not None]
         recs = self._evidence(v, snap, job)
         if not recs:
             return lead(fold(v, hw)) if hw else v

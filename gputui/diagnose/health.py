@@ -175,7 +175,9 @@ class HealthTracker:
             when += ", before gputui started"
         return when
 
-    def findings(self, verdict: Any, snap: Any, job: Any = None) -> tuple[Finding, ...]:
+    def findings(
+        self, verdict: Any, snap: Any, job: Any = None, seen: Any = None
+    ) -> tuple[Finding, ...]:
         """Findings about the stalled job's GPUs and ranks, strongest first.
 
         A GPU of the job that is failed (or degraded by a hardware Xid) is HARDWARE; a
@@ -185,7 +187,7 @@ class HealthTracker:
         """
         from gputui.diagnose.health_words import job_findings
 
-        return job_findings(self, verdict, snap, job)
+        return job_findings(self, verdict, snap, job, seen)
 
     def to_json(self, now: float | None = None) -> dict[str, Any]:
         """check --json / snapshot --json / bundle: every GPU's word, counters, Xid events."""

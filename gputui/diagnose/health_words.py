@@ -21,10 +21,16 @@ if TYPE_CHECKING:
 JOB_SLACK_S = 300.0  # an Xid without a pid counts from this long before the spinning began
 
 
-def _ranks_of(v: Any, snap: Any, job: Any) -> tuple[dict[int, int | None], dict[int, set[int]]]:
-    """pid -> rank (live ranks and the ones gone), GPU -> pids of the job."""
+def _ranks_of(
+    v: Any, snap: Any, job: Any, seen: dict[int, Any] | None
+) -> tuple[dict[int, int | None], dict[int, set[int]]]:
+    """pid -> rank (live ranks and the ones gone), GPU -> pids of the job. `seen`: the last
+    process seen on each GPU of the job (the Watcher's memory), which names a dead rank."""
     pid_rank: dict[int, int | None] = {}
     gpu_pids: dict[int, set[int]] = {}
+    for g, p in (seen or {}).items():
+        pid_rank[p.pid] = p.rank.rank if p.rank is not None else None
+        gpu_pids.setdefault(g, set()).add(p.pid)
     pids = set(getattr(job, "pids", ()) or ()) | set(v.suspect_pids)
     for pid, r in v.gone:
         pid_rank[pid] = r
@@ -50,10 +56,12 @@ def _who(rank: int | None, pid: int | None, gpu: int | None) -> str:
     return where or "a GPU"
 
 
-def job_findings(tracker: HealthTracker, v: Any, snap: Any, job: Any = None) -> tuple[Finding, ...]:
+def job_findings(
+    tracker: HealthTracker, v: Any, snap: Any, job: Any = None, seen: dict[int, Any] | None = None
+) -> tuple[Finding, ...]:
     """The health findings about the job the verdict names (see HealthTracker.findings)."""
     gpus = set(v.spinning) | set(v.suspects) | set(v.vanished) | set(getattr(job, "gpus", ()) or ())
-    pid_rank, gpu_pids = _ranks_of(v, snap, job)
+    pid_rank, gpu_pids = _ranks_of(v, snap, job, seen)
     now = getattr(snap, "t", v.t)
     since = v.since if v.since is not None else v.t
     out: list[Finding] = []
@@ -115,9 +123,11 @@ def job_findings(tracker: HealthTracker, v: Any, snap: Any, job: Any = None) -> 
     return tuple(out)
 
 
-def health_evidence(tracker: HealthTracker, v: Any, snap: Any, job: Any = None) -> Evidence | None:
+def health_evidence(
+    tracker: HealthTracker, v: Any, snap: Any, job: Any = None, seen: dict[int, Any] | None = None
+) -> Evidence | None:
     """The health evidence for the Watcher's fold, None when health says nothing of the job."""
-    found = job_findings(tracker, v, snap, job)
+    found = job_findings(tracker, v, snap, job, seen)
     if not found:
         return None
     pids = tuple(p for f in found for p in f.pids)
