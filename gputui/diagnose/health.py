@@ -77,8 +77,17 @@ class HealthTracker:
         self.started: float | None = None
         self.lost: dict[int, str] = {}
         self.version = 0  # bumped at every change (faces redraw, check prints a line)
+        # The GPUs that are not ok, replaced whole at each update: what another thread (the
+        # dashboard's) reads without a lock.
+        self.marks: dict[int, GpuHealth] = {}
 
     def update(self, snap: Any) -> None:
+        before = self.version
+        self._update(snap)
+        if self.version != before:
+            self.marks = {h.gpu: h for h in self.sick(getattr(snap, "gpus", ()))}
+
+    def _update(self, snap: Any) -> None:
         for rec in getattr(snap, "records", ()):
             if isinstance(rec, dict) and rec.get("type") == "health":
                 self._record(rec)

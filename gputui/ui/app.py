@@ -256,7 +256,9 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
         self.banner.show(self.verdict, snap.t)
         board = self.board
         board.reserved = 2 + banner_height(self.verdict)
-        board.show(snap.gpus, self.history, self._gpu_tags(), self._is_stale())
+        board.show(
+            snap.gpus, self.history, self._gpu_tags(), self._is_stale(), self.watcher.health.marks
+        )
         note = self.no_gpu
         error = "" if snap.gpus else (snap.gpu_error or "this node reports no GPUs")
         if error != note.error:

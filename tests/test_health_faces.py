@@ -1,0 +1,41 @@
+"""GPU health on the faces: the dashboard at 80x24 and in panels, the bundle, the exporter.
+
+The real 2 x H200 hang recording (the demo) is replayed with an Xid 79 on the suspect's GPU
+added as the live monitor would record it: the headline and the GPU lines must say it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hangs import hang_window
+from screen import on_screen, run_to_end, screen_text
+
+from gputui.collect.source import ReplaySource
+from gputui.diagnose.xid import XidEvent
+from gputui.ui.app import GputuiApp
+from gputui.ui.gpu_board import GpuBoard
+
+
+def with_xid(source: ReplaySource, gpu: int, xid: int, after_s: float = 2.0) -> ReplaySource:
+    snaps = list(source.snaps)
+    i = next(k for k, s in enumerate(snaps) if s.t - snaps[0].t >= after_s)
+    ev = XidEvent(snaps[i].t, xid, "nvml", gpu=gpu)
+    rec = {"type": "health", "t": snaps[i].t, "started": snaps[0].t, "events": [ev.to_json()]}
+    snaps[i] = replace(snaps[i], records=(rec,))
+    return ReplaySource(snaps, name="test", realtime=False)
+
+
+async def test_a_failed_gpu_leads_the_banner_and_is_marked_at_80x24(demo_snaps):
+    app = GputuiApp(with_xid(hang_window(demo_snaps), gpu=1, xid=79))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await run_to_end(app, pilot)
+        assert app.query_one(GpuBoard).mode == "compact"
+        lines = screen_text(app)
+        gpu1 = [ln for ln in lines if ln.startswith(" 1 ")]
+        assert gpu1 and "✖" in gpu1[0], lines
+        assert on_screen(app, "hit Xid 79"), lines
+        assert all(len(ln) <= 80 for ln in lines)
+        await pilot.resize_terminal(200, 60)
+        await pilot.pause()
+        assert on_screen(app, "✖ FAILED: Xid 79: GPU fell off the bus")
