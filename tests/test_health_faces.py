@@ -39,3 +39,19 @@ async def test_a_failed_gpu_leads_the_banner_and_is_marked_at_80x24(demo_snaps):
         await pilot.resize_terminal(200, 60)
         await pilot.pause()
         assert on_screen(app, "✖ FAILED: Xid 79: GPU fell off the bus")
+
+
+def test_the_bundle_has_health_json_and_its_trace_replays_the_xid(demo_snaps, tmp_path):
+    import json
+
+    from gputui.collect.trace import read_trace
+    from gputui.tools.bundle import write_bundle
+
+    snaps = with_xid(hang_window(demo_snaps, seconds=4), gpu=1, xid=79).snaps
+    rep = write_bundle(tmp_path / "b", snapshots=snaps, processes=[], topo_timeout=5)
+    assert "health.json" in rep.files
+    health = json.loads((tmp_path / "b" / "health.json").read_text())
+    assert health["gpus"]["1"]["health"] == "failed"
+    assert [(x["xid"], x["gpu"]) for x in health["xids"]] == [(79, 1)]
+    back = read_trace(tmp_path / "b" / "trace.jsonl.gz")
+    assert [r["type"] for s in back for r in s.records] == ["health"]

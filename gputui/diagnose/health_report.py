@@ -57,3 +57,16 @@ def health_text(tracker: HealthTracker, snap: Any) -> list[str]:
     out += [f"  {clean(xid_text(tracker, e, now), limit=300)}" for e in events]
     out += [f"  note: {clean(n, limit=300)}" for n in tracker.notes]
     return out
+
+
+def bundle_health(snapshots: Any) -> dict[str, Any] | None:
+    """The bundle's health.json: what the samples' health records and lost GPUs say, at the
+    last sample (None when they say nothing: an old recording)."""
+    tracker = HealthTracker()
+    last = None
+    for s in snapshots:
+        tracker.update(s)
+        last = s
+    if not has_health(tracker):
+        return None
+    return tracker.to_json(getattr(last, "t", None))
