@@ -55,3 +55,52 @@ def test_the_bundle_has_health_json_and_its_trace_replays_the_xid(demo_snaps, tm
     assert [(x["xid"], x["gpu"]) for x in health["xids"]] == [(79, 1)]
     back = read_trace(tmp_path / "b" / "trace.jsonl.gz")
     assert [r["type"] for s in back for r in s.records] == ["health"]
+
+
+def test_the_exporter_counts_xids_since_it_started_and_exports_health_gauges():
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+    from synth import timeline
+
+    from gputui.diagnose.detector import Detector
+    from gputui.exporter.run import make_registry
+    from gputui.exporter.view import Watch
+
+    def scrape(w: Watch) -> dict:
+        text = generate_latest(make_registry(w)).decode()
+        out: dict = {}
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                if s.name.startswith("gputui_gpu_") and (
+                    "xid" in s.name or "health" in s.name or "ecc" in s.name
+                ):
+                    out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+        return out
+
+    counters = {"0": {"lost": False, "ecc_uncorrected_volatile": 0}, "1": {"lost": False}}
+    snaps = list(timeline((3, ["idle", "idle"])))
+    old = XidEvent(900.0, 79, "kernel", gpu=1)  # before the exporter started: shown, not counted
+    first = {"type": "health", "t": 1000.0, "started": 1000.0, "counters": counters}
+    first["events"] = [old.to_json()]
+    w = Watch(Detector(), host="n1")
+    w.on_snapshot(replace(snaps[0], records=(first,)))
+    assert not [k for k in scrape(w) if k[0] == "gputui_gpu_xid_total"]
+    for i, t in ((2, 1000.5), (4, 1001.0)):
+        ev = XidEvent(t, 48, "nvml", gpu=0)
+        w.on_snapshot(
+            replace(snaps[i], records=({"type": "health", "t": t, "events": [ev.to_json()]},))
+        )
+    got = scrape(w)
+    xid = {dict(k[1])["xid"]: v for k, v in got.items() if k[0] == "gputui_gpu_xid_total"}
+    assert xid == {"48": 2.0}  # two faults since the start; the old Xid 79 is not counted
+    health = {
+        (dict(k[1])["gpu"], dict(k[1])["health"]): v
+        for k, v in got.items()
+        if k[0] == "gputui_gpu_health"
+    }
+    assert health[("0", "failed")] == 1.0 and health[("1", "failed")] == 1.0  # 48; 79 shown
+    for s in snaps[5:]:
+        w.on_snapshot(s)
+    assert {
+        dict(k[1])["xid"]: v for k, v in scrape(w).items() if k[0] == "gputui_gpu_xid_total"
+    } == {"48": 2.0}

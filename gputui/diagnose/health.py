@@ -77,6 +77,9 @@ class HealthTracker:
         self.started: float | None = None
         self.lost: dict[int, str] = {}
         self.version = 0  # bumped at every change (faces redraw, check prints a line)
+        # (gpu, xid) -> faults seen since gputui started (kernel lines from before the start
+        # are shown but not counted): the exporter's counter, which never goes down.
+        self.counts: dict[tuple[int | None, int], int] = {}
         # The GPUs that are not ok, replaced whole at each update: what another thread (the
         # dashboard's) reads without a lock.
         self.marks: dict[int, GpuHealth] = {}
@@ -136,6 +139,9 @@ class HealthTracker:
             )
             return
         self.events.append(ev)
+        if self.started is None or ev.t >= self.started:
+            key = (ev.gpu, ev.xid)
+            self.counts[key] = self.counts.get(key, 0) + 1
 
     # ------------------------------------------------------------ judging
 
