@@ -181,3 +181,35 @@ def test_a_recording_replays_the_xid_at_its_time_and_check_exits_3(tmp_path):
     last = json.loads(r.stdout.splitlines()[-1])
     assert [(x["xid"], x["gpu"]) for x in last["health"]["xids"]] == [(48, 1)]
     assert last["health"]["gpus"]["1"]["health"] == "failed"
+
+
+def _shared(t: float, both: bool):
+    """Two ranks of one job on GPU 0 (NCCL_HOSTID, as on a one-GPU machine); rank 1 (pid
+    1001) is gone when not `both`, and rank 0 spins waiting for it."""
+    from synth import snapshot
+
+    from gputui.collect.jobs import group_jobs
+
+    s = snapshot(t, ["compute"] if both else ["spin"])
+    p0 = s.processes[0]
+    p0 = replace(p0, rank=replace(p0.rank, world_size=2))
+    p1 = replace(p0, pid=1001, rank=replace(p0.rank, rank=1))
+    procs = (p0, p1) if both else (p0,)
+    gpu = replace(s.gpus[0], pids=tuple(p.pid for p in procs))
+    return replace(s, gpus=(gpu,), processes=procs, jobs=group_jobs(procs))
+
+
+def test_ranks_sharing_a_gpu_the_kernel_lines_pid_names_the_rank_that_faulted():
+    from synth import DT
+
+    snaps = [_shared(1000 + i * DT, True) for i in range(8)]
+    snaps += [_shared(1002 + i * DT, False) for i in range(60)]
+    nvml = XidEvent(1002.2, 31, "nvml", gpu=0)  # NVML alone cannot say which rank
+    kern = XidEvent(1002.0, 31, "kernel", pci="0000:10:00", pid=1001, name="python3")
+    snaps[8] = replace(snaps[8], records=(health(1002.0, nvml, kern, started=900.0),))
+    v = watch(snaps)[-1]
+    assert v.gone == ((1001, 1),)
+    assert v.reason.startswith("rank 1 (pid 1001, GPU 0) hit Xid 31")
+    only_nvml = [*snaps]
+    only_nvml[8] = replace(snaps[8], records=(health(1002.0, nvml, started=900.0),))
+    assert watch(only_nvml)[-1].reason.startswith("GPU 0 hit Xid 31")  # no rank guessed

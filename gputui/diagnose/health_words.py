@@ -67,11 +67,11 @@ def job_findings(
     out: list[Finding] = []
 
     def rank_on(gpu: int | None) -> tuple[int | None, int | None]:
+        """The one rank on a GPU; (None, None) when ranks share it (NVML cannot tell)."""
         pids = sorted(gpu_pids.get(gpu, ())) if gpu is not None else []
-        for pid in pids:
-            if pid_rank.get(pid) is not None:
-                return pid_rank[pid], pid
-        return None, (pids[0] if pids else None)
+        if len(pids) != 1:
+            return None, None
+        return pid_rank.get(pids[0]), pids[0]
 
     for ev in reversed(tracker.events):  # newest first: the latest fault leads
         i = X.info(ev.xid)
@@ -83,8 +83,12 @@ def job_findings(
             continue
         if i.kind == X.PROGRAM and not mine and ev.t < since - JOB_SLACK_S:
             continue  # an old fault of another program on this GPU
-        rank, pid = (pid_rank.get(ev.pid), ev.pid) if mine else rank_on(ev.gpu)
-        pid = ev.pid or pid
+        if mine:
+            rank, pid = pid_rank.get(ev.pid), ev.pid
+        elif ev.pid:  # a process the job does not know (another program, another namespace)
+            rank, pid = None, ev.pid
+        else:  # NVML's event names the GPU only
+            rank, pid = rank_on(ev.gpu)
         old = now - ev.t >= 120 or (tracker.started is not None and ev.t < tracker.started)
         age = f" ({tracker.age(ev, now)})" if old else ""
         action = i.action
