@@ -212,4 +212,5 @@ def test_ranks_sharing_a_gpu_the_kernel_lines_pid_names_the_rank_that_faulted():
     assert v.reason.startswith("rank 1 (pid 1001, GPU 0) hit Xid 31")
     only_nvml = [*snaps]
     only_nvml[8] = replace(snaps[8], records=(health(1002.0, nvml, started=900.0),))
-    assert watch(only_nvml)[-1].reason.startswith("GPU 0 hit Xid 31")  # no rank guessed
+    # NVML alone names GPU 0, which both ranks share: the rank that is gone took it
+    assert watch(only_nvml)[-1].reason.startswith("rank 1 (pid 1001, GPU 0) hit Xid 31")

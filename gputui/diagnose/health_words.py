@@ -87,6 +87,9 @@ def job_findings(
             rank, pid = pid_rank.get(ev.pid), ev.pid
         elif ev.pid:  # a process the job does not know (another program, another namespace)
             rank, pid = None, ev.pid
+        elif i.kind == X.PROGRAM and v.gone:  # NVML names the GPU only: a program's fault
+            # ends its process, so the one rank that is gone took it (several: none named)
+            rank, pid = (v.gone[0][1], v.gone[0][0]) if len(v.gone) == 1 else (None, None)
         else:  # NVML's event names the GPU only
             rank, pid = rank_on(ev.gpu)
         old = now - ev.t >= 120 or (tracker.started is not None and ev.t < tracker.started)
