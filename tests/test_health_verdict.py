@@ -214,3 +214,31 @@ def test_ranks_sharing_a_gpu_the_kernel_lines_pid_names_the_rank_that_faulted():
     only_nvml[8] = replace(snaps[8], records=(health(1002.0, nvml, started=900.0),))
     # NVML alone names GPU 0, which both ranks share: the rank that is gone took it
     assert watch(only_nvml)[-1].reason.startswith("rank 1 (pid 1001, GPU 0) hit Xid 31")
+
+
+def test_merge_names_a_nodes_failed_gpu_first_in_the_job_wide_verdict():
+    from gputui.diagnose.merge import line_from_json, merge, merged_to_json
+
+    job = {"job_key": "master:10.0.0.1:29500", "world_size": 4}
+    n1 = {
+        "t": 10.0,
+        "state": "stalled",
+        "spinning": [0, 1],
+        "host": "n1",
+        "ranks": {"0": 0, "1": 1},
+    }
+    n2 = {"t": 10.5, "state": "ok", "host": "n2", "ranks": {"0": 2, "1": 3}}
+    n2["health"] = {
+        "gpus": {
+            "0": {"health": "ok", "reason": ""},
+            "1": {"health": "failed", "reason": "Xid 79: GPU fell off the bus"},
+        }
+    }
+    m = merge([line_from_json({**n1, **job}, "x"), line_from_json({**n2, **job}, "x")])[-1]
+    assert m.reason.startswith(
+        "job master:10.0.0.1:29500: GPU n2:1 (rank 3) failed: Xid 79: GPU fell off the bus; "
+        "stalled across 2 host(s)"
+    )
+    assert merged_to_json(m)["sick_gpus"] == ["n2:1 (rank 3) failed: Xid 79: GPU fell off the bus"]
+    bad = line_from_json({**n2, "health": {"gpus": {"x": 1, "2": {"health": 5}}}}, "x")
+    assert bad.sick == {}  # a malformed health key is skipped
