@@ -104,3 +104,21 @@ def test_the_exporter_counts_xids_since_it_started_and_exports_health_gauges():
     assert {
         dict(k[1])["xid"]: v for k, v in scrape(w).items() if k[0] == "gputui_gpu_xid_total"
     } == {"48": 2.0}
+
+
+def test_the_hardware_holding_clocks_down_is_named_beside_the_health_word():
+    from synth import timeline
+
+    from gputui.diagnose.health import HealthTracker
+    from gputui.diagnose.health_report import health_line, health_text
+
+    snap = next(timeline((1, ["compute", "compute"])))
+    hot = replace(snap.gpus[1], events=0x4 | 0x40)  # power cap (ordinary) + HW thermal
+    snap = replace(snap, gpus=(snap.gpus[0], hot))
+    rec = {"type": "health", "t": snap.t, "counters": {"0": {"lost": False}, "1": {"lost": False}}}
+    t = HealthTracker()
+    t.update(replace(snap, records=(rec,)))
+    gpus = health_line(t, snap)["health"]["gpus"]
+    assert gpus["1"]["slowdown"] == ["HW thermal slowdown"] and "slowdown" not in gpus["0"]
+    assert gpus["1"]["health"] == "ok"  # a slowdown is not a sick GPU
+    assert "  GPU 1 clocks held down by the hardware: HW thermal slowdown" in health_text(t, snap)

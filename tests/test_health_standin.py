@@ -115,3 +115,9 @@ def test_counters_are_read_every_few_seconds_not_every_sample_and_events_end_fir
     assert calls.count("nvmlEventSetWait_v2") >= 1
     # the Xid thread freed its set before NVML was shut down, and nothing came after
     assert calls[-2:] == ["nvmlEventSetFree", "nvmlShutdown"]
+
+
+def test_a_sick_gpu_outside_gpus_does_not_fail_the_check_of_the_others(nvml_lib):
+    watched = gputui(nvml_lib, "ecc:1:1", *CHECK, "--gpus", "0")
+    assert watched.returncode == 0, watched.stderr
+    assert gputui(nvml_lib, "ecc:1:1", *CHECK, "--gpus", "1").returncode == 3

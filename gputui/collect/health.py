@@ -240,7 +240,17 @@ class HealthMonitor:
             self._note(f"health counters could not be read ({e})")
         return None
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Ask the Xid thread to end, without waiting (a process about to exit)."""
+        if self._events is not None:
+            self._events.stop()
+
+    def close(self) -> bool:
+        """Stop the Xid thread and close the log. False when the thread is still inside
+        NVML after its wait should have ended: NVML must then not be shut down."""
+        ended = True
         if self._events is not None:
             self._events.close()
+            ended = not self._events.alive
         self.kernel_log.close()
+        return ended

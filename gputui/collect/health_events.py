@@ -150,6 +150,9 @@ class XidEvents:
             self._pending.clear()
         return out
 
+    def stop(self) -> None:
+        self._stop.set()
+
     def close(self) -> None:
         """Stop waiting; the thread ends within one wait (WAIT_MS) and frees the set."""
         self._stop.set()

@@ -117,10 +117,13 @@ class LiveSource:
     def close(self) -> None:
         """nvmlShutdown, bounded by `timeout`; a shutdown that overstays shows in problem().
         The Xid event thread ends first (within one wait), so no call follows the shutdown."""
-        if self.health is not None:
-            self.health.close()
+        if self.health is not None and not self.health.close():
+            self.nvml.leave()  # the Xid thread is stuck in NVML: never queue a shutdown behind it
+            return
         self.nvml.close()
 
     def leave(self) -> None:
         """Close for a process that exits right away: nvmlShutdown is not waited for."""
+        if self.health is not None:
+            self.health.stop()
         self.nvml.leave()

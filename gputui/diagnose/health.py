@@ -146,10 +146,13 @@ class HealthTracker:
     # ------------------------------------------------------------ judging
 
     def words(self, gpus: Any = None) -> dict[int, GpuHealth]:
-        """The health word of every GPU known (from counters, events, lost GPUs)."""
-        idx = set(self.counters) | set(self.lost)
-        idx |= {e.gpu for e in self.events if e.gpu is not None}
-        idx |= {g.index for g in gpus or ()}
+        """The health word of every GPU known (from counters, events, lost GPUs); only of
+        `gpus` when given (a snapshot's GPUs: `--gpus` watches some GPUs of the node)."""
+        if gpus:
+            idx = {g.index for g in gpus}
+        else:
+            idx = set(self.counters) | set(self.lost)
+            idx |= {e.gpu for e in self.events if e.gpu is not None}
         return {i: self.word(i) for i in sorted(idx)}
 
     def word(self, gpu: int) -> GpuHealth:

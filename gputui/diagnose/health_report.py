@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gputui.diagnose import xid as X
+from gputui.diagnose.clocks import hardware_slowdown
 from gputui.diagnose.health import HealthTracker
 from gputui.textsafe import clean
 
@@ -31,7 +32,12 @@ def health_line(tracker: HealthTracker, snap: Any) -> dict[str, Any]:
     """`{"health": {...}}` for a JSON line, or {} when nothing is known (an old recording)."""
     if not has_health(tracker):
         return {}
-    return {"health": tracker.to_json(getattr(snap, "t", None))}
+    out = tracker.to_json(getattr(snap, "t", None))
+    for g in getattr(snap, "gpus", ()):  # the hardware holding clocks down (a slow rank)
+        row = out["gpus"].get(str(g.index))
+        if row is not None and (slow := hardware_slowdown(g.events)):
+            row["slowdown"] = slow
+    return {"health": out}
 
 
 def xid_text(tracker: HealthTracker, ev: X.XidEvent, now: float) -> str:
@@ -53,6 +59,9 @@ def health_text(tracker: HealthTracker, snap: Any) -> list[str]:
         out.append(f"health: GPU {h.gpu} {h.word.upper()}: {clean(h.reason, limit=300)}")
     if not sick and tracker.counters:
         out.append(f"health: {len(tracker.words())} GPU(s) ok (no hardware Xid, ECC or remap)")
+    for g in getattr(snap, "gpus", ()):
+        if slow := hardware_slowdown(g.events):
+            out.append(f"  GPU {g.index} clocks held down by the hardware: {', '.join(slow)}")
     events = list(tracker.events)[-MAX_XID_LINES:]
     out += [f"  {clean(xid_text(tracker, e, now), limit=300)}" for e in events]
     out += [f"  note: {clean(n, limit=300)}" for n in tracker.notes]
