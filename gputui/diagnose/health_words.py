@@ -84,7 +84,7 @@ def job_findings(
         if i.kind == X.PROGRAM and not mine and ev.t < since - JOB_SLACK_S:
             continue  # an old fault of another program on this GPU
         if mine:
-            rank, pid = pid_rank.get(ev.pid), ev.pid
+            rank, pid = pid_rank.get(ev.pid or 0), ev.pid
         elif ev.pid:  # a process the job does not know (another program, another namespace)
             rank, pid = None, ev.pid
         elif i.kind == X.PROGRAM and v.gone:  # NVML names the GPU only: a program's fault

@@ -279,7 +279,8 @@ def judge(
 def _sick_gpus(lines: list[NodeLine]) -> tuple[str, ...]:
     """Each node's sick GPUs, the job's (a GPU with a rank) first: a failed GPU is the
     job-wide verdict's first words."""
-    mine, other = [], []
+    mine: list[str] = []
+    other: list[str] = []
     for ln in lines:
         for g, why in sorted(ln.sick.items()):
             rank = ln.ranks.get(g)
