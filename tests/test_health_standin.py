@@ -121,3 +121,14 @@ def test_a_sick_gpu_outside_gpus_does_not_fail_the_check_of_the_others(nvml_lib)
     watched = gputui(nvml_lib, "ecc:1:1", *CHECK, "--gpus", "0")
     assert watched.returncode == 0, watched.stderr
     assert gputui(nvml_lib, "ecc:1:1", *CHECK, "--gpus", "1").returncode == 3
+
+
+def test_record_writes_the_xid_and_a_replay_judges_it_at_its_time(nvml_lib, tmp_path):
+    out = tmp_path / "rec.jsonl"
+    r = gputui(nvml_lib, "xid:1:79", "record", str(out), "--duration", "1.5", "--interval", "0.25")
+    assert r.returncode == 0, r.stderr
+    recs = [json.loads(x) for x in out.read_text().splitlines() if '"health"' in x]
+    assert any(e["xid"] == 79 for rec in recs for e in rec.get("events", []))
+    replay = gputui(nvml_lib, "ok", "check", "--replay", str(out), "--json")
+    assert replay.returncode == 3, replay.stderr
+    assert [x["xid"] for x in last_health(replay)["xids"]] == [79]
