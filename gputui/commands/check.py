@@ -173,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
     watcher = Watcher(args.stall_after, args.hang_after, auto_dump=not args.no_auto_dump, live=live)
     last: Verdict | None = None
     last_key: object = None
+    last_said: tuple[object, ...] = ()  # the verdict part of last_key (text lines)
     report: NodeReport | None = None
     last_alarm: Verdict | None = None
     alarms = 0
@@ -183,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     def show(v: Verdict, snap: Snapshot) -> None:
         """Print a line when the verdict, its evidence, or the job's ranks on the GPUs
         changed (the last two are what `gputui merge` needs from each node)."""
-        nonlocal last, last_alarm, alarms, last_key
+        nonlocal last, last_alarm, alarms, last_key, last_said
         assert report is not None
         if v.alarm:
             alarms += last is None or not last.alarm
@@ -194,9 +195,9 @@ def run(args: argparse.Namespace) -> int:
         if key != last_key:
             if args.json:
                 print(dumps({**verdict_to_json(v), **keys, **health}), flush=True)
-            elif first is not None:
-                human.append(_line(v, first.t))
-        last, last_key = v, key
+            elif first is not None and key[:3] != last_said:
+                human.append(_line(v, first.t))  # health is said once, at the end
+        last, last_key, last_said = v, key, key[:3]
 
     last_snap: Snapshot | None = None
     try:
