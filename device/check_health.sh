@@ -58,7 +58,7 @@ for p in "${BG[@]}"; do wait "$p" 2>/dev/null; done
 BG=()
 stop_group "$JOB"
 JOB=
-grep -E '^(READY|FAULT|ERROR)' "$log" | tee -a "$S"
+grep -E '^(READY|LAUNCH|FAULT|ERROR)' "$log" | tee -a "$S"
 python3 - "$O/health_check.jsonl" "$log" "$O/health_app.txt" <<'PY' | tee -a "$S"
 import json, re, sys
 path, log, app = sys.argv[1:4]

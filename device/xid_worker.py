@@ -8,7 +8,8 @@ goes on into all_reduce and waits there for a peer that is gone (its GPU spins).
 
     python3 device/xid_worker.py --spawn LIFETIME [--onset S]
 
-Lines on stdout: `READY rank=R pid=P`, `FAULT rank=1 pid=P t=UNIX` just before the launch,
+Lines on stdout: `READY rank=R pid=P`, `LAUNCH rank=1 ...` before the kernel is compiled,
+`FAULT rank=1 pid=P t=UNIX` once it is launched (the fault's time),
 `ERROR rank=1 ...` with the CUDA error. Each rank ends itself after LIFETIME + 30 s (SIGALRM).
 """
 
@@ -67,7 +68,8 @@ def fault() -> None:
         tl.store(p + (1 << 40), 1.0)
 
     x = torch.zeros(16, device="cuda")
-    store_far_away[(1,)](x)
+    store_far_away[(1,)](x)  # compiled (a few seconds) and launched: the fault is now
+    say(f"FAULT rank=1 pid={os.getpid()} t={time.time():.3f}")
     torch.cuda.synchronize()
 
 
@@ -99,7 +101,7 @@ def rank_main(a: argparse.Namespace) -> int:
         torch.cuda.synchronize()
         step += 1
     if rank == 1:
-        say(f"FAULT rank=1 pid={os.getpid()} t={time.time():.3f} step={step}")
+        say(f"LAUNCH rank=1 pid={os.getpid()} t={time.time():.3f} step={step}")
         try:
             fault()
         except Exception as e:  # the CUDA error; the process ends with it
