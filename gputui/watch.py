@@ -28,6 +28,8 @@ from gputui.collect.frames import RankStack
 from gputui.collect.model import Job, ProcessInfo, Snapshot
 from gputui.diagnose.detector import Detector
 from gputui.diagnose.evidence import Evidence, fold
+from gputui.diagnose.health import HealthTracker
+from gputui.diagnose.health_words import health_evidence, lead
 from gputui.diagnose.verdict import HUNG, STALLED, Verdict
 
 if TYPE_CHECKING:
@@ -155,11 +157,13 @@ class Watcher:
         self._cache: tuple[Any, list[Evidence]] | None = None
         self._last: tuple[Verdict, Snapshot] | None = None
         self.transitions = 0  # how many times gathering was started (for tests and the UI)
+        self.health = HealthTracker()  # every GPU's health, from the snapshots' records
 
     # ------------------------------------------------------------ per sample
 
     def update(self, snap: Snapshot) -> Verdict:
         v = self.detector.update(snap)
+        self.health.update(snap)
         self._remember(snap)
         for rec in snap.records:
             self._keep(rec)
@@ -284,14 +288,17 @@ class Watcher:
     def _enrich(self, v: Verdict, snap: Snapshot, job: Job | None) -> Verdict:
         if job is None:
             return v
+        # A failed GPU or a rank's Xid leads the verdict (gputui.diagnose.health_words).
+        seen = self._seen.get(job.key)
+        hw = [e for e in (health_evidence(self.health, v, snap, job, seen),) if e is not None]
         recs = self._evidence(v, snap, job)
         if not recs:
-            return v
+            return lead(fold(v, hw)) if hw else v
         # Explain again only when the records or the judgement change, not every sample.
         ids = tuple((k, r["t"], id(r)) for k, r in recs)
         key = (ids, v.state, v.spinning, v.suspects, v.vanished)
         if self._cache is not None and self._cache[0] == key:
-            return fold(v, self._cache[1])
+            return lead(fold(v, [*self._cache[1], *hw]))
         ev = []
         for kind, rec in recs:
             try:
@@ -299,7 +306,7 @@ class Watcher:
             except Exception as e:  # an explainer's bug must not take the verdict with it
                 ev.append(Evidence(kind, findings=(f"{kind}: could not be explained ({e})",)))
         self._cache = (key, ev)
-        return fold(v, ev)
+        return lead(fold(v, [*ev, *hw]))
 
     def _remember(self, snap: Snapshot) -> None:
         """The last process seen on each GPU of each job: a rank that dies is named by it."""

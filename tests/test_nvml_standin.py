@@ -159,7 +159,7 @@ HUNG_MODES = [  # (mode, what the error line must say: one of)
     ("hang_shutdown", [f"{HUNG} {TIMEOUT} s (nvmlShutdown)"]),
     ("hang_init,hang_shutdown", [f"{HUNG} {TIMEOUT} s (nvmlInit)"]),
     ("hang_read,hang_shutdown", [f"{HUNG} {TIMEOUT} s (nvmlDeviceGetUtilizationRates on GPU 0)"]),
-    ("lost,hang_shutdown", [f"{HUNG} {TIMEOUT} s (nvmlShutdown)", LOST]),  # check: at the loss
+    ("lost,hang_shutdown", [f"{HUNG} {TIMEOUT} s (nvmlShutdown)", LOST]),
 ]
 
 
@@ -186,15 +186,24 @@ def test_a_driver_that_does_not_answer_ends_every_command_with_exit_2(
             assert len(r.stderr.strip().splitlines()) == 1, (name, r.stderr)
 
 
-def test_gpus_reported_lost_are_an_error_everywhere_never_ok(nvml_lib, target, tmp_path):
+def test_gpus_reported_lost_are_never_ok(nvml_lib, target, tmp_path):
+    """Lost GPUs are an error (2) for the commands that read once; `check` watches to the
+    end and calls them what they are, sick GPUs (3), in its health lines."""
     runs = run_all(nvml_lib, "lost", commands(tmp_path, target))
     assert_bounded_and_clean(runs)
     for name, r in runs.items():
+        if name.startswith("check"):
+            assert r.returncode == 3 and r.stderr == "", (name, r.returncode, r.stderr)
+            continue
         assert r.returncode == 2, (name, r.returncode, r.stderr)
         assert LOST in r.last_line, (name, r.stderr)
         if name in QUIET:
             assert len(r.stderr.strip().splitlines()) == 1, (name, r.stderr)
     assert "ok:" not in runs["check"].stdout
+    assert "health: GPU 0 FAILED: lost (GPU is lost)" in runs["check"].stdout
+    assert runs["check"].stdout.splitlines()[-1].startswith("final: sick GPU: ")
+    health = json.loads(runs["check --json"].stdout.splitlines()[-1])["health"]
+    assert [health["gpus"][i]["health"] for i in ("0", "1")] == ["failed", "failed"]
     gpus = json.loads(runs["snapshot --json"].stdout)["gpus"]
     assert [g["error"] for g in gpus] == ["GPU is lost", "GPU is lost"]
     assert "CANNOT BE READ: GPU is lost" in runs["snapshot"].stdout
@@ -225,8 +234,10 @@ def test_a_gpu_lost_while_sampling_is_shown_and_fails_the_check(nvml_lib, tmp_pa
     assert all(g["util"] is None and g["error"] == "GPU is lost" for g in snap["gpus"])
     assert snap["gpu_error"].startswith("GPU 0, 1 cannot be read")
     assert runs["snapshot --json"].returncode == 2
-    check = runs["check --json"]
-    assert check.returncode == 2 and "cannot be read (NVML: GPU is lost)" in check.last_line
+    check = runs["check --json"]  # watched to the end: the GPUs lost are sick GPUs (3)
+    assert check.returncode == 3 and check.stderr == "", check.stderr
+    health = json.loads(check.stdout.splitlines()[-1])["health"]["gpus"]
+    assert [health[i]["reason"] for i in ("0", "1")] == ["lost (GPU is lost)"] * 2
 
 
 def test_a_name_that_is_not_utf8_is_replaced_not_a_traceback(nvml_lib, target, tmp_path):

@@ -13,12 +13,14 @@ import socket
 import time
 from dataclasses import replace
 
+from gputui.collect.health import HealthMonitor
 from gputui.collect.jobs import group_jobs
 from gputui.collect.model import Snapshot
 from gputui.collect.nsmap import PidMapper, reconcile
 from gputui.collect.nvml import (
     DEFAULT_TIMEOUT_S,
     FAILING,
+    GPU_UNREADABLE,
     HUNG,
     NvmlReader,
     unreadable_message,
@@ -32,12 +34,19 @@ class LiveSource:
     kind = "nvml"
 
     def __init__(
-        self, interval: float = 1.0, host_limit: int = 40, timeout: float = DEFAULT_TIMEOUT_S
+        self,
+        interval: float = 1.0,
+        host_limit: int = 40,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        health_events: bool = True,
     ) -> None:
         self.interval = interval
         self.nvml = NvmlReader(timeout=timeout)
         if self.nvml.status == HUNG:
             raise NvmlHung(self.nvml.error or "NVML did not answer")
+        # GPU health (Xids, ECC, remaps, lost GPUs): records in each snapshot; the Xid event
+        # thread only for the commands that watch for a while (health_events).
+        self.health = HealthMonitor(self.nvml, events=health_events) if self.nvml.devices else None
         self.procs = ProcessReader()
         self.pidmap = PidMapper()
         self.podres = PodResources()
@@ -87,6 +96,7 @@ class LiveSource:
             key=lambda p: (p.cpu_percent is None, -(p.cpu_percent or 0.0)),
         )
         processes = tuple(gpu_procs + host)
+        records = tuple(self.health.poll(t)) if self.health is not None else ()
         return Snapshot(
             t=t,
             gpus=gpus,
@@ -96,26 +106,38 @@ class LiveSource:
             gpu_error=self.nvml.error or unreadable_message(gpus),
             driver=self.nvml.driver,
             hostname=self.hostname,
+            records=records,
         )
 
     def next_delay(self) -> float:
         return self.interval
 
-    def problem(self, snap: Snapshot | None = None) -> str | None:
+    def problem(self, snap: Snapshot | None = None, lost: bool = True) -> str | None:
         """What is wrong with NVML, in one line, or None: it failed to start although a
         driver is here, it stopped answering (even in nvmlShutdown), or `snap` has GPUs that
-        cannot be read. No driver at all is not a problem: there is nothing to watch."""
+        cannot be read. No driver at all is not a problem: there is nothing to watch.
+        `lost=False`: a GPU NVML reports lost is GPU health (`check` goes on watching the
+        others and exits 3), not NVML's trouble."""
         said = []
         if self.nvml.status in (FAILING, HUNG):
             said.append(self.nvml.error or "NVML failed")
-        if snap is not None and (lost := unreadable_message(snap.gpus)):
-            said.append(lost)
+        gpus = [] if snap is None else list(snap.gpus)
+        if not lost:
+            gpus = [g for g in gpus if "lost" not in g.na.get(GPU_UNREADABLE, "").lower()]
+        if gpus and (bad := unreadable_message(gpus)):
+            said.append(bad)
         return "; ".join(said) or None
 
     def close(self) -> None:
-        """nvmlShutdown, bounded by `timeout`; a shutdown that overstays shows in problem()."""
+        """nvmlShutdown, bounded by `timeout`; a shutdown that overstays shows in problem().
+        The Xid event thread ends first (within one wait), so no call follows the shutdown."""
+        if self.health is not None and not self.health.close():
+            self.nvml.leave()  # the Xid thread is stuck in NVML: never queue a shutdown behind it
+            return
         self.nvml.close()
 
     def leave(self) -> None:
         """Close for a process that exits right away: nvmlShutdown is not waited for."""
+        if self.health is not None:
+            self.health.stop()
         self.nvml.leave()

@@ -123,7 +123,8 @@ class Snapshot:
     hostname: str | None = None
     # Records of a recording that are not GPU samples but belong at this sample's time, such
     # as the stack dumps `gputui record` took (`{"type": "stacks", ...}`); validated by the
-    # reader, interpreted by their consumers. Live snapshots have none.
+    # reader, interpreted by their consumers. Live snapshots carry GPU health records
+    # (`{"type": "health", ...}`, gputui.collect.health), which `gputui record` writes.
     records: tuple[dict[str, Any], ...] = ()
 
     def process(self, pid: int) -> ProcessInfo | None:

@@ -64,7 +64,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help="time limit for NVML's start, each sample and each py-spy dump (default 10 s)",
     )
-    p.set_defaults(func=run, stall_after=10.0, hang_after=60.0)
+    # health_events off: the kernel log has the past Xids (no event thread to join at exit)
+    p.set_defaults(func=run, stall_after=10.0, hang_after=60.0, health_events=False)
 
 
 def _samples(args: argparse.Namespace) -> tuple[list[Snapshot], str | None]:

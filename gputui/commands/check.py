@@ -10,8 +10,11 @@ GPUs (`job_key`, `world_size`, `ranks`), so that `gputui merge` can join the lin
 node of a job (gputui/diagnose/node_report.py).
 
 A node with no NVIDIA driver has nothing to watch: 0. A node whose driver or GPUs are there
-but NVML fails, does not answer within --timeout, or reports a GPU lost is a broken node: 2,
-with NVML's state in one line. A health check must never pass there.
+but NVML fails or does not answer within --timeout is a broken node: 2, with NVML's state in
+one line. A health check must never pass there. A sick GPU (a hardware Xid, uncorrected ECC
+errors, a pending row remap, a GPU NVML reports lost) is 3 when no job hangs: the other GPUs
+are watched to the end, and each line carries `health` (every GPU's word, its counters, each
+Xid with its number; gputui.diagnose.health).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="watch for an NCCL hang; exit 1 if stalled or hung",
         description=(
             "Sample live (or replay a recording as fast as it can) and report the hang "
-            "detector's verdict. Exit 0: ok; 1: stalled or hung; 2: error."
+            "detector's verdict. Exit 0: ok; 1: stalled or hung; 2: error; 3: a sick GPU."
         ),
     )
     add_source_args(p)
@@ -105,7 +108,7 @@ def _nvml_problem(source: Source, snap: Snapshot | None = None) -> str | None:
     """NVML's trouble in one line (see LiveSource.problem); a replay has none."""
     if source.kind == "replay":
         return None
-    return source.problem(snap)  # type: ignore[attr-defined, no-any-return]
+    return source.problem(snap, lost=False)  # type: ignore[attr-defined, no-any-return]
 
 
 def _snapshots(args: argparse.Namespace, source: Source) -> Iterator[Snapshot]:
@@ -159,6 +162,8 @@ def _line(v: Verdict, t0: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gputui.diagnose.exitcodes import HANG, OK, SICK_GPU, worst
+    from gputui.diagnose.health_report import health_key, health_line, health_text
     from gputui.diagnose.node_report import NodeReport
     from gputui.diagnose.verdict import verdict_to_json
     from gputui.jsonout import dumps
@@ -170,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
     watcher = Watcher(args.stall_after, args.hang_after, auto_dump=not args.no_auto_dump, live=live)
     last: Verdict | None = None
     last_key: object = None
+    last_said: tuple[object, ...] = ()  # the verdict part of last_key (text lines)
     report: NodeReport | None = None
     last_alarm: Verdict | None = None
     alarms = 0
@@ -180,19 +186,20 @@ def run(args: argparse.Namespace) -> int:
     def show(v: Verdict, snap: Snapshot) -> None:
         """Print a line when the verdict, its evidence, or the job's ranks on the GPUs
         changed (the last two are what `gputui merge` needs from each node)."""
-        nonlocal last, last_alarm, alarms, last_key
+        nonlocal last, last_alarm, alarms, last_key, last_said
         assert report is not None
         if v.alarm:
             alarms += last is None or not last.alarm
             last_alarm = v
         keys = report.keys(v, snap)
-        key = (v.key(), keys["job_key"], tuple(keys["ranks"].items()))
+        health = health_line(watcher.health, snap)
+        key = (v.key(), keys["job_key"], tuple(keys["ranks"].items()), health_key(watcher.health))
         if key != last_key:
             if args.json:
-                print(dumps({**verdict_to_json(v), **keys}), flush=True)
-            elif first is not None:
-                human.append(_line(v, first.t))
-        last, last_key = v, key
+                print(dumps({**verdict_to_json(v), **keys, **health}), flush=True)
+            elif first is not None and key[:3] != last_said:
+                human.append(_line(v, first.t))  # health is said once, at the end
+        last, last_key, last_said = v, key, key[:3]
 
     last_snap: Snapshot | None = None
     try:
@@ -222,7 +229,11 @@ def run(args: argparse.Namespace) -> int:
         host = f" on {report.host}" if report is not None else ""
         print(f"gputui check: {n} samples over {span:.1f} s, {where}{host}")
         print("\n".join(human))
-        print(f"final: {last.state}: {last.reason}")
+        sick_now = watcher.health.sick(last_snap.gpus if last_snap is not None else ())
+        state = "sick GPU" if sick_now and not last.alarm else last.state
+        for line in health_text(watcher.health, last_snap):
+            print(line)
+        print(f"final: {state}: {last.reason}")
         if last_alarm is not None:
             cleared = "" if last.alarm else f" ({alarms} alarm(s), all cleared)"
             print(f"next steps{cleared}:")
@@ -231,4 +242,5 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if why := _nvml_problem(source):
         raise GputuiError(why)  # e.g. nvmlShutdown did not answer: the driver is not well
-    return 1 if last.alarm else 0
+    sick = watcher.health.sick(last_snap.gpus if last_snap is not None else ())
+    return worst(HANG if last.alarm else OK, SICK_GPU if sick else OK)

@@ -272,7 +272,11 @@ def open_source(
         from gputui.collect.nvml import DEFAULT_TIMEOUT_S
 
         limit = timeout or getattr(args, "timeout", None) or DEFAULT_TIMEOUT_S
-        source = LiveSource(interval=getattr(args, "interval", 1.0), timeout=limit)
+        source = LiveSource(
+            interval=getattr(args, "interval", 1.0),
+            timeout=limit,
+            health_events=getattr(args, "health_events", True),
+        )
     if getattr(args, "gpus", None):
         from gputui.collect.source import FilteredSource
 

@@ -69,7 +69,7 @@ def _live_snapshot(timeout: float) -> tuple[Snapshot | None, str | None]:
     from gputui.collect.live import LiveSource
 
     try:
-        src = LiveSource(timeout=timeout)
+        src = LiveSource(timeout=timeout, health_events=False)
     except GputuiError as e:  # NVML did not start in time
         return None, str(e)
     snap = None

@@ -153,6 +153,8 @@ def write_samples(
                 raise GputuiError(
                     f"{e}; kept the {writer.samples} complete sample(s) written before it"
                 ) from None
+            for rec in snap.records:  # GPU health (Xids, counters), at the sample's time
+                writer.write_record(rec)
             watcher.update(snap)  # starts a dump on a stall transition; never blocks
             problem = problem_of(snap) if problem_of is not None else None
             if problem and problem != said:
@@ -222,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             source.close()
     writer.close()
-    dumps = f" and {writer.records} stack dump(s)" if writer.records else ""
+    dumps = f" and {writer.records} record(s) (stack dumps, GPU health)" if writer.records else ""
     print(f"wrote {writer.samples} samples{dumps} to {shown(path)}", file=sys.stderr)
     failure = failure or source.problem()
     if failure:

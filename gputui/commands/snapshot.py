@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="give up if NVML does not start, or a sample does not come, within S seconds "
         "(default 10)",
     )
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, health_events=False)  # one look: the kernel log has past Xids
 
 
 def verdict_summary(v: Verdict | None) -> dict[str, Any] | None:
@@ -65,7 +65,9 @@ def verdict_summary(v: Verdict | None) -> dict[str, Any] | None:
     return d
 
 
-def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
+def snapshot_to_json(snap: Snapshot, health: Any = None) -> dict[str, Any]:
+    """`health`: a gputui.diagnose.health.HealthTracker that has seen the samples; its
+    words, counters and Xids go under "health" (left out when it knows nothing)."""
     from gputui.collect.nvml import GPU_UNREADABLE
     from gputui.collect.trace import process_to_dict
 
@@ -114,7 +116,7 @@ def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
         }
         for j in snap.jobs
     ]
-    return {
+    out = {
         "t": snap.t,
         "source": snap.source,
         "hostname": snap.hostname,
@@ -125,13 +127,18 @@ def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
         "processes": procs,
         "jobs": jobs,
     }
+    if health is not None:
+        from gputui.diagnose.health_report import health_line
+
+        out.update(health_line(health, snap))
+    return out
 
 
 def _fmt(v: float | None, unit: str = "", nd: int = 0) -> str:
     return "N/A" if v is None else f"{v:.{nd}f}{unit}"
 
 
-def snapshot_to_text(snap: Snapshot) -> str:
+def snapshot_to_text(snap: Snapshot, health: Any = None) -> str:
     from gputui.collect.nvml import GPU_UNREADABLE
 
     lines = []
@@ -177,6 +184,10 @@ def snapshot_to_text(snap: Snapshot) -> str:
             )
     for j in snap.jobs:
         lines.append(f"job {j.label}: GPUs {','.join(map(str, j.gpus))} ({j.how})")
+    if health is not None:
+        from gputui.diagnose.health_report import health_text
+
+        lines += health_text(health, snap)
     return "\n".join(lines)
 
 
@@ -190,8 +201,10 @@ def run(args: argparse.Namespace) -> int:
     if live and args.interval > MAX_CPU_INTERVAL_S:
         raise GputuiError(f"--interval: at most {MAX_CPU_INTERVAL_S:g} s for a snapshot")
     from gputui.commands.moment import verdict_moment, verdicts
+    from gputui.diagnose.health import HealthTracker
 
     source = open_source(args, realtime=False)
+    health = HealthTracker()  # Xids and counters of every sample up to the one shown
     try:
         if source.kind == "replay":
             snaps = source.snaps  # type: ignore[attr-defined]
@@ -202,19 +215,26 @@ def run(args: argparse.Namespace) -> int:
                 i = verdict_moment(snaps) or i
             seen = [snaps[: i + 1]]
             snap = snaps[i]
+            for s in seen[0]:
+                health.update(s)
         else:
             first = sample_bounded(source, args.timeout)  # starts every process's CPU clock
+            if first is not None:
+                health.update(first)
             time.sleep(args.interval)  # the window CPU% is measured over
             snap = sample_bounded(source, args.timeout)
+            if snap is not None:
+                health.update(snap)
             seen = [[s for s in (first, snap) if s is not None]]
     finally:
         source.close()
     assert snap is not None
     verdict = verdicts(seen[0])[-1] if seen[0] else None
     if args.json:
-        print(dumps({**snapshot_to_json(snap), "verdict": verdict_summary(verdict)}, indent=2))
+        d = snapshot_to_json(snap, health)
+        print(dumps({**d, "verdict": verdict_summary(verdict)}, indent=2))
     else:
-        text = snapshot_to_text(snap)
+        text = snapshot_to_text(snap, health)
         if verdict is not None and verdict.alarm:
             text = (
                 f"{verdict.state.upper()}: {verdict.reason}\n"

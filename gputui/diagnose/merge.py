@@ -54,6 +54,17 @@ class NodeLine:
     stacks: tuple[dict[str, Any], ...] = ()
     culprit_frame: str | None = None
     findings: tuple[str, ...] = ()
+    sick: dict[int, str] = field(default_factory=dict)  # GPU -> "failed: why" (its health)
+
+
+def _sick(health: Any) -> dict[int, str]:
+    """GPUs that are not ok in a line's `health` (gputui.diagnose.health); {} if none."""
+    gpus = health.get("gpus") if isinstance(health, dict) else None
+    out: dict[int, str] = {}
+    for g, h in list(gpus.items())[:256] if isinstance(gpus, dict) else []:
+        if str(g).isdigit() and isinstance(h, dict) and h.get("health") in ("failed", "degraded"):
+            out[int(g)] = f"{h['health']}: {str(h.get('reason') or '')[:200]}"
+    return out
 
 
 def _ints(v: Any, what: str) -> tuple[int, ...]:
@@ -107,6 +118,7 @@ def line_from_json(d: Any, default_host: str) -> NodeLine:
         stacks=tuple(s for s in stacks[:4096] if isinstance(s, dict)),
         culprit_frame=d["culprit_frame"] if isinstance(d.get("culprit_frame"), str) else None,
         findings=tuple(str(f)[:500] for f in d.get("findings") or [] if isinstance(f, str)),
+        sick=_sick(d.get("health")),
     )
 
 
@@ -134,9 +146,10 @@ class Merged:
     stack_groups: tuple[str, ...] = ()
     stacks: tuple[dict[str, Any], ...] = ()  # the odd ranks' entries (see _odd_ones)
     findings: tuple[str, ...] = ()
+    sick: tuple[str, ...] = ()  # "host:gpu (rank R) failed: why": a node's sick GPU
 
     def key(self) -> tuple[Any, ...]:
-        return (self.state, self.spinning, self.suspects, self.silent_hosts)
+        return (self.state, self.spinning, self.suspects, self.silent_hosts, self.sick)
 
 
 def ranks_text(ranks: Iterable[int]) -> str:
@@ -280,8 +293,22 @@ def judge(
         stack_groups=tuple(groups),
         stacks=tuple(entries),
         findings=tuple(f for ln in members if ln.state != OK for f in ln.findings),
+        sick=_sick_gpus(members if alarmed else sorted(latest.values(), key=lambda x: x.host)),
     )
     return _phrase(m, members, t)
+
+
+def _sick_gpus(lines: list[NodeLine]) -> tuple[str, ...]:
+    """Each node's sick GPUs, the job's (a GPU with a rank) first: a failed GPU is the
+    job-wide verdict's first words."""
+    mine: list[str] = []
+    other: list[str] = []
+    for ln in lines:
+        for g, why in sorted(ln.sick.items()):
+            rank = ln.ranks.get(g)
+            who = f"{ln.host}:{g}" + (f" (rank {rank})" if rank is not None else "")
+            (mine if rank is not None else other).append(f"{who} {why}")
+    return tuple(mine + other)
 
 
 def _phrase(m: Merged, members: list[NodeLine], t: float) -> Merged:
@@ -290,6 +317,8 @@ def _phrase(m: Merged, members: list[NodeLine], t: float) -> Merged:
     n = m.hosts
     if m.state == OK:
         reason = f"no hang on {n} host(s)"
+        if m.sick:
+            reason += f"; sick GPU: {'; '.join(m.sick[:4])}"
         if m.silent_hosts:
             reason += f"; silent: {_hosts_text(list(m.silent_hosts))}"
         return replace(m, reason=reason)
@@ -301,6 +330,8 @@ def _phrase(m: Merged, members: list[NodeLine], t: float) -> Merged:
         f"{who}{verb} across {n} host(s): {len(m.spinning)} GPU(s) on {len(spin_hosts)} "
         f"host(s) spin in a collective{secs}"
     )
+    if m.sick:  # the hardware first: a failed GPU under a rank explains the whole job
+        text = f"{who}GPU {m.sick[0]}; {text[len(who) :]}"
     if m.suspects:
         ranks = f" ({ranks_text(m.suspect_ranks)})" if m.suspect_ranks else ""
         text += f"; not spinning: {_hosts_text(list(m.suspects))}{ranks}"
@@ -386,4 +417,6 @@ def merged_to_json(m: Merged) -> dict[str, Any]:
         d["stacks"] = list(m.stacks)
     if m.findings:
         d["findings"] = list(m.findings)
+    if m.sick:
+        d["sick_gpus"] = list(m.sick)
     return d

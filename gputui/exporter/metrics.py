@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from gputui import __version__
 from gputui.diagnose.classify import GpuState
+from gputui.exporter.health_metrics import health_families
 from gputui.exporter.view import JOB_STATES, View, Watch
 
 GPU_LABELS = ["gpu", "uuid", "host"]
@@ -62,6 +63,7 @@ class GputuiCollector(Collector):
         if view is not None:
             yield from _gpu_families(view)
             yield from _job_families(view)
+            yield from health_families(view.health, view.host)
 
 
 def _gpu_families(view: View) -> Iterator[Metric]:
@@ -137,7 +139,9 @@ def _job_families(view: View) -> Iterator[Metric]:
 
 
 def exported_names() -> tuple[str, ...]:
-    """Every metric name this collector can emit (the dashboard and rules tests use it)."""
+    """Every metric name this collector emits for every recording (the dashboard and rules
+    tests use it); the GPU health series, served once health was read, are
+    gputui.exporter.health_metrics.NAMES."""
     gpu = [f"gputui_gpu_{n}" for n, _, _ in _READINGS]
     gpu += ["gputui_gpu_state", "gputui_gpu_spin_seconds", "gputui_gpu_processes"]
     gpu += ["gputui_gpu_owner"]

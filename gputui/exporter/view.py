@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gputui.collect.model import Snapshot
 from gputui.diagnose.detector import Detector
@@ -77,6 +78,7 @@ class View:
     host: str
     gpus: tuple[GpuRow, ...]
     jobs: tuple[JobRow, ...]
+    health: tuple[Any, ...] = ()  # gputui.exporter.health_metrics.HealthRow per GPU
 
 
 def bounded(value: str, limit: int = MAX_LABEL) -> str:
@@ -195,9 +197,15 @@ class Watch:
         self._view: View | None = None
         self._received = self.started
         self._ranks: dict[int, int] = {}  # pid -> rank, for suspects whose process is gone
+        from gputui.diagnose.health import HealthTracker
+
+        self.health = HealthTracker()  # Xids, ECC, remaps from the snapshots' records
 
     def on_snapshot(self, snap: Snapshot) -> None:
+        from gputui.exporter.health_metrics import health_rows
+
         verdict = self.detector.update(snap)
+        self.health.update(snap)
         groups = self.detector.memory.groups
         self._remember_ranks(snap, groups)
         view = View(
@@ -205,6 +213,7 @@ class Watch:
             host=bounded(snap.hostname or self.host),
             gpus=gpu_rows(snap, verdict, self.detector),
             jobs=job_rows(groups, self.detector.job_verdicts, self._ranks),
+            health=health_rows(self.health, snap, bounded),
         )
         with self._lock:
             self._view = view

@@ -262,6 +262,9 @@ def write_bundle(
         w = TraceWriter(out / "trace.jsonl.gz")
         for s in snapshots:
             w.write(_redacted_snapshot(s))
+            for rec in s.records:  # GPU health (Xids, counters) replays with the samples
+                if rec.get("type") == "health":
+                    w.write_record(rec)
         w.close()
         rep.files.append("trace.jsonl.gz")
         if not any(s.gpus for s in snapshots):
@@ -317,6 +320,13 @@ def write_bundle(
         from gputui.diagnose.recorded_stacks import recorded_lines
 
         write("stacks/groups.txt", "\n".join(recorded_lines(list(verdict.stacks))))
+    # GPU health: every GPU's word, its counters, the Xids with their kernel-log lines.
+    if snapshots:
+        from gputui.diagnose.health_report import bundle_health
+
+        health = bundle_health(snapshots)
+        if health is not None:
+            dump_json("health.json", health)
 
     # Topology.
     smi = find_tool("nvidia-smi", tool_path)
@@ -359,6 +369,7 @@ def write_bundle(
         "stacks say (findings, the culprit's frame, each rank's stack)",
         "stacks/groups.txt": "identical stacks grouped, the odd group marked",
         "processes.json": "command line, environment (secrets redacted), CUDA/NCCL libs",
+        "health.json": "each GPU's health word and counters, each Xid with its kernel line",
         "topology.txt": "nvidia-smi topo -m",
         "host.json": "node, gputui version, attach tools present, ptrace settings",
     }

@@ -281,7 +281,9 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, App[None]):
         board.reserved = 2 + banner_height(self.verdict) + self.story_bar.line_count
         if self.story is not None:
             self.story_bar.redraw()
-        board.show(snap.gpus, self.history, self._gpu_tags(), self._is_stale())
+        board.show(
+            snap.gpus, self.history, self._gpu_tags(), self._is_stale(), self.watcher.health.marks
+        )
         note = self.no_gpu
         error = "" if snap.gpus else (snap.gpu_error or "this node reports no GPUs")
         if error != note.error:

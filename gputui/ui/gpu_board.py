@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from textual.strip import Strip
 
 from gputui.collect.model import GpuSample
+from gputui.textsafe import clean
 from gputui.ui.format import bar, mib, num
 from gputui.ui.strips import Line, LineView, fit, style
 
@@ -111,6 +113,7 @@ class GpuBoard(LineView):
         self.gpus: tuple[GpuSample, ...] = ()
         self.history: dict[int, GpuHistory] = {}
         self.tags: dict[int, tuple[str, str]] = {}
+        self.health: dict[int, Any] = {}  # GPU -> gputui.diagnose.health.GpuHealth, not ok
         self.stale = False
         self.view = "auto"  # "auto" | "compact" | "full"
         self.reserved = 6  # lines other widgets take; set by the app
@@ -121,8 +124,10 @@ class GpuBoard(LineView):
         history: dict[int, GpuHistory],
         tags: dict[int, tuple[str, str]],
         stale: bool = False,
+        health: dict[int, Any] | None = None,
     ) -> None:
         self.gpus, self.history, self.tags, self.stale = tuple(gpus), history, tags, stale
+        self.health = health or {}
         self.redraw()
 
     @property
@@ -182,7 +187,13 @@ class GpuBoard(LineView):
         tag, detail = self.tags.get(g.index, ("", ""))
         line = Line().cell(str(g.index), 2, "bold", ">").add(" ")
         line.cell(short_name(g.name), 8, "bold").add(" ")
-        line.cell(f"{_tag_text(tag)}{detail}", 14, TAG_STYLE.get(tag, ""))
+        sick = self.health.get(g.index)
+        if sick is not None:  # the health mark leads the cell: "✖ SUSPECT", "! DEGRADED"
+            word = f"{_tag_text(tag)}{detail}" if tag in ("spinning", "suspect") else ""
+            text = f"{_MARK[sick.word]} {word or sick.word.upper()}"
+            line.cell(text, 14, HEALTH_STYLE[sick.word])
+        else:
+            line.cell(f"{_tag_text(tag)}{detail}", 14, TAG_STYLE.get(tag, ""))
         line.add(" ")
         line.cell(num(g.util), 4, _level(_frac(g.util)), ">").add(" ")
         line.cell(num(g.mem_util), 4, _level(_frac(g.mem_util)), ">").add(" ")
@@ -215,6 +226,9 @@ class GpuBoard(LineView):
         inner = w - 4
         title = f"─ GPU {g.index} · {short_name(g.name)} "
         label = f" {_tag_text(tag)}{detail} " if tag else ""
+        sick = self.health.get(g.index)
+        if sick is not None:
+            box = "red" if sick.word == "failed" else "yellow"
         room = max(0, w - 4 - len(label))
         top = (
             Line()
@@ -232,7 +246,13 @@ class GpuBoard(LineView):
             power_fig += f" {pf * 100:.0f}%"
         vram = _vram_frac(g)
         pids = ", ".join(map(str, g.pids))
-        last = Line().add(f"SM {num(g.sm_mhz, ' MHz')}  mem {num(g.mem_mhz, ' MHz')}  ")
+        last = Line()
+        if sick is not None:  # what is wrong replaces the clocks: it matters more
+            last.add(
+                f"{_MARK[sick.word]} {sick.word.upper()}: {clean(sick.reason)}  ",
+                HEALTH_STYLE[sick.word],
+            )
+        last.add(f"SM {num(g.sm_mhz, ' MHz')}  mem {num(g.mem_mhz, ' MHz')}  ")
         last.add(f"pids {pids}" if pids else "no process", "" if pids else "dim")
         if g.na:
             last.add(f"  N/A: {', '.join(sorted(g.na))}", "dim italic")
@@ -255,6 +275,10 @@ class GpuBoard(LineView):
             rows.append(row.pad_to(w - 2).add(" │", box).strip(w))
         rows.append(Line().add("╰" + "─" * (w - 2) + "╯", box).strip(w))
         return rows
+
+
+_MARK = {"failed": "✖", "degraded": "!"}
+HEALTH_STYLE = {"failed": "bold white on red", "degraded": "bold black on yellow"}
 
 
 def _metric(

@@ -21,6 +21,18 @@
  *   init_error          nvmlInit fails with Unknown Error (a driver that is there but broken)
  *   no_driver           nvmlInit fails with Driver Not Loaded
  *
+ * GPU health (each GPU is healthy unless one of these names it):
+ *
+ *   xid:G:N             GPU G raises Xid N once: the first nvmlEventSetWait on a set that
+ *                       has GPU G registered returns it (then waits time out)
+ *   ecc:G:N             GPU G has N volatile (and aggregate) uncorrected ECC errors
+ *   remap_pending:G     GPU G has a row remap pending (one uncorrectable row remapped)
+ *   lost_gpu:G          only GPU G answers GPU_IS_LOST, from the start (handles too)
+ *   no_events           nvmlEventSetCreate answers Not Supported (a vGPU, MIG)
+ *
+ * Retired pages and NVLink answer Not Supported (an H100 VM without NVLink); the PCI bus
+ * of GPU G is 0000:1G:00 (GPU 0 at PCI:0000:10:00, GPU 1 at PCI:0000:11:00).
+ *
  * With GPUTUI_STANDIN_LOG=FILE, the name of every entry point is appended to FILE as it is
  * entered (before any hang), so a test can tell which calls were made, and which never were.
  *
@@ -30,6 +42,7 @@
  * survive, which is why it leaves through _exit when a call is stuck.
  */
 #include <fcntl.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +59,7 @@ enum {
     NVML_ERROR_NOT_SUPPORTED = 3,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_TIMEOUT = 10,
     NVML_ERROR_GPU_IS_LOST = 15,
     NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
     NVML_ERROR_UNKNOWN = 999,
@@ -79,12 +93,15 @@ static long util_reads;  /* calls of nvmlDeviceGetUtilizationRates so far */
 static struct {
     int hang_init, hang_shutdown, lost, bad_name, init_error, no_driver;
     long hang_read_after, lost_after;  /* -1: never */
+    int xid_gpu, xid, ecc[NGPU], remap_pending[NGPU], lost_gpu, no_events;  /* gpu -1: none */
 } mode;
+static int xid_delivered;
 
 static void parse_mode(void) {
     if (parsed) return;
     parsed = 1;
     mode.hang_read_after = mode.lost_after = -1;
+    mode.xid_gpu = mode.lost_gpu = -1;
     const char *log = getenv("GPUTUI_STANDIN_LOG");
     if (log && *log) log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     const char *env = getenv("GPUTUI_STANDIN_NVML");
@@ -101,6 +118,19 @@ static void parse_mode(void) {
         else if (!strcmp(tok, "bad_name")) mode.bad_name = 1;
         else if (!strcmp(tok, "init_error")) mode.init_error = 1;
         else if (!strcmp(tok, "no_driver")) mode.no_driver = 1;
+        else if (!strcmp(tok, "no_events")) mode.no_events = 1;
+        else if (!strncmp(tok, "xid:", 4)) {
+            char *end = NULL;
+            mode.xid_gpu = (int)strtol(tok + 4, &end, 10);
+            mode.xid = (end && *end == ':') ? atoi(end + 1) : 0;
+        } else if (!strncmp(tok, "ecc:", 4)) {
+            char *end = NULL;
+            long g = strtol(tok + 4, &end, 10);
+            if (g >= 0 && g < NGPU && end && *end == ':') mode.ecc[g] = atoi(end + 1);
+        } else if (!strncmp(tok, "remap_pending:", 14)) {
+            long g = atol(tok + 14);
+            if (g >= 0 && g < NGPU) mode.remap_pending[g] = 1;
+        } else if (!strncmp(tok, "lost_gpu:", 9)) mode.lost_gpu = atoi(tok + 9);
     }
 }
 
@@ -129,6 +159,7 @@ static nvmlReturn_t gate(nvmlDevice_t d) {
         return NVML_ERROR_GPU_IS_LOST;
     if (mode.hang_read_after >= 0 && util_reads > mode.hang_read_after) hang();
     if (d != &gpus[0] && d != &gpus[1]) return NVML_ERROR_INVALID_ARGUMENT;
+    if (d->index == mode.lost_gpu) return NVML_ERROR_GPU_IS_LOST;
     return NVML_SUCCESS;
 }
 
@@ -147,6 +178,7 @@ const char *nvmlErrorString(nvmlReturn_t r) {  /* no lock: pynvml calls it to pr
     case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
     case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
     case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
     default: return "Unknown Error";
@@ -194,7 +226,7 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
 nvmlReturn_t nvmlDeviceGetCount(unsigned int *count) { return nvmlDeviceGetCount_v2(count); }
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
-    DEVICE_CALL(&gpus[0]);
+    DEVICE_CALL(&gpus[index < NGPU ? index : 0]);
     if (index >= NGPU) LEAVE(NVML_ERROR_INVALID_ARGUMENT);
     *device = &gpus[index];
     LEAVE(NVML_SUCCESS);
@@ -294,5 +326,117 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned in
     (void)infos;
     DEVICE_CALL(d);
     *count = 0;  /* idle GPUs: no process */
+    LEAVE(NVML_SUCCESS);
+}
+
+/* ---------------------------------------------------------------- GPU health */
+
+typedef struct {
+    char busIdLegacy[16];
+    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} nvmlPciInfo_t;
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p) {
+    DEVICE_CALL(d);
+    memset(p, 0, sizeof *p);
+    p->domain = 0;
+    p->bus = 0x10 + (unsigned int)d->index;
+    p->device = 0;
+    snprintf(p->busId, sizeof p->busId, "00000000:%02X:00.0", p->bus);
+    LEAVE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, int type, int counter,
+                                         unsigned long long *count) {
+    (void)counter;
+    DEVICE_CALL(d);
+    *count = type == 1 ? (unsigned long long)mode.ecc[d->index] : 0;  /* 1: uncorrected */
+    LEAVE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t d, unsigned int *corr, unsigned int *unc,
+                                       unsigned int *pending, unsigned int *failure) {
+    DEVICE_CALL(d);
+    *corr = 0;
+    *unc = (unsigned int)mode.remap_pending[d->index];
+    *pending = (unsigned int)mode.remap_pending[d->index];
+    *failure = 0;
+    LEAVE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t d, int *pending) {
+    (void)pending;
+    DEVICE_CALL(d);
+    LEAVE(NVML_ERROR_NOT_SUPPORTED);  /* H100 remaps rows instead */
+}
+
+nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t d, unsigned int *value) {
+    DEVICE_CALL(d);
+    *value = 0;
+    LEAVE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned int link, unsigned int *active) {
+    (void)link; (void)active;
+    DEVICE_CALL(d);
+    LEAVE(NVML_ERROR_NOT_SUPPORTED);  /* a VM's GPU without NVLink */
+}
+
+typedef struct { int registered[NGPU]; } event_set_t;
+typedef struct {
+    nvmlDevice_t device;
+    unsigned long long eventType, eventData;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlEventData_t;
+
+static event_set_t the_set;
+
+nvmlReturn_t nvmlEventSetCreate(event_set_t **set) {
+    ENTER();
+    if (!initialized) LEAVE(NVML_ERROR_UNINITIALIZED);
+    if (mode.no_events) LEAVE(NVML_ERROR_NOT_SUPPORTED);
+    memset(&the_set, 0, sizeof the_set);
+    *set = &the_set;
+    LEAVE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t d, unsigned long long *types) {
+    DEVICE_CALL(d);
+    *types = 0xff9f;  /* what the H100 answered */
+    LEAVE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long types, event_set_t *set) {
+    (void)types;
+    DEVICE_CALL(d);
+    set->registered[d->index] = 1;
+    LEAVE(NVML_SUCCESS);
+}
+
+/* Waits without the lock held, as the driver does: other calls go on meanwhile. */
+nvmlReturn_t nvmlEventSetWait_v2(event_set_t *set, nvmlEventData_t *data, unsigned int ms) {
+    ENTER();
+    if (!initialized) LEAVE(NVML_ERROR_UNINITIALIZED);
+    int g = mode.xid_gpu;
+    if (!xid_delivered && g >= 0 && g < NGPU && set->registered[g]) {
+        xid_delivered = 1;
+        memset(data, 0, sizeof *data);
+        data->device = &gpus[g];
+        data->eventType = 0x8;  /* nvmlEventTypeXidCriticalError */
+        data->eventData = (unsigned long long)mode.xid;
+        LEAVE(NVML_SUCCESS);
+    }
+    pthread_mutex_unlock(&lock);
+    usleep(ms * 1000U);
+    return NVML_ERROR_TIMEOUT;
+}
+nvmlReturn_t nvmlEventSetWait(event_set_t *set, nvmlEventData_t *data, unsigned int ms) {
+    return nvmlEventSetWait_v2(set, data, ms);
+}
+
+nvmlReturn_t nvmlEventSetFree(event_set_t *set) {
+    (void)set;
+    ENTER();
     LEAVE(NVML_SUCCESS);
 }

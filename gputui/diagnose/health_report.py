@@ -1,0 +1,81 @@
+"""GPU health as the text faces say it (`check`, `snapshot`, the bundle) and as JSON.
+
+One place for the words, so every face says the same: "GPU 1: FAILED: Xid 79: GPU fell off
+the bus", and each Xid with its number, GPU, pid and age. Kernel-log text is untrusted and
+goes through textsafe.clean before it is shown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gputui.diagnose import xid as X
+from gputui.diagnose.clocks import hardware_slowdown
+from gputui.diagnose.health import HealthTracker
+from gputui.textsafe import clean
+
+MAX_XID_LINES = 8  # text faces show the newest; JSON has them all (bounded by the tracker)
+
+
+def has_health(tracker: HealthTracker) -> bool:
+    """Anything to say: counters were read, an Xid came, a GPU is lost, or a note."""
+    return bool(tracker.counters or tracker.events or tracker.lost or tracker.notes)
+
+
+def health_key(tracker: HealthTracker) -> tuple[Any, ...]:
+    """What a change of prints a new `check --json` line: the words and the Xids seen."""
+    words = tuple((i, h.word, h.reason) for i, h in tracker.words().items())
+    return words, len(tracker.events), len(tracker.notes)
+
+
+def health_line(tracker: HealthTracker, snap: Any) -> dict[str, Any]:
+    """`{"health": {...}}` for a JSON line, or {} when nothing is known (an old recording)."""
+    if not has_health(tracker):
+        return {}
+    out = tracker.to_json(getattr(snap, "t", None))
+    for g in getattr(snap, "gpus", ()):  # the hardware holding clocks down (a slow rank)
+        row = out["gpus"].get(str(g.index))
+        if row is not None and (slow := hardware_slowdown(g.events)):
+            row["slowdown"] = slow
+    return {"health": out}
+
+
+def xid_text(tracker: HealthTracker, ev: X.XidEvent, now: float) -> str:
+    i = X.info(ev.xid)
+    who = f"GPU {ev.gpu}" if ev.gpu is not None else f"PCI {ev.pci or '?'}"
+    if ev.pid:
+        who += f", pid {ev.pid}" + (f" ({clean(ev.name, limit=32)})" if ev.name else "")
+    return f"Xid {ev.xid} on {who}: {i.meaning} [{i.kind}] ({tracker.age(ev, now)}, {ev.source})"
+
+
+def health_text(tracker: HealthTracker, snap: Any) -> list[str]:
+    """Lines for a text face: the GPUs that are not ok, the newest Xids, what cannot be seen."""
+    if not has_health(tracker):
+        return []
+    now = getattr(snap, "t", 0.0) or 0.0
+    out = []
+    sick = tracker.sick(getattr(snap, "gpus", ()))
+    for h in sick:
+        out.append(f"health: GPU {h.gpu} {h.word.upper()}: {clean(h.reason, limit=300)}")
+    if not sick and tracker.counters:
+        out.append(f"health: {len(tracker.words())} GPU(s) ok (no hardware Xid, ECC or remap)")
+    for g in getattr(snap, "gpus", ()):
+        if slow := hardware_slowdown(g.events):
+            out.append(f"  GPU {g.index} clocks held down by the hardware: {', '.join(slow)}")
+    events = list(tracker.events)[-MAX_XID_LINES:]
+    out += [f"  {clean(xid_text(tracker, e, now), limit=300)}" for e in events]
+    out += [f"  note: {clean(n, limit=300)}" for n in tracker.notes]
+    return out
+
+
+def bundle_health(snapshots: Any) -> dict[str, Any] | None:
+    """The bundle's health.json: what the samples' health records and lost GPUs say, at the
+    last sample (None when they say nothing: an old recording)."""
+    tracker = HealthTracker()
+    last = None
+    for s in snapshots:
+        tracker.update(s)
+        last = s
+    if not has_health(tracker):
+        return None
+    return tracker.to_json(getattr(last, "t", None))
