@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from gputui.collect.frames import RankStack
 from gputui.collect.model import Job, ProcessInfo, Snapshot
+from gputui.collect.rankio import RankIOTracker
 from gputui.diagnose.detector import Detector
 from gputui.diagnose.evidence import Evidence, fold
 from gputui.diagnose.verdict import HUNG, STALLED, Verdict
@@ -54,6 +55,7 @@ class JobTarget:
     verdict: Verdict
     ranks: tuple[ProcessInfo, ...]  # live local ranks, with create times for the identity check
     gone: tuple[RankStack, ...] = ()  # ranks whose process has exited (Verdict.vanished)
+    rankio: RankIOTracker | None = None  # where each rank writes (gputui.collect.rankio)
 
 
 def gather_stacks(target: JobTarget, cancel: threading.Event) -> dict[str, Any] | None:
@@ -109,11 +111,26 @@ def gather_nccl(target: JobTarget, cancel: threading.Event) -> dict[str, Any] | 
     return gather(target, cancel)
 
 
+def gather_lastwords(target: JobTarget, cancel: threading.Event) -> dict[str, Any] | None:
+    """Each rank's log tail, error file and kernel lines (gputui.tools.lastwords_gather)."""
+    from gputui.tools.lastwords_gather import gather_lastwords as gather
+
+    return gather(target, cancel)
+
+
+def explain_lastwords(record: dict[str, Any], v: Verdict, snap: Snapshot | None) -> Evidence:
+    """Why a rank is gone (gputui.diagnose.gone)."""
+    from gputui.diagnose.gone import explain_lastwords as explain
+
+    return explain(record, v, snap)
+
+
 # Stacks first: the banner's second line is the first finding, and the culprit's frame is
 # what a person wants first; RAS and the flight recorder add the ranks of other nodes.
 DEFAULT_GATHERERS: tuple[tuple[str, Gather, Explain], ...] = (
     ("stacks", gather_stacks, explain_stacks),
     ("nccl", gather_nccl, explain_nccl),
+    ("lastwords", gather_lastwords, explain_lastwords),
 )
 
 
@@ -155,11 +172,16 @@ class Watcher:
         self._cache: tuple[Any, list[Evidence]] | None = None
         self._last: tuple[Verdict, Snapshot] | None = None
         self.transitions = 0  # how many times gathering was started (for tests and the UI)
+        # Where each rank writes, remembered while alive (a gone rank's log is found by it).
+        wants = any(kind == "lastwords" for kind, _g in self.gatherers)
+        self.rankio = RankIOTracker() if wants else None
 
     # ------------------------------------------------------------ per sample
 
     def update(self, snap: Snapshot) -> Verdict:
         v = self.detector.update(snap)
+        if self.rankio is not None:
+            self.rankio.observe(snap)  # never blocks: a refresh every few seconds, off-thread
         self._remember(snap)
         for rec in snap.records:
             self._keep(rec)
@@ -233,7 +255,7 @@ class Watcher:
             err = "its process exited before the dump"
             pid = last.pid if last is not None else None
             gone.append(RankStack(pid, r, gpu, "gone", error=err))
-        return JobTarget(job.key, job.label, v.state, v, ranks, tuple(gone))
+        return JobTarget(job.key, job.label, v.state, v, ranks, tuple(gone), self.rankio)
 
     # ------------------------------------------------------------ evidence
 
@@ -343,6 +365,8 @@ class Watcher:
     def close(self) -> None:
         """Cancel running gatherers (their tools are killed) and let their threads end."""
         self._cancel.set()
+        if self.rankio is not None:
+            self.rankio.close()
         for pool in self._pools.values():
             pool.shutdown(wait=False, cancel_futures=True)
         self.wait(CLOSE_WAIT_S)
