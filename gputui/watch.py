@@ -29,6 +29,7 @@ from gputui.collect.model import Job, ProcessInfo, Snapshot
 from gputui.collect.rankio import RankIOTracker
 from gputui.diagnose.detector import Detector
 from gputui.diagnose.evidence import Evidence, fold
+from gputui.diagnose.rendezvous import RendezvousWatch, with_rendezvous
 from gputui.diagnose.verdict import HUNG, STALLED, Verdict
 
 if TYPE_CHECKING:
@@ -175,6 +176,8 @@ class Watcher:
         # Where each rank writes, remembered while alive (a gone rank's log is found by it).
         wants = any(kind == "lastwords" for kind, _g in self.gatherers)
         self.rankio = RankIOTracker() if wants else None
+        # Ranks that never came: a job waiting in its rendezvous holds no GPU to spin.
+        self.rendezvous = RendezvousWatch(live, hang_after) if wants or not live else None
 
     # ------------------------------------------------------------ per sample
 
@@ -185,6 +188,14 @@ class Watcher:
         self._remember(snap)
         for rec in snap.records:
             self._keep(rec)
+        if self.rendezvous is not None and not v.alarm:
+            rv, new = self.rendezvous.update(snap)
+            if new is not None:
+                with self._lock:
+                    self._new.append(new)
+            if rv is not None:
+                self._last = (with_rendezvous(v, rv), snap)
+                return self._last[0]
         job = _job_of(v, snap) if v.alarm else None
         if job is None:
             self._state.clear()
@@ -367,6 +378,8 @@ class Watcher:
         self._cancel.set()
         if self.rankio is not None:
             self.rankio.close()
+        if self.rendezvous is not None:
+            self.rendezvous.close()
         for pool in self._pools.values():
             pool.shutdown(wait=False, cancel_futures=True)
         self.wait(CLOSE_WAIT_S)

@@ -257,14 +257,23 @@ def resolve(pid: int, create_time: float | None, rank: int | None, job: str | No
 
 
 def refresh_tail(io: RankIO) -> RankIO:
+    """The tail read again if the file changed. A file already deleted (a temporary file, a
+    rotated log) is read through /proc/PID/fd while the rank is alive."""
     path = io.log_path()
     if path is None:
         return io
-    got = read_tail(path, io.size if io.tail_path == path else -1)
-    if got is None:
-        return io
-    size, data = got
-    return replace(io, tail=data, tail_path=path, size=size)
+    last = io.size if io.tail_path == path else -1
+    fd = 2 if io.stderr.kind == "file" else 1
+    for where in (path, f"/proc/{io.pid}/fd/{fd}"):
+        if where.startswith("/proc/") and not alive(io.pid, io.create_time):
+            break  # its pid may be another process's now
+        if os.path.exists(where):
+            got = read_tail(where, last)
+            if got is None:
+                return io  # unchanged, or unreadable
+            size, data = got
+            return replace(io, tail=data, tail_path=path, size=size)
+    return io
 
 
 def alive(pid: int, create_time: float | None) -> bool:

@@ -54,6 +54,7 @@ class NodeLine:
     stacks: tuple[dict[str, Any], ...] = ()
     culprit_frame: str | None = None
     findings: tuple[str, ...] = ()
+    missing_ranks: tuple[int, ...] | None = None  # a rendezvous: ranks never seen here
 
 
 def _ints(v: Any, what: str) -> tuple[int, ...]:
@@ -107,7 +108,15 @@ def line_from_json(d: Any, default_host: str) -> NodeLine:
         stacks=tuple(s for s in stacks[:4096] if isinstance(s, dict)),
         culprit_frame=d["culprit_frame"] if isinstance(d.get("culprit_frame"), str) else None,
         findings=tuple(str(f)[:500] for f in d.get("findings") or [] if isinstance(f, str)),
+        missing_ranks=_missing(d.get("missing_ranks")),
     )
+
+
+def _missing(v: Any) -> tuple[int, ...] | None:
+    """A rendezvous line's `missing_ranks` (bounded); None when the line has none."""
+    if not isinstance(v, list):
+        return None
+    return tuple(x for x in v[:4096] if isinstance(x, int) and not isinstance(x, bool))
 
 
 # ---------------------------------------------------------------- the job-wide verdict
@@ -134,6 +143,7 @@ class Merged:
     stack_groups: tuple[str, ...] = ()
     stacks: tuple[dict[str, Any], ...] = ()  # the odd ranks' entries (see _odd_ones)
     findings: tuple[str, ...] = ()
+    missing_ranks: tuple[int, ...] | None = None  # a rendezvous: missing on every node
 
     def key(self) -> tuple[Any, ...]:
         return (self.state, self.spinning, self.suspects, self.silent_hosts)
@@ -258,8 +268,24 @@ def judge(
         stack_groups=tuple(groups),
         stacks=tuple(entries),
         findings=tuple(f for ln in members if ln.state != OK for f in ln.findings),
+        missing_ranks=_missing_everywhere(members),
     )
+    if m.missing_ranks is not None:
+        from dataclasses import replace
+
+        from gputui.diagnose.rendezvous import merged_reason
+
+        return replace(m, reason=merged_reason(m.job, m.missing_ranks, m.hosts, m.since, t))
     return _phrase(m, members, t)
+
+
+def _missing_everywhere(members: list[NodeLine]) -> tuple[int, ...] | None:
+    """The ranks no node has seen, where nodes report a rendezvous (each lists the ranks of
+    the world it has not seen): the intersection of their lists."""
+    lists = [set(ln.missing_ranks) for ln in members if ln.missing_ranks is not None]
+    if not lists:
+        return None
+    return tuple(sorted(set.intersection(*lists)))
 
 
 def _phrase(m: Merged, members: list[NodeLine], t: float) -> Merged:
@@ -364,4 +390,6 @@ def merged_to_json(m: Merged) -> dict[str, Any]:
         d["stacks"] = list(m.stacks)
     if m.findings:
         d["findings"] = list(m.findings)
+    if m.missing_ranks is not None:
+        d["missing_ranks"] = list(m.missing_ranks)
     return d

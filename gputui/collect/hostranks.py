@@ -1,0 +1,188 @@
+"""Ranks among the host's processes, found by their environment, GPU or not.
+
+Why: a job whose ranks wait in `init_process_group` (or torchrun's rendezvous) has no GPU
+spinning and often none held yet, so NVML never lists it. Its ranks are found here instead:
+every few seconds, off the caller's thread, only processes not looked at before, only
+Python ones (by name, from /proc/PID/stat: no environment is read for anything else), and
+only those whose environment holds RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT/TORCHELASTIC_*.
+
+`stack_says_rendezvous` and `listeners` are the checks done once a job looks incomplete:
+a py-spy stack of one rank (is it really in the rendezvous?) and who listens on
+MASTER_ADDR:PORT (the TCPStore, or someone else holding the port).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputui.collect.jobs import rank_from_env
+from gputui.collect.model import RankInfo
+
+SCAN_S = 2.0
+MAX_HOST_RANKS = 4096
+MAX_NEW_PER_SCAN = 4096  # environments read per scan at most (the rest: next scan)
+_PYTHON_NAMES = ("python", "pt_main_thread", "torchrun", "pt_elastic")
+RENDEZVOUS_FRAMES = (
+    "init_process_group",
+    "rendezvous",
+    "_store_based_barrier",
+    "TCPStore",
+    "_create_c10d_store",
+    "_env_rendezvous_handler",
+    "next_rendezvous",
+    "_tcp_rendezvous_handler",
+)
+
+
+@dataclass(frozen=True)
+class HostRank:
+    """A process with rank variables in its environment."""
+
+    pid: int
+    create_time: float
+    rank: RankInfo
+    name: str
+    master_addr: str | None = None
+    master_port: int | None = None
+
+
+def _comm(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as f:
+            return f.read(64).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+
+
+def _port(v: str | None) -> int | None:
+    if v is None or not (v.isascii() and v.isdigit()) or len(v) > 5:
+        return None
+    n = int(v)
+    return n if 0 < n < 65536 else None
+
+
+def read_rank(pid: int) -> HostRank | None:
+    """A HostRank for a Python process with rank variables, else None (never raises)."""
+    import psutil
+
+    name = _comm(pid)
+    if name is None or not name.lower().startswith(_PYTHON_NAMES):
+        return None
+    try:
+        p = psutil.Process(pid)
+        env = p.environ()
+        ct = p.create_time()
+    except (psutil.Error, OSError):
+        return None
+    info = rank_from_env(env)
+    if info is None or info.rank is None or info.world_size is None:
+        return None
+    return HostRank(
+        pid,
+        ct,
+        info,
+        name,
+        (env.get("MASTER_ADDR") or None),
+        _port(env.get("MASTER_PORT")),
+    )
+
+
+@dataclass
+class HostRankScanner:
+    """Keeps the host's rank processes up to date; `ranks()` never blocks."""
+
+    every: float = SCAN_S
+    started: float = field(default_factory=time.time)
+    _ranks: dict[int, HostRank] = field(default_factory=dict)
+    _looked: dict[int, float | None] = field(default_factory=dict)  # pid -> create time
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _pool: ThreadPoolExecutor | None = None
+    _busy: bool = False
+    _last: float = 0.0
+    _closed: bool = False
+    scans: int = 0
+
+    def poke(self) -> None:
+        """Start a scan in the background if one is due (called per sample)."""
+        now = time.monotonic()
+        if self._closed or self._busy or now - self._last < self.every:
+            return
+        self._last, self._busy = now, True
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gputui-ranks")
+        try:
+            self._pool.submit(self.scan)
+        except RuntimeError:
+            self._busy = False
+
+    def scan(self) -> None:
+        import psutil
+
+        try:
+            pids = set(psutil.pids())
+            me = os.getpid()
+            with self._lock:
+                for pid in [p for p in self._ranks if p not in pids]:
+                    del self._ranks[pid]
+                for pid in [p for p in self._looked if p not in pids]:
+                    del self._looked[pid]
+            new = [p for p in pids if p not in self._looked and p != me][:MAX_NEW_PER_SCAN]
+            for pid in new:
+                r = read_rank(pid)
+                with self._lock:
+                    self._looked[pid] = r.create_time if r else None
+                    if r is not None and len(self._ranks) < MAX_HOST_RANKS:
+                        self._ranks[pid] = r
+            self.scans += 1
+        finally:
+            self._busy = False
+
+    def ranks(self) -> list[HostRank]:
+        with self._lock:
+            return list(self._ranks.values())
+
+    def close(self) -> None:
+        self._closed = True
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def listeners(port: int) -> list[tuple[int | None, str]]:
+    """(pid, address) of the TCP sockets listening on `port` (pid None when not ours to see)."""
+    import psutil
+
+    out = []
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.Error, OSError):
+        return out
+    for c in conns:
+        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port:
+            out.append((c.pid, f"{c.laddr.ip}:{c.laddr.port}"))
+    return out
+
+
+def stack_says_rendezvous(pid: int, timeout: float = 5.0) -> tuple[bool | None, str | None]:
+    """(in rendezvous?, the frame that says so) from a py-spy dump; (None, why) when no stack."""
+    from gputui.tools.stacks import py_spy_dump
+
+    try:
+        res = py_spy_dump(pid, timeout=timeout)
+    except Exception as e:  # a tool's failure is an answer, not a crash
+        return None, str(e)[:200]
+    if not res.ok:
+        return None, res.message
+    for ln in res.lines:
+        s = ln.strip()
+        if any(f in s for f in RENDEZVOUS_FRAMES):
+            return True, s[:200]
+    return False, None
+
+
+def describe(r: HostRank) -> dict[str, Any]:
+    return {"pid": r.pid, "rank": r.rank.rank, "create_time": round(r.create_time, 3)}

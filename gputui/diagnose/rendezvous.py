@@ -1,0 +1,335 @@
+"""Never came: a job whose ranks wait in the rendezvous for a rank that is not there.
+
+The ranks of such a job sit in `init_process_group` (the TCPStore barrier) or torchrun's
+rendezvous with no GPU spinning, so the NVML detector sees nothing. Found among the host's
+processes by their environment (gputui.collect.hostranks), a job becomes a rendezvous hang
+once its ranks have waited more than WAIT_S (or were already there when gputui started) and
+one rank's stack confirms it is in the rendezvous. It is named from the environment and the
+sockets: which ranks are here, which of the world were never seen on this node
+(`missing_ranks`; across nodes `gputui merge` joins them), and whether MASTER_ADDR:PORT is
+listening and by whom (the TCPStore in rank 0, or a process of someone else on that port).
+
+Live, the judgement is a `{"type": "rendezvous"}` record (recorded by `gputui record`); the
+verdict is made from the record alone, so a replay says the same.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from gputui.collect.hostranks import (
+    HostRank,
+    HostRankScanner,
+    describe,
+    listeners,
+    stack_says_rendezvous,
+)
+from gputui.collect.model import Snapshot
+from gputui.diagnose.ranking import Finding, Strength
+from gputui.diagnose.verdict import HUNG, STALLED, Verdict
+from gputui.textsafe import clean
+
+KIND = "rendezvous"
+WAIT_S = 10.0
+RECHECK_S = 5.0
+MAX_MISSING = 1024  # missing ranks listed; the count says the rest
+_LOCAL = ("127.", "localhost", "::1", "0.0.0.0")
+
+
+def job_key(r: HostRank) -> str | None:
+    if r.rank.run_id and r.rank.run_id != "none":
+        return f"torchelastic:{r.rank.run_id}"
+    if r.rank.master:
+        return f"master:{r.rank.master}"
+    return None
+
+
+def candidates(
+    ranks: list[HostRank], now: float, started: float, wait_s: float = WAIT_S
+) -> dict[str, list[HostRank]]:
+    """Jobs of host ranks that have waited long enough to be judged (pure)."""
+    jobs: dict[str, list[HostRank]] = {}
+    for r in ranks:
+        key = job_key(r)
+        if key is not None:
+            jobs.setdefault(key, []).append(r)
+    out = {}
+    for key, rs in jobs.items():
+        first = min(r.create_time for r in rs)
+        if first < started or now - first >= wait_s:
+            out[key] = sorted(rs, key=lambda r: (r.rank.rank or 0, r.pid))
+    return out
+
+
+def missing(world: int, here: set[int]) -> tuple[list[int], int]:
+    """(the first MAX_MISSING ranks of the world not here, how many are missing)."""
+    miss = []
+    count = 0
+    for r in range(world):
+        if r not in here:
+            count += 1
+            if len(miss) < MAX_MISSING:
+                miss.append(r)
+    return miss, count
+
+
+def _is_local(addr: str | None) -> bool:
+    if not addr:
+        return False
+    if addr.startswith(_LOCAL):
+        return True
+    try:
+        return addr in (socket.gethostname(), socket.getfqdn())
+    except OSError:
+        return False
+
+
+def judge_job(key: str, rs: list[HostRank]) -> dict[str, Any] | None:
+    """A record entry for a job whose ranks are in the rendezvous, else None (blocking:
+    one py-spy dump, one socket listing; run off the caller's thread)."""
+    world = max((r.rank.world_size or 0) for r in rs)
+    inside, frame, why = None, None, None
+    for r in rs[:2]:
+        inside, said = stack_says_rendezvous(r.pid)
+        if inside is not None:
+            frame = said
+            break
+        why = said
+    if inside is False:
+        return None
+    master_addr = next((r.master_addr for r in rs if r.master_addr), None)
+    port = next((r.master_port for r in rs if r.master_port), None)
+    ls: list[list[Any]] = []
+    if port is not None:
+        import psutil
+
+        for pid, addr in listeners(port)[:8]:
+            name = None
+            if pid is not None:
+                try:
+                    name = psutil.Process(pid).name()
+                except psutil.Error:
+                    name = None
+            ls.append([pid, addr, name])
+    miss, count = missing(world, {r.rank.rank for r in rs if r.rank.rank is not None})
+    return {
+        "job": key,
+        "world": world,
+        "here": [describe(r) for r in rs],
+        "missing_ranks": miss,
+        "missing_count": count,
+        "since": round(min(r.create_time for r in rs), 3),
+        "master_addr": master_addr,
+        "master_port": port,
+        "master_local": _is_local(master_addr),
+        "listeners": ls,
+        "frame": frame,
+        "no_stack": why if inside is None else None,
+    }
+
+
+# ---------------------------------------------------------------- words (pure)
+
+
+def _ranks(rs: list[int]) -> str:
+    return ("rank " if len(rs) == 1 else "ranks ") + ",".join(map(str, rs))
+
+
+def _listen_words(j: dict[str, Any]) -> str:
+    addr, port = j.get("master_addr") or "?", j.get("master_port")
+    where = f"{addr}:{port}"
+    if port is None:
+        return "MASTER_PORT is not set"
+    here = {h.get("pid"): h.get("rank") for h in j.get("here") or () if isinstance(h, dict)}
+    ls = [x for x in j.get("listeners") or () if isinstance(x, list) and len(x) == 3]
+    ours = [x for x in ls if x[0] in here]
+    if ours:
+        return f"{where} is listening (the TCPStore, in rank {here[ours[0][0]]} pid {ours[0][0]})"
+    if ls:
+        pid, _addr, name = ls[0]
+        who = f"pid {pid} ({name})" if pid is not None else "a process gputui cannot see"
+        return f"{where} is taken by {who}, not by this job: the ranks may be talking to it"
+    if j.get("master_local"):
+        return f"nobody listens on {where}: the rank that hosts the TCPStore (rank 0) is not up"
+    return f"the master {where} is on another node"
+
+
+def sentences(j: dict[str, Any], now: float) -> tuple[str, str]:
+    """(the reason, the finding) for one job of a rendezvous record."""
+    here = sorted(h["rank"] for h in j.get("here") or () if isinstance(h.get("rank"), int))
+    world = j.get("world") or 0
+    since = j.get("since")
+    waited = f" for {max(0.0, now - since):.0f} s" if isinstance(since, (int, float)) else ""
+    miss = [m for m in j.get("missing_ranks") or () if isinstance(m, int)]
+    count = j.get("missing_count") if isinstance(j.get("missing_count"), int) else len(miss)
+    gone = "no rank is missing on this node"
+    if miss:
+        more = f" and {count - len(miss)} more" if count > len(miss) else ""
+        gone = f"{_ranks(miss[:16])}{more if len(miss) <= 16 else ' (and more)'} never came"
+        gone += " (not seen on this node)"
+    where = "the rendezvous (init_process_group)"
+    reason = (
+        f"job {j.get('job')}: rendezvous hang: {_ranks(here)} of world {world} have waited"
+        f"{waited} in {where}; {gone}; {_listen_words(j)}"
+    )
+    finding = f"rendezvous: {gone}; {_ranks(here)} wait{waited}"
+    return clean(reason, limit=600), clean(finding, limit=300)
+
+
+NEXT_STEPS = (
+    "Start the missing rank(s), or find why they did not start (their launcher's output, "
+    "the scheduler's log).",
+    "Every rank needs the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE; a port taken by "
+    "another process (an earlier run) makes ranks join the wrong store.",
+    "Across nodes, `gputui merge` of every node's `check --json` names the ranks missing "
+    "everywhere.",
+)
+
+
+def verdict_from_record(rec: dict[str, Any], t: float, hang_after: float) -> Verdict | None:
+    """The verdict a rendezvous record says (None when it names no job)."""
+    jobs = [j for j in rec.get("jobs") or () if isinstance(j, dict)]
+    if not jobs:
+        return None
+    j = jobs[0]
+    reason, text = sentences(j, t)
+    since = j.get("since") if isinstance(j.get("since"), (int, float)) else None
+    state = HUNG if since is not None and t - since >= hang_after else STALLED
+    miss = [m for m in j.get("missing_ranks") or () if isinstance(m, int)]
+    pids = tuple(h["pid"] for h in j.get("here") or () if isinstance(h.get("pid"), int))
+    f = Finding(text, Strength.RANK_GONE, KIND, ranks=tuple(miss[:64]), pids=pids)
+    extra = {"jobs": jobs, "missing_ranks": miss}
+    return Verdict(
+        t=t,
+        state=state,
+        reason=reason,
+        next_steps=NEXT_STEPS,
+        since=since,
+        job=str(j.get("job")),
+        findings=(f.text,),
+        ranked=(f,),
+        evidence={KIND: extra, "missing_ranks": miss},
+    )
+
+
+def merged_reason(
+    job: str | None, miss: tuple[int, ...], hosts: int, since: float | None, t: float
+) -> str:
+    """`gputui merge`'s reason for a rendezvous seen on several nodes."""
+    who = f"job {job}: " if job else ""
+    secs = f" for {t - since:.0f} s" if since is not None else ""
+    if miss:
+        gone = f"{_ranks(list(miss[:16]))}{' (and more)' if len(miss) > 16 else ''} never came"
+        gone += f" (seen on none of {hosts} host(s))"
+    else:
+        gone = f"every rank of the world is on one of the {hosts} host(s): check that they "
+        gone += "share MASTER_ADDR, MASTER_PORT and WORLD_SIZE"
+    return f"{who}rendezvous hang across {hosts} host(s){secs}: {gone}."
+
+
+# ---------------------------------------------------------------- the watch
+
+
+class RendezvousWatch:
+    """Per sample, never blocking: the rendezvous verdict, and a record when it changes.
+
+    Live, a scanner finds host ranks and a worker thread confirms candidates (one stack,
+    one socket listing per job, again every RECHECK_S while it waits); a job whose stack is
+    past the rendezvous is not looked at again. In a replay, the recording's records say it.
+    """
+
+    def __init__(self, live: bool, hang_after: float = 60.0, wait_s: float = WAIT_S) -> None:
+        self.live = live
+        self.hang_after, self.wait_s = hang_after, wait_s
+        self.scanner = HostRankScanner() if live else None
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._judged: dict[str, dict[str, Any]] = {}  # job -> entry, while it waits
+        self._passed: set[str] = set()  # jobs whose stack was past the rendezvous
+        self._checked: dict[str, float] = {}  # job -> when last confirmed (monotonic)
+        self._busy = False
+        self._record: dict[str, Any] | None = None
+        self._said: Any = None
+
+    def update(self, snap: Snapshot) -> tuple[Verdict | None, dict[str, Any] | None]:
+        """(the verdict, or None; a new record to keep, or None)."""
+        if not self.live:
+            for rec in snap.records:
+                if rec.get("type") == KIND:
+                    self._record = rec
+            rec = self._record
+            return (verdict_from_record(rec, snap.t, self.hang_after) if rec else None), None
+        assert self.scanner is not None
+        self.scanner.poke()
+        ranks = self.scanner.ranks()
+        gpu_busy = {p for g in snap.gpus for p in g.pids}
+        jobs = candidates(ranks, time.time(), self.scanner.started, self.wait_s)
+        jobs = {k: rs for k, rs in jobs.items() if k not in self._passed}
+        self._confirm(jobs)
+        with self._lock:
+            for k in [k for k in self._judged if k not in jobs]:
+                del self._judged[k]  # left the rendezvous, or its ranks exited
+            entries = [self._judged[k] for k in sorted(self._judged)]
+        entries = [e for e in entries if not {h["pid"] for h in e["here"]} & gpu_busy] or entries
+        said = tuple((e["job"], tuple(e["missing_ranks"]), len(e["here"])) for e in entries)
+        new = None
+        if said != self._said:
+            self._said = said
+            new = {"type": KIND, "t": round(snap.t, 3), "jobs": entries}
+        if not entries:
+            return None, new
+        return verdict_from_record({"jobs": entries}, snap.t, self.hang_after), new
+
+    def _confirm(self, jobs: dict[str, list[HostRank]]) -> None:
+        if self._busy or not jobs:
+            return
+        now = time.monotonic()
+        due = {k: rs for k, rs in jobs.items() if now - self._checked.get(k, -1e9) >= RECHECK_S}
+        if not due:
+            return
+        self._busy = True
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gputui-rdzv")
+        try:
+            self._pool.submit(self._run, due)
+        except RuntimeError:
+            self._busy = False
+
+    def _run(self, due: dict[str, list[HostRank]]) -> None:
+        try:
+            for key, rs in due.items():
+                self._checked[key] = time.monotonic()
+                try:
+                    entry = judge_job(key, rs)
+                except Exception:  # a check that breaks must not stop the watch
+                    entry = None
+                with self._lock:
+                    if entry is None:
+                        self._passed.add(key)
+                        self._judged.pop(key, None)
+                    else:
+                        self._judged[key] = entry
+        finally:
+            self._busy = False
+
+    def wait_idle(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self._busy and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return not self._busy
+
+    def close(self) -> None:
+        if self.scanner is not None:
+            self.scanner.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def with_rendezvous(v: Verdict, rv: Verdict) -> Verdict:
+    """The NVML verdict is ok: the rendezvous verdict stands, with NVML's words after."""
+    return replace(rv, gpu_states=v.gpu_states, power_known=v.power_known)
