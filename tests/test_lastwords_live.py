@@ -169,3 +169,37 @@ def test_where_a_process_writes_is_told_apart(tmp_path):
     finally:
         p.kill()
         p.wait(timeout=10)
+
+
+def test_the_bundle_keeps_each_ranks_log_tail_redacted_and_sanitized(tmp_path):
+    """lastwords/pid-N.txt: where the rank writes and its tail, secrets redacted, escape
+    codes shown as text; lastwords/kernel.txt: the kernel's lines (or why not readable)."""
+    import psutil
+
+    from gputui.collect.model import ProcessInfo, RankInfo
+    from gputui.tools.bundle import write_bundle
+
+    log = tmp_path / "rank.log"
+    code = (
+        "import sys; sys.stderr.write('AWS_SECRET_ACCESS_KEY=abcd1234secretvalue\\n"
+        "\\x1b]0;pwned\\x07 ValueError: boom'); sys.stderr.flush(); print('ready', flush=True);"
+        " sys.stdin.read()"
+    )
+    with open(log, "wb") as err:
+        p = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
+        )
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == b"ready"
+        info = ProcessInfo(
+            pid=p.pid, create_time=psutil.Process(p.pid).create_time(), rank=RankInfo(rank=3)
+        )
+        write_bundle(tmp_path / "b", processes=[info], topo_timeout=5)
+    finally:
+        p.kill()
+        p.wait(timeout=10)
+    text = (tmp_path / "b" / "lastwords" / f"pid-{p.pid}.txt").read_text()
+    assert f"# pid {p.pid}, rank 3" in text and f"# stderr: a file ({log})" in text
+    assert "AWS_SECRET_ACCESS_KEY=<redacted>" in text and "abcd1234secretvalue" not in text
+    assert "\x1b" not in text and "\\x1b]0;pwned\\x07 ValueError: boom" in text
+    assert (tmp_path / "b" / "lastwords" / "kernel.txt").exists()

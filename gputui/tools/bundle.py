@@ -300,6 +300,14 @@ def write_bundle(
         say("reading command lines, environments and libraries")
         dump_json("processes.json", [process_record(p) for p in processes])
 
+    try:  # each rank's log tail and the kernel's lines about processes
+        from gputui.tools.bundle_lastwords import bundle_files
+
+        for name, text in bundle_files(processes or (), verdict):
+            write(name, text)
+    except Exception as e:  # a log of any shape must not lose the bundle
+        rep.notes.append(f"lastwords: not written ({type(e).__name__}: {e})")
+
     if verdict is not None:
         try:
             to_json = getattr(verdict, "to_json", None)
@@ -347,6 +355,8 @@ def write_bundle(
         "stacks/groups.txt": "identical stacks grouped, the odd group marked",
         "processes.json": "command line, environment (secrets redacted), CUDA/NCCL libs",
         "topology.txt": "nvidia-smi topo -m",
+        "lastwords/kernel.txt": "kernel log lines about processes (OOM killer, segfaults, Xid); "
+        "lastwords/pid-N.txt: each rank's log tail and where it writes",
         "host.json": "node, gputui version, attach tools present, ptrace settings",
     }
     readme = [
