@@ -254,7 +254,7 @@ class RendezvousWatch:
         self._checked: dict[str, float] = {}  # job -> when last confirmed (monotonic)
         self._busy = False
         self._record: dict[str, Any] | None = None
-        self._said: Any = None
+        self._said: Any = ()  # nothing to say until a job is found: no record at start
 
     def update(self, snap: Snapshot) -> tuple[Verdict | None, dict[str, Any] | None]:
         """(the verdict, or None; a new record to keep, or None)."""
