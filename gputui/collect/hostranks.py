@@ -156,7 +156,7 @@ def listeners(port: int) -> list[tuple[int | None, str]]:
     """(pid, address) of the TCP sockets listening on `port` (pid None when not ours to see)."""
     import psutil
 
-    out = []
+    out: list[tuple[int | None, str]] = []
     try:
         conns = psutil.net_connections(kind="tcp")
     except (psutil.Error, OSError):

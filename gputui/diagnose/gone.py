@@ -45,8 +45,8 @@ def _kernel(e: dict[str, Any]) -> list[tuple[float, str]]:
 def words_of(e: dict[str, Any]) -> Words:
     """Everything one rank entry says, merged: log tail, error file, kernel lines."""
     rank = e.get("rank") if isinstance(e.get("rank"), int) else None
-    tail = e.get("tail") if isinstance(e.get("tail"), str) else ""
-    w = parse_log(tail[-65536:], rank)
+    tail = e.get("tail")
+    w = parse_log(tail[-65536:] if isinstance(tail, str) else "", rank)
     ef = e.get("error_file_text")
     if isinstance(ef, str) and not w.exception:
         f = parse_error_file(ef[:65536])

@@ -68,7 +68,7 @@ def candidates(
 
 def missing(world: int, here: set[int]) -> tuple[list[int], int]:
     """(the first MAX_MISSING ranks of the world not here, how many are missing)."""
-    miss = []
+    miss: list[int] = []
     count = 0
     for r in range(world):
         if r not in here:
@@ -166,7 +166,8 @@ def sentences(j: dict[str, Any], now: float) -> tuple[str, str]:
     since = j.get("since")
     waited = f" for {max(0.0, now - since):.0f} s" if isinstance(since, (int, float)) else ""
     miss = [m for m in j.get("missing_ranks") or () if isinstance(m, int)]
-    count = j.get("missing_count") if isinstance(j.get("missing_count"), int) else len(miss)
+    n = j.get("missing_count")
+    count = n if isinstance(n, int) else len(miss)
     gone = "no rank is missing on this node"
     if miss:
         more = f" and {count - len(miss)} more" if count > len(miss) else ""
@@ -262,8 +263,9 @@ class RendezvousWatch:
             for rec in snap.records:
                 if rec.get("type") == KIND:
                     self._record = rec
-            rec = self._record
-            return (verdict_from_record(rec, snap.t, self.hang_after) if rec else None), None
+            if self._record is None:
+                return None, None
+            return verdict_from_record(self._record, snap.t, self.hang_after), None
         assert self.scanner is not None
         self.scanner.poke()
         ranks = self.scanner.ranks()

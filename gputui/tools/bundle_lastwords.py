@@ -56,8 +56,8 @@ def bundle_files(
             continue
         got = read_tail(e["log"])
         if got is not None and n < MAX_FILES:
-            head = f"# gone: pid {e.get('pid')}, rank {e.get('rank')}; log {e['log']}"
-            yield f"lastwords/gone-pid-{e.get('pid')}.txt", clean_lines(head) + "\n" + _safe(got[1])
+            gone = f"# gone: pid {e.get('pid')}, rank {e.get('rank')}; log {e['log']}"
+            yield f"lastwords/gone-pid-{e.get('pid')}.txt", clean_lines(gone) + "\n" + _safe(got[1])
             n += 1
     yield "lastwords/kernel.txt", kernel_text()
 
