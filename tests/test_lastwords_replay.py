@@ -34,6 +34,7 @@ def test_a_recorded_lastwords_record_gives_the_same_finding_in_a_replay():
                 "stderr": {"kind": "file", "path": "/job/rank1.err"},
                 "stdout": {"kind": "pipe", "holder": "torchrun (pid 7)"},
                 "log": "/job/rank1.err",
+                "gpus": [1],
                 "tail": TRACEBACK,
                 "kernel": [[snaps[-4].t, "NVRM: Xid (PCI:0000:00:06): 31, pid=1001, name=python3"]],
             }
@@ -46,8 +47,12 @@ def test_a_recorded_lastwords_record_gives_the_same_finding_in_a_replay():
         v = w.update(s)
     assert v is not None and v.state == "stalled"
     assert v.findings[0] == (
-        "rank 1 (pid 1001) died: torch.AcceleratorError: CUDA error: an illegal memory "
-        "access was encountered (train.py:88) (Xid 31)"
+        "rank 1 (pid 1001) died: CUDA error: an illegal memory access was encountered "
+        "(train.py:88) (Xid 31 on GPU 1)"
+    )
+    assert v.ranked[0].lead == (  # the headline: the cause first, no pid
+        "rank 1 died: CUDA error: an illegal memory access was encountered (train.py:88) "
+        "(Xid 31 on GPU 1)"
     )
     (entry,) = [e for e in v.evidence["lastwords"]["ranks"] if e["rank"] == 1]
     assert entry["stdout"] == "a pipe to torchrun (pid 7)"

@@ -70,8 +70,20 @@ def _where(e: dict[str, Any]) -> str:
     return f"stdout is {out.words()}, stderr {err.words()}"
 
 
-def _sentence(e: dict[str, Any], w: Words) -> tuple[str, Strength] | None:
+def _cause(e: dict[str, Any], w: Words) -> str | None:
+    """The cause, with the GPU an Xid of this pid was on when the rank's GPU is known."""
     cause = w.cause()
+    gpus = [g for g in e.get("gpus") or () if isinstance(g, int)]
+    xid = next((k.xid for k in w.kernel if k.how == "xid"), None)
+    if cause and gpus and xid is not None:
+        on = f"on GPU {gpus[0]}"
+        cause = cause.replace(f"(Xid {xid})", f"(Xid {xid} {on})")
+        cause = cause.replace(f"Xid {xid} on its GPU", f"Xid {xid} {on}")
+    return cause
+
+
+def _sentence(e: dict[str, Any], w: Words) -> tuple[str, Strength] | None:
+    cause = _cause(e, w)
     who = _who(e)
     if e.get("gone"):
         if cause:
@@ -92,7 +104,7 @@ def entry_json(e: dict[str, Any], w: Words) -> dict[str, Any]:
         "rank": e.get("rank"),
         "pid": e.get("pid"),
         "gone": bool(e.get("gone")),
-        "cause": w.cause(),
+        "cause": _cause(e, w),
         "last_words": w.to_json(),
         "stdout": Stream.from_json(e.get("stdout")).words() if e.get("seen") else None,
         "stderr": Stream.from_json(e.get("stderr")).words() if e.get("seen") else None,
@@ -125,6 +137,9 @@ def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot |
             hint = f"gputui dump --core {core}" if core.startswith("/") else core
             text += f"; core: {hint}"
         rank = e.get("rank")
+        head = None
+        if e.get("gone") and isinstance(rank, int):  # the headline: short, the cause first
+            head = clean(text.replace(f" (pid {e['pid']})", "", 1), limit=200)
         found.append(
             Finding(
                 clean(text, limit=400),
@@ -133,6 +148,7 @@ def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot |
                 ranks=(rank,) if isinstance(rank, int) else (),
                 pids=(e["pid"],),
                 frame=w.frame,
+                headline=head,
             )
         )
     extra: dict[str, Any] = {"ranks": entries} if entries else {}

@@ -91,7 +91,7 @@ class Words:
         extra = f" (Xid {xid.xid})" if xid is not None else ""
         if self.exception:
             where = f" ({self.frame})" if self.frame else ""
-            return f"{first_sentence(self.exception)}{where}{extra}"
+            return f"{_said(first_sentence(self.exception))}{where}{extra}"
         for how in ("oom-kill", "segfault", "trap"):
             k = next((k for k in self.kernel if k.how == how), None)
             if k is not None:
@@ -117,6 +117,15 @@ def _short(text: str, limit: int = MAX_SENTENCE) -> str:
     """One line of at most `limit` characters, whitespace runs folded."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _said(exc: str) -> str:
+    """An exception line as a person says it: a CUDA error by its message alone (the class,
+    torch.AcceleratorError or RuntimeError, adds nothing), others without the module path."""
+    name, sep, msg = exc.partition(": ")
+    if sep and msg.startswith(("CUDA error", "CUDA out of memory")):
+        return msg
+    return name.rsplit(".", 1)[-1] + sep + msg
 
 
 def first_sentence(text: str, limit: int = HEADLINE) -> str:

@@ -96,13 +96,17 @@ def gather_lastwords(target: JobTarget, cancel: threading.Event) -> dict[str, An
     t = time.time()
     ios: dict[int, RankIO | None] = {io.pid: io for io in tracker.of_job(target.key)}
     ranks: dict[int, int | None] = {pid: io.rank for pid, io in ios.items() if io is not None}
+    gpus: dict[int, list[int]] = {}
     for p in target.ranks:
         ios.setdefault(p.pid, tracker.get(p.pid))
         ranks.setdefault(p.pid, p.rank.rank if p.rank else None)
+        gpus[p.pid] = list(p.gpus)
     for s in target.gone:
         if s.pid is not None:
             ios.setdefault(s.pid, tracker.get(s.pid))
             ranks.setdefault(s.pid, s.rank)
+            if s.gpu is not None:
+                gpus.setdefault(s.pid, []).append(s.gpu)
     if not ios:
         return None
     kernel, kernel_error = _kernel_lines()
@@ -116,6 +120,7 @@ def gather_lastwords(target: JobTarget, cancel: threading.Event) -> dict[str, An
         if io is not None:
             io = tracker.final(pid) or io
         out.append(_entry(io, pid, ranks.get(pid), gone, kernel, pattern))
+        out[-1]["gpus"] = gpus.get(pid, [])
     return {
         "type": KIND,
         "t": round(t, 3),
