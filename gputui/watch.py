@@ -169,6 +169,7 @@ class Watcher:
         self._records: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._new: list[dict[str, Any]] = []  # gathered, not yet taken by take_records()
         self._state: dict[str, str] = {}  # job key -> "stalled" | "hung", while its alarm lasts
+        self._gone: dict[str, tuple[Any, Any]] = {}  # job key -> (vanished, gone) last seen
         self._seen: dict[str, dict[int, ProcessInfo]] = {}  # job key -> GPU -> last process
         self._cache: tuple[Any, list[Evidence]] | None = None
         self._last: tuple[Verdict, Snapshot] | None = None
@@ -216,6 +217,7 @@ class Watcher:
     def _transition(self, v: Verdict, snap: Snapshot, job: Job) -> None:
         before = self._state.get(job.key)
         self._state[job.key] = v.state
+        self._gone_changed(before, v, snap, job)
         if before == v.state or before == HUNG or not self.gatherers or self._cancel.is_set():
             return  # nothing new, nothing to run, or closed
         if v.state not in (STALLED, HUNG):
@@ -231,6 +233,17 @@ class Watcher:
                 self._pools[kind] = pool
             self._futures.append(pool.submit(self._run, gather, target))
         self._futures = [f for f in self._futures if not f.done()]
+
+    def _gone_changed(self, before: str | None, v: Verdict, snap: Snapshot, job: Job) -> None:
+        """A rank that leaves while the job is already stalled: its last words are read
+        again now (only those: the other kinds wait for the next transition)."""
+        gone = (v.vanished, v.gone)
+        changed = before in (STALLED, HUNG) and gone != self._gone.get(job.key, gone)
+        self._gone[job.key] = gone
+        pool = self._pools.get("lastwords")
+        gather = next((g for k, g in self.gatherers if k == "lastwords"), None)
+        if changed and pool is not None and gather is not None and not self._cancel.is_set():
+            self._futures.append(pool.submit(self._run, gather, self._target(v, snap, job)))
 
     def _run(self, gather: Gather, target: JobTarget) -> None:
         if self._cancel.is_set():

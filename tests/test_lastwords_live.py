@@ -203,3 +203,31 @@ def test_the_bundle_keeps_each_ranks_log_tail_redacted_and_sanitized(tmp_path):
     assert "AWS_SECRET_ACCESS_KEY=<redacted>" in text and "abcd1234secretvalue" not in text
     assert "\x1b" not in text and "\\x1b]0;pwned\\x07 ValueError: boom" in text
     assert (tmp_path / "b" / "lastwords" / "kernel.txt").exists()
+
+
+def test_a_rank_that_dies_after_the_stall_began_is_read_again_when_it_goes(ranks):
+    """At the stall rank 1 is alive and idle (nothing in its log); it dies later, still in
+    the same stall: its last words are read again then, without waiting for 'hung'."""
+    w = Watcher(1.0, 60.0, auto_dump=False)
+    t = 1000.0
+    try:
+        w.update(with_real_pids(t, ranks.pids, ["compute", "compute"]))
+        assert wait_until(lambda: w.rankio is not None and w.rankio.get(ranks.r1.pid))
+        for _ in range(8):
+            t += 0.25
+            w.update(with_real_pids(t, ranks.pids, ["spin", "idle"]))
+        assert w.wait(30) and w.transitions == 1
+        assert not any("died" in f for f in w.latest().findings)  # type: ignore[union-attr]
+        assert ranks.r1.stdin is not None
+        ranks.r1.stdin.write(b"raise\n")
+        ranks.r1.stdin.flush()
+        assert ranks.r1.wait(timeout=20) != 0
+        for _ in range(4):
+            t += 0.25
+            w.update(with_real_pids(t, [ranks.r0.pid, None], ["spin", "gone"]))
+        assert w.wait(30)
+        v = w.latest()
+    finally:
+        w.close()
+    assert v is not None and w.transitions == 1
+    assert v.findings[0].startswith(f"rank 1 (pid {ranks.r1.pid}) died: RuntimeError: Expected")
