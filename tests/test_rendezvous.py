@@ -97,7 +97,9 @@ def test_check_reports_the_rendezvous_and_the_rank_that_never_came(waiting):
         in (hit["reason"])
     )
     assert hit["findings"][0].startswith("rendezvous: rank 2 never came")
+    assert sum("rendezvous" in d["reason"] for d in lines) <= 3  # not a line per sample
     jobs = hit["rendezvous"]["jobs"]
+    assert "init_process_group" in jobs[0]["frame"]  # the stack says it, not the command line
     assert sorted(h["pid"] for h in jobs[0]["here"]) == sorted(p.pid for p in procs)
 
 
@@ -135,7 +137,10 @@ def test_a_port_taken_by_someone_else_is_said():
     }
     reason, finding = sentences(j, 30.0)
     assert "127.0.0.1:29500 is taken by pid 77 (nginx), not by this job" in reason
-    assert finding == "rendezvous: rank 1 never came (not seen on this node); rank 0 wait for 30 s"
+    assert finding == (
+        "rendezvous: rank 1 never came (not seen on this node); rank 0 wait in the rendezvous "
+        "(init_process_group)"
+    )
     j["listeners"] = []
     assert "nobody listens on 127.0.0.1:29500" in sentences(j, 30.0)[0]
     v = verdict_from_record({"jobs": [j]}, 100.0, hang_after=60.0)

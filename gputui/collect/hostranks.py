@@ -177,11 +177,14 @@ def stack_says_rendezvous(pid: int, timeout: float = 5.0) -> tuple[bool | None, 
         return None, str(e)[:200]
     if not res.ok:
         return None, res.message
-    for ln in res.lines:
-        s = ln.strip()
-        if any(f in s for f in RENDEZVOUS_FRAMES):
-            return True, s[:200]
-    return False, None
+    # Frames only ("Process N: <command line>" and "Thread ..." lines are not): the call the
+    # user made (init_process_group) is named when it is there, else the innermost match.
+    frames = [ln.strip() for ln in res.lines if ln[:1].isspace()]
+    hits = [s for s in frames if any(f in s for f in RENDEZVOUS_FRAMES)]
+    if not hits:
+        return False, None
+    best = next((s for s in hits if "init_process_group" in s), hits[0])
+    return True, best[:200]
 
 
 def describe(r: HostRank) -> dict[str, Any]:

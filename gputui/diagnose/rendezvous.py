@@ -178,7 +178,8 @@ def sentences(j: dict[str, Any], now: float) -> tuple[str, str]:
         f"job {j.get('job')}: rendezvous hang: {_ranks(here)} of world {world} have waited"
         f"{waited} in {where}; {gone}; {_listen_words(j)}"
     )
-    finding = f"rendezvous: {gone}; {_ranks(here)} wait{waited}"
+    # No seconds in the finding: check --json prints a line when the findings change.
+    finding = f"rendezvous: {gone}; {_ranks(here)} wait in {where}"
     return clean(reason, limit=600), clean(finding, limit=300)
 
 
