@@ -163,3 +163,51 @@ def test_records_of_the_wrong_shape_give_one_sentence_not_a_traceback():
     for bad in ({}, {"ranks": "x"}, {"ranks": [1, None, {"pid": "x"}, {"pid": 1, "tail": 5}]}):
         ev = explain_lastwords(bad, Verdict(t=1.0), None)  # type: ignore[arg-type]
         assert all(isinstance(f.text, str) for f in ev.all_findings())
+
+
+def test_an_alive_rank_that_wrote_an_error_is_weaker_and_a_watchdog_line_is_context():
+    rec = {
+        "ranks": [
+            {
+                "pid": 5,
+                "rank": 0,
+                "gone": False,
+                "seen": True,
+                "tail": read("watchdog_rank0_excerpt.txt"),
+            },
+            {
+                "pid": 6,
+                "rank": 1,
+                "gone": False,
+                "seen": True,
+                "tail": read("xid_device_assert_stderr.txt"),
+            },
+        ]
+    }
+    ev = explain_lastwords(rec, Verdict(t=1.0), None)
+    by_pid = {f.pids[0]: f for f in ev.ranked}
+    assert by_pid[6].text == (
+        "rank 1 (pid 6) wrote an error and is still alive: CUDA error: device-side assert "
+        "triggered (case_device_assert.py:6)"
+    )
+    assert by_pid[6].strength.name == "RAS_BEHIND"
+    assert by_pid[5].strength.name == "CONTEXT" and "SeqNum=2, OpType=ALLREDUCE" in by_pid[5].text
+
+
+def test_one_log_of_several_ranks_is_split_on_torchs_rank_prefix():
+    both = read("ddp_unused_rank0.txt") + read("ddp_unused_rank1.txt")
+    assert parse_log(both, rank=1).exception.startswith("RuntimeError: Expected")  # type: ignore[union-attr]
+    assert parse_log(both, rank=0).exception is None
+
+
+def test_a_pid_reused_by_another_process_is_not_the_rank():
+    import os
+
+    import psutil
+
+    from gputui.collect.rankio import alive
+
+    me = psutil.Process(os.getpid()).create_time()
+    assert alive(os.getpid(), me)
+    assert not alive(os.getpid(), me - 100.0)  # same number, an earlier process
+    assert not alive(4_194_303, None)
