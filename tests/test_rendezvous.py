@@ -168,3 +168,10 @@ def test_merge_keeps_the_ranks_missing_on_every_node():
     d = merged_to_json(m)
     assert d["missing_ranks"] == [3]
     assert "rendezvous" in d["reason"] and "rank 3 never came" in d["reason"]
+
+
+def test_a_ranks_data_loader_workers_are_not_taken_for_ranks():
+    parent = rank(10, 0, 2, ct=1.0)
+    worker = HostRank(11, 2.0, parent.rank, "python3", "10.0.0.1", 29500, ppid=10)
+    (rs,) = candidates([parent, worker], now=100.0, started=0.0).values()
+    assert [r.pid for r in rs] == [10]

@@ -49,6 +49,7 @@ class HostRank:
     name: str
     master_addr: str | None = None
     master_port: int | None = None
+    ppid: int | None = None
 
 
 def _comm(pid: int) -> str | None:
@@ -77,6 +78,7 @@ def read_rank(pid: int) -> HostRank | None:
         p = psutil.Process(pid)
         env = p.environ()
         ct = p.create_time()
+        ppid = p.ppid()
     except (psutil.Error, OSError):
         return None
     info = rank_from_env(env)
@@ -89,6 +91,7 @@ def read_rank(pid: int) -> HostRank | None:
         name,
         (env.get("MASTER_ADDR") or None),
         _port(env.get("MASTER_PORT")),
+        ppid,
     )
 
 
@@ -131,10 +134,10 @@ class HostRankScanner:
                     del self._ranks[pid]
                 for pid in [p for p in self._looked if p not in pids]:
                     del self._looked[pid]
-            new = [p for p in pids if p not in self._looked and p != me][:MAX_NEW_PER_SCAN]
-            for pid in new:
-                r = read_rank(pid)
-                with self._lock:
+            new = sorted(p for p in pids if p not in self._looked and p != me)[:MAX_NEW_PER_SCAN]
+            found = [(pid, read_rank(pid)) for pid in new]
+            with self._lock:  # one scan's ranks appear together, never half a job
+                for pid, r in found:
                     self._looked[pid] = r.create_time if r else None
                     if r is not None and len(self._ranks) < MAX_HOST_RANKS:
                         self._ranks[pid] = r

@@ -54,7 +54,10 @@ def candidates(
 ) -> dict[str, list[HostRank]]:
     """Jobs of host ranks that have waited long enough to be judged (pure)."""
     jobs: dict[str, list[HostRank]] = {}
+    pids = {r.pid for r in ranks}
     for r in ranks:
+        if r.ppid in pids:
+            continue  # a rank's child (a data loader worker) inherits its rank variables
         key = job_key(r)
         if key is not None:
             jobs.setdefault(key, []).append(r)
@@ -92,7 +95,6 @@ def _is_local(addr: str | None) -> bool:
 def judge_job(key: str, rs: list[HostRank]) -> dict[str, Any] | None:
     """A record entry for a job whose ranks are in the rendezvous, else None (blocking:
     one py-spy dump, one socket listing; run off the caller's thread)."""
-    world = max((r.rank.world_size or 0) for r in rs)
     inside, frame, why = None, None, None
     for r in rs[:2]:
         inside, said = stack_says_rendezvous(r.pid)
@@ -116,6 +118,21 @@ def judge_job(key: str, rs: list[HostRank]) -> dict[str, Any] | None:
                 except psutil.Error:
                     name = None
             ls.append([pid, addr, name])
+    return {
+        **membership(key, rs),
+        "master_addr": master_addr,
+        "master_port": port,
+        "master_local": _is_local(master_addr),
+        "listeners": ls,
+        "frame": frame,
+        "no_stack": why if inside is None else None,
+    }
+
+
+def membership(key: str, rs: list[HostRank]) -> dict[str, Any]:
+    """Who is here and who is missing, from the ranks seen now (pure, cheap: redone at
+    every sample, so a rank that appears after the stack was taken is counted)."""
+    world = max((r.rank.world_size or 0) for r in rs)
     miss, count = missing(world, {r.rank.rank for r in rs if r.rank.rank is not None})
     return {
         "job": key,
@@ -124,12 +141,6 @@ def judge_job(key: str, rs: list[HostRank]) -> dict[str, Any] | None:
         "missing_ranks": miss,
         "missing_count": count,
         "since": round(min(r.create_time for r in rs), 3),
-        "master_addr": master_addr,
-        "master_port": port,
-        "master_local": _is_local(master_addr),
-        "listeners": ls,
-        "frame": frame,
-        "no_stack": why if inside is None else None,
     }
 
 
@@ -270,15 +281,18 @@ class RendezvousWatch:
         assert self.scanner is not None
         self.scanner.poke()
         ranks = self.scanner.ranks()
-        gpu_busy = {p for g in snap.gpus for p in g.pids}
+        # A rank computing on a GPU is past its rendezvous: no stack is taken of its job.
+        computing = {p for g in snap.gpus if (g.util or 0) > 0 for p in g.pids}
         jobs = candidates(ranks, time.time(), self.scanner.started, self.wait_s)
+        for k, rs in jobs.items():
+            if any(r.pid in computing for r in rs):
+                self._passed.add(k)
         jobs = {k: rs for k, rs in jobs.items() if k not in self._passed}
         self._confirm(jobs)
         with self._lock:
             for k in [k for k in self._judged if k not in jobs]:
                 del self._judged[k]  # left the rendezvous, or its ranks exited
-            entries = [self._judged[k] for k in sorted(self._judged)]
-        entries = [e for e in entries if not {h["pid"] for h in e["here"]} & gpu_busy] or entries
+            entries = [{**self._judged[k], **membership(k, jobs[k])} for k in sorted(self._judged)]
         said = tuple((e["job"], tuple(e["missing_ranks"]), len(e["here"])) for e in entries)
         new = None
         if said != self._said:
