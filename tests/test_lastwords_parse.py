@@ -211,3 +211,9 @@ def test_a_pid_reused_by_another_process_is_not_the_rank():
     assert alive(os.getpid(), me)
     assert not alive(os.getpid(), me - 100.0)  # same number, an earlier process
     assert not alive(4_194_303, None)
+
+
+def test_an_alive_ranks_old_error_it_recovered_from_is_not_a_finding():
+    old = read("xid_device_assert_stderr.txt") + "\n" + "step 12 loss 0.5\n" * 100
+    rec = {"ranks": [{"pid": 6, "rank": 1, "gone": False, "seen": True, "tail": old}]}
+    assert explain_lastwords(rec, Verdict(t=1.0), None).ranked == ()

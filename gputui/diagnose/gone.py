@@ -24,6 +24,7 @@ from gputui.textsafe import clean
 
 KIND = "lastwords"
 MAX_RANKS = 1024
+ALIVE_LINES = 60  # of a live rank's tail, the last lines that may hold an error it is in
 
 
 def _who(e: dict[str, Any]) -> str:
@@ -126,6 +127,10 @@ def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot |
             continue
         if e["pid"] in gone_pids:
             e = {**e, "gone": True}
+        if not e.get("gone") and isinstance(e.get("tail"), str):
+            # Alive: only what it wrote last counts (an error it recovered from long ago
+            # is not why the job stalls now).
+            e = {**e, "tail": "\n".join(e["tail"].splitlines()[-ALIVE_LINES:])}
         w = words_of(e)
         entries.append(entry_json(e, w))
         said = _sentence(e, w)

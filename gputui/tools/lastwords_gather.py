@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 KIND = "lastwords"
 MAX_KERNEL_LINES = 20  # per rank
 ERROR_FILE_MAX = 16 * 1024
+ALIVE_TAIL = 4096  # a live rank's tail in the record: only its last lines are read
 
 
 def _text(data: bytes, limit: int = RECORD_TAIL) -> str:
@@ -63,7 +64,7 @@ def _entry(
         cwd=io.cwd,
         core_limit=io.core_limit,
         log=io.tail_path,
-        tail=_text(io.tail),
+        tail=_text(io.tail, RECORD_TAIL if gone else ALIVE_TAIL),
         error=io.error,
     )
     if io.error_file:
