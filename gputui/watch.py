@@ -178,7 +178,9 @@ class Watcher:
         wants = any(kind == "lastwords" for kind, _g in self.gatherers)
         self.rankio = RankIOTracker() if wants else None
         # Ranks that never came: a job waiting in its rendezvous holds no GPU to spin.
-        self.rendezvous = RendezvousWatch(live, hang_after) if wants or not live else None
+        self.rendezvous = (
+            RendezvousWatch(live, hang_after, stacks=auto_dump) if wants or not live else None
+        )
 
     # ------------------------------------------------------------ per sample
 

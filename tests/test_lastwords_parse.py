@@ -127,7 +127,7 @@ def test_a_cuda_exception_with_an_xid_of_its_pid_says_both():
     ev = explain_lastwords(rec, Verdict(t=1.0), None)
     assert ev.ranked[0].text == (
         "rank 1 (pid 599) died: CUDA error: an illegal memory access "
-        "was encountered (case_illegal_address.py:9) (Xid 31)"
+        "(case_illegal_address.py:9) (Xid 31)"
     )
     assert ev.extra["ranks"][0]["last_words"]["kernel"][0].startswith("2026-11-24")
 

@@ -47,12 +47,11 @@ def test_a_recorded_lastwords_record_gives_the_same_finding_in_a_replay():
         v = w.update(s)
     assert v is not None and v.state == "stalled"
     assert v.findings[0] == (
-        "rank 1 (pid 1001) died: CUDA error: an illegal memory access was encountered "
+        "rank 1 (pid 1001) died: CUDA error: an illegal memory access "
         "(train.py:88) (Xid 31 on GPU 1)"
     )
     assert v.ranked[0].lead == (  # the headline: the cause first, no pid
-        "rank 1 died: CUDA error: an illegal memory access was encountered (train.py:88) "
-        "(Xid 31 on GPU 1)"
+        "rank 1 died: CUDA error: an illegal memory access (train.py:88) (Xid 31 on GPU 1)"
     )
     (entry,) = [e for e in v.evidence["lastwords"]["ranks"] if e["rank"] == 1]
     assert entry["stdout"] == "a pipe to torchrun (pid 7)"
@@ -86,3 +85,46 @@ def test_a_recorded_rendezvous_is_a_rendezvous_hang_in_the_replay():
     assert "127.0.0.1:29500 is listening (the TCPStore, in rank 0 pid 11)" in v.reason
     v = w.update(Snapshot(t=150.0, source="replay"))
     assert v.state == "hung"  # 70 s of waiting
+
+
+async def test_the_dashboard_shows_the_gone_ranks_last_words_at_80x24_with_no_key():
+    from screen import run_to_end, screen_text
+
+    from gputui.collect.source import ReplaySource
+    from gputui.ui.app import GputuiApp
+
+    snaps = list(timeline((0.5, ["compute", "compute"]), (12.0, ["spin", "gone"])))
+    rec = {
+        "type": "lastwords",
+        "t": snaps[-4].t,
+        "job": snaps[0].jobs[0].key,
+        "ranks": [{"pid": 1001, "rank": 1, "gone": True, "seen": True, "tail": TRACEBACK}],
+    }
+    snaps[-4] = replace(snaps[-4], records=(rec,))
+    app = GputuiApp(ReplaySource(snaps, name="test", realtime=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await run_to_end(app, pilot)
+        lines = screen_text(app)
+    assert any(
+        ln.startswith(
+            "▶ rank 1 (pid 1001) died: CUDA error: an illegal memory access (train.py:88)"
+        )
+        for ln in lines
+    ), "\n".join(lines)
+    assert all(len(ln) <= 80 for ln in lines)
+
+
+def test_without_stacks_only_a_one_node_job_with_ranks_missing_is_named():
+    from gputui.collect.hostranks import HostRank
+    from gputui.collect.model import RankInfo
+    from gputui.diagnose.rendezvous import judge_job
+
+    def r(pid: int, rank: int, world: int, addr: str) -> HostRank:
+        info = RankInfo(rank=rank, world_size=world, master=f"{addr}:1")
+        return HostRank(pid, 1.0, info, "python3", addr, 1)
+
+    one_node = judge_job("k", [r(1, 0, 2, "127.0.0.1")], stacks=False)
+    assert one_node is not None and one_node["missing_ranks"] == [1]
+    assert one_node["no_stack"] == "stacks are off (--no-auto-dump)"
+    assert judge_job("k", [r(1, 0, 1, "127.0.0.1")], stacks=False) is None  # nobody missing
+    assert judge_job("k", [r(1, 0, 2, "10.9.9.9")], stacks=False) is None  # other nodes

@@ -124,7 +124,7 @@ def _said(exc: str) -> str:
     torch.AcceleratorError or RuntimeError, adds nothing), others without the module path."""
     name, sep, msg = exc.partition(": ")
     if sep and msg.startswith(("CUDA error", "CUDA out of memory")):
-        return msg
+        return msg.removesuffix(" was encountered")  # fits an 80-column banner with its line
     return name.rsplit(".", 1)[-1] + sep + msg
 
 

@@ -92,11 +92,14 @@ def _is_local(addr: str | None) -> bool:
         return False
 
 
-def judge_job(key: str, rs: list[HostRank]) -> dict[str, Any] | None:
+def judge_job(key: str, rs: list[HostRank], stacks: bool = True) -> dict[str, Any] | None:
     """A record entry for a job whose ranks are in the rendezvous, else None (blocking:
-    one py-spy dump, one socket listing; run off the caller's thread)."""
-    inside, frame, why = None, None, None
-    for r in rs[:2]:
+    one py-spy dump, one socket listing; run off the caller's thread).
+
+    Without stacks (--no-auto-dump: nothing attaches), only a job on one node (its master
+    is local) with ranks missing is named: that much is certain from the environment."""
+    inside, frame, why = None, None, "stacks are off (--no-auto-dump)"
+    for r in rs[:2] if stacks else ():
         inside, said = stack_says_rendezvous(r.pid)
         if inside is not None:
             frame = said
@@ -105,6 +108,8 @@ def judge_job(key: str, rs: list[HostRank]) -> dict[str, Any] | None:
     if inside is False:
         return None
     master_addr = next((r.master_addr for r in rs if r.master_addr), None)
+    if inside is None and not (_is_local(master_addr) and membership(key, rs)["missing_count"]):
+        return None
     port = next((r.master_port for r in rs if r.master_port), None)
     ls: list[list[Any]] = []
     if port is not None:
@@ -256,8 +261,10 @@ class RendezvousWatch:
     past the rendezvous is not looked at again. In a replay, the recording's records say it.
     """
 
-    def __init__(self, live: bool, hang_after: float = 60.0, wait_s: float = WAIT_S) -> None:
-        self.live = live
+    def __init__(
+        self, live: bool, hang_after: float = 60.0, wait_s: float = WAIT_S, stacks: bool = True
+    ) -> None:
+        self.live, self.stacks = live, stacks
         self.hang_after, self.wait_s = hang_after, wait_s
         self.scanner = HostRankScanner() if live else None
         self._pool: ThreadPoolExecutor | None = None
@@ -322,7 +329,7 @@ class RendezvousWatch:
             for key, rs in due.items():
                 self._checked[key] = time.monotonic()
                 try:
-                    entry = judge_job(key, rs)
+                    entry = judge_job(key, rs, self.stacks)
                 except Exception:  # a check that breaks must not stop the watch
                     entry = None
                 with self._lock:
