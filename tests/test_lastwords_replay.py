@@ -128,3 +128,35 @@ def test_without_stacks_only_a_one_node_job_with_ranks_missing_is_named():
     assert one_node["no_stack"] == "stacks are off (--no-auto-dump)"
     assert judge_job("k", [r(1, 0, 1, "127.0.0.1")], stacks=False) is None  # nobody missing
     assert judge_job("k", [r(1, 0, 2, "10.9.9.9")], stacks=False) is None  # other nodes
+
+
+def test_a_recording_keeps_the_lastwords_record_and_its_hostile_text(tmp_path):
+    """Written by the recorder's writer, read back by the replay reader: same finding, and
+    the escape codes of the rank's log are still escaped in the sentence."""
+    from gputui.collect.trace import TraceWriter
+    from gputui.collect.trace_read import read_trace
+
+    snaps = list(timeline((0.5, ["compute", "compute"]), (3.0, ["spin", "gone"])))
+    tail = TRACEBACK.replace("illegal", "\x1b[2Jillegal")
+    rec = {
+        "type": "lastwords",
+        "t": snaps[-4].t,
+        "job": snaps[0].jobs[0].key,
+        "ranks": [{"pid": 1001, "rank": 1, "gone": True, "seen": True, "tail": tail}],
+    }
+    path = tmp_path / "r.jsonl.gz"
+    w = TraceWriter(path)
+    for i, s in enumerate(snaps):
+        w.write(s)
+        if i == len(snaps) - 4:
+            w.write_record(rec)
+    w.close()
+    back = read_trace(path)
+    watcher = Watcher(1.0, 60.0, live=False)
+    v = None
+    for s in back:
+        v = watcher.update(s)
+    assert v is not None
+    assert v.findings[0].startswith(
+        "rank 1 (pid 1001) died: CUDA error: an \\x1b[2Jillegal memory access (train.py:88)"
+    )
