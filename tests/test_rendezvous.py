@@ -41,7 +41,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def waiting() -> Iterator[tuple[list[subprocess.Popen], int]]:
     """Ranks 0 and 1 of a world of 3, in init_process_group, rank 0's store listening."""
     port = free_port()
@@ -175,3 +175,50 @@ def test_a_ranks_data_loader_workers_are_not_taken_for_ranks():
     worker = HostRank(11, 2.0, parent.rank, "python3", "10.0.0.1", 29500, ppid=10)
     (rs,) = candidates([parent, worker], now=100.0, started=0.0).values()
     assert [r.pid for r in rs] == [10]
+
+
+@pytest.fixture
+def agent_waiting(tmp_path) -> Iterator[tuple[subprocess.Popen, int]]:
+    """torchrun for 2 nodes with only this one: its agent waits in the rendezvous."""
+    port = free_port()
+    script = tmp_path / "noop.py"
+    script.write_text("print('never runs')\n")
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1"]
+    argv += ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", str(script)]
+    p = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not any(pid == p.pid for pid, _ in listeners(port)):
+            assert time.monotonic() < deadline and p.poll() is None, "torchrun did not listen"
+            time.sleep(0.1)
+        yield p, port
+    finally:
+        os.killpg(p.pid, 9)
+        p.wait(timeout=30)
+
+
+@needs_torch
+@needs_py_spy
+def test_a_torchrun_agent_waiting_for_the_other_nodes_is_a_rendezvous_hang(agent_waiting):
+    p, port = agent_waiting
+    r = run_cli("check", "--json", "--interval", "0.5", timeout=60)
+    lines = [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
+    key = f"torchrun:127.0.0.1:{port}"
+    hit = next((d for d in lines if f"job {key}: rendezvous" in d["reason"]), None)
+    assert hit is not None, (r.stdout, r.stderr)
+    assert hit["reason"].startswith(
+        f"job torchrun:127.0.0.1:{port}: rendezvous hang: torchrun (pid {p.pid}) has waited"
+    )
+    assert "for the other nodes (--nnodes 2); no rank has started" in hit["reason"]
+    assert (
+        f"127.0.0.1:{port} is listening (the rendezvous store, in torchrun pid {p.pid})"
+        in (hit["reason"])
+    )
+    assert hit["missing_ranks"] == []

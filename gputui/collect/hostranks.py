@@ -50,6 +50,7 @@ class HostRank:
     master_addr: str | None = None
     master_port: int | None = None
     ppid: int | None = None
+    nnodes: str | None = None  # set for a torchrun agent (its --nnodes): not a rank itself
 
 
 def _comm(pid: int) -> str | None:
@@ -83,7 +84,7 @@ def read_rank(pid: int) -> HostRank | None:
         return None
     info = rank_from_env(env)
     if info is None or info.rank is None or info.world_size is None:
-        return None
+        return _agent(p, pid, ct, name, ppid)
     return HostRank(
         pid,
         ct,
@@ -93,6 +94,41 @@ def read_rank(pid: int) -> HostRank | None:
         _port(env.get("MASTER_PORT")),
         ppid,
     )
+
+
+_LAUNCH_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+
+def _flag(argv: list[str], *names: str) -> str | None:
+    """`--name value` or `--name=value` (torchrun takes - and _ spellings)."""
+    for i, a in enumerate(argv):
+        for n in names:
+            if a == n and i + 1 < len(argv):
+                return argv[i + 1]
+            if a.startswith(n + "="):
+                return a[len(n) + 1 :]
+    return None
+
+
+def _agent(p: Any, pid: int, ct: float, name: str, ppid: int | None) -> HostRank | None:
+    """A torchrun agent (it waits in its own rendezvous for the other nodes before any
+    rank exists), from its command line; None for any other process."""
+    try:
+        argv = [a[:512] for a in p.cmdline()[:256]]
+    except Exception:
+        return None
+    script = next((i for i, a in enumerate(argv[:3]) if a.rsplit("/", 1)[-1] == "torchrun"), None)
+    if script is None and not any(m in argv[:4] for m in _LAUNCH_MODULES):
+        return None
+    end = _flag(argv, "--rdzv-endpoint", "--rdzv_endpoint")
+    addr = _flag(argv, "--master-addr", "--master_addr")
+    port = _flag(argv, "--master-port", "--master_port")
+    if end:
+        addr, _, port = end.rpartition(":") if ":" in end else (end, "", "29400")
+    key = f"{addr or '127.0.0.1'}:{port or 29500}"
+    nnodes = _flag(argv, "--nnodes") or "1"
+    info = RankInfo(master=key, run_id=_flag(argv, "--rdzv-id", "--rdzv_id"))
+    return HostRank(pid, ct, info, name, addr or None, _port(port), ppid, nnodes=nnodes[:32])
 
 
 @dataclass

@@ -55,9 +55,15 @@ def candidates(
     """Jobs of host ranks that have waited long enough to be judged (pure)."""
     jobs: dict[str, list[HostRank]] = {}
     pids = {r.pid for r in ranks}
+    parents = {r.ppid for r in ranks}
     for r in ranks:
-        if r.ppid in pids:
+        if r.ppid in pids and r.nnodes is None:
             continue  # a rank's child (a data loader worker) inherits its rank variables
+        if r.nnodes is not None:
+            if r.pid in parents or r.nnodes.split(":")[0] in ("", "1"):
+                continue  # a torchrun agent with workers (past its rendezvous), or one node
+            jobs[f"torchrun:{r.rank.master}"] = [r]
+            continue
         key = job_key(r)
         if key is not None:
             jobs.setdefault(key, []).append(r)
@@ -98,7 +104,9 @@ def judge_job(key: str, rs: list[HostRank], stacks: bool = True) -> dict[str, An
 
     Without stacks (--no-auto-dump: nothing attaches), only a job on one node (its master
     is local) with ranks missing is named: that much is certain from the environment."""
-    inside, frame, why = None, None, "stacks are off (--no-auto-dump)"
+    inside: bool | None = None
+    frame: str | None = None
+    why: str | None = "stacks are off (--no-auto-dump)"
     for r in rs[:2] if stacks else ():
         inside, said = stack_says_rendezvous(r.pid)
         if inside is not None:
@@ -123,8 +131,10 @@ def judge_job(key: str, rs: list[HostRank], stacks: bool = True) -> dict[str, An
                 except psutil.Error:
                     name = None
             ls.append([pid, addr, name])
+    agent = {"pid": rs[0].pid, "nnodes": rs[0].nnodes} if rs[0].nnodes is not None else None
     return {
         **membership(key, rs),
+        "agent": agent,
         "master_addr": master_addr,
         "master_port": port,
         "master_local": _is_local(master_addr),
@@ -165,7 +175,10 @@ def _listen_words(j: dict[str, Any]) -> str:
     ls = [x for x in j.get("listeners") or () if isinstance(x, list) and len(x) == 3]
     ours = [x for x in ls if x[0] in here]
     if ours:
-        return f"{where} is listening (the TCPStore, in rank {here[ours[0][0]]} pid {ours[0][0]})"
+        pid = ours[0][0]
+        if here[pid] is None:
+            return f"{where} is listening (the rendezvous store, in torchrun pid {pid})"
+        return f"{where} is listening (the TCPStore, in rank {here[pid]} pid {pid})"
     if ls:
         pid, _addr, name = ls[0]
         who = f"pid {pid} ({name})" if pid is not None else "a process gputui cannot see"
@@ -189,6 +202,16 @@ def sentences(j: dict[str, Any], now: float) -> tuple[str, str]:
         more = f" and {count - len(miss)} more" if count > len(miss) else ""
         gone = f"{_ranks(miss[:16])}{more if len(miss) <= 16 else ' (and more)'} never came"
         gone += " (not seen on this node)"
+    agent = j.get("agent") if isinstance(j.get("agent"), dict) else None
+    if agent is not None:
+        nodes = f"--nnodes {agent.get('nnodes')}"
+        who = f"torchrun (pid {agent.get('pid')})"
+        reason = (
+            f"job {j.get('job')}: rendezvous hang: {who} has waited{waited} in its rendezvous "
+            f"for the other nodes ({nodes}); no rank has started; {_listen_words(j)}"
+        )
+        finding = f"rendezvous: {who} waits for the other nodes ({nodes}); no rank has started"
+        return clean(reason, limit=600), clean(finding, limit=300)
     where = "the rendezvous (init_process_group)"
     reason = (
         f"job {j.get('job')}: rendezvous hang: {_ranks(here)} of world {world} have waited"
