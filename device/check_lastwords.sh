@@ -61,18 +61,26 @@ for line in sys.stdin:
     >"$O/lw_${mode}_app.txt" 2>&1 &
   BG+=($!)
   sleep 3  # both gputui have sampled the ranks alive (where they write is remembered)
+  pid1=$(grep -m1 -o 'READY rank=1 pid=[0-9]*' "$O/lw_${mode}_rank1.out" | cut -d= -f3)
   touch "$go"
+  rm -f "$O/lw_${mode}_exit"
+  (for _ in $(seq 1 600); do  # the time rank 1's process is gone (the death, for the 15 s)
+    kill -0 "$pid1" 2>/dev/null || { date +%s.%N >"$O/lw_${mode}_exit"; break; }
+    sleep 0.1
+  done) &
+  BG+=($!)
   wait "$CHK"
   for p in "${BG[@]}"; do wait "$p" 2>/dev/null; done
   BG=()
-  python3 - "$O/lw_$mode.jsonl" "$O/lw_${mode}_rank1.out" "$mode" <<'PY' | tee -a "$S"
-import json, re, sys
-path, out, mode = sys.argv[1:4]
+  python3 - "$O/lw_$mode.jsonl" "$O/lw_${mode}_rank1.out" "$mode" "$O/lw_${mode}_exit" <<'PY' | tee -a "$S"
+import json, os, re, sys
+path, out, mode, exitf = sys.argv[1:5]
 lines = [json.loads(x) for x in open(path) if x.strip()]
 rc = next((d["_exit"] for d in lines if "_exit" in d), None)
 lines = [d for d in lines if "_exit" not in d]
 m = re.search(r"^DIE rank=1 t=([\d.]+)", open(out).read(), re.M)
-died = float(m.group(1)) if m else None
+died = float(open(exitf).read()) if os.path.exists(exitf) else None
+print(f"  rank 1 said DIE at {m.group(1) if m else '?'}; its process was gone at {died}")
 want = {"xid": "CUDA error: an illegal memory access", "ddp": "Expected to have finished reduction"}[mode]
 hit = None
 for d in lines:
@@ -84,9 +92,12 @@ for d in lines:
         print(f"      last_words rank {e.get('rank')} gone={e.get('gone')}: {str(e.get('cause'))[:200]}")
     if hit is None and any(want in f and "died" in f for f in d.get("findings") or []):
         hit = d
+alive = any(want in f and "still alive" in f for d in lines for f in d.get("findings") or [])
 took = hit["_arrived"] - died if hit and died else None
 ok = took is not None and took <= 15.0
-how = f"quoted {took:.1f} s after the death" if took is not None else "never quoted"
+how = f"quoted {took:.1f} s after the death" if took is not None else "never quoted as died"
+if alive:
+    how += "; quoted while rank 1 was still alive (it wrote the error before exiting)"
 print(f"{'PASS' if ok else 'FAIL'} {mode}: check exit {rc}; the cause ({want!r}) {how}")
 PY
   head -3 "$O/lw_$mode.check.err" | tee -a "$S"
