@@ -160,3 +160,29 @@ def test_a_recording_keeps_the_lastwords_record_and_its_hostile_text(tmp_path):
     assert v.findings[0].startswith(
         "rank 1 (pid 1001) died: CUDA error: an \\x1b[2Jillegal memory access (train.py:88)"
     )
+
+
+def test_merge_shows_a_gone_ranks_last_words_under_its_node():
+    from gputui.diagnose.merge import line_from_json, merge, merged_to_json
+
+    def line(host: str, state: str, findings: list[str]) -> dict:
+        return {
+            "t": 10.0,
+            "state": state,
+            "spinning": [0] if state != "ok" else [],
+            "suspects": [],
+            "reason": "",
+            "host": host,
+            "job_key": "master:10.0.0.1:29500",
+            "world_size": 2,
+            "ranks": {"0": 0 if host == "a" else 1},
+            "findings": findings,
+        }
+
+    said = "rank 1 (pid 815) died: CUDA error: an illegal memory access (train.py:88)"
+    lines = [
+        line_from_json(line("a", "stalled", []), "a"),
+        line_from_json(line("b", "stalled", [said]), "b"),
+    ]
+    d = merged_to_json(merge(lines)[-1])
+    assert d["findings"] == [f"b: {said}"]

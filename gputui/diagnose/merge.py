@@ -267,7 +267,8 @@ def judge(
         unseen_ranks=unseen,
         stack_groups=tuple(groups),
         stacks=tuple(entries),
-        findings=tuple(f for ln in members if ln.state != OK for f in ln.findings),
+        # Each node's findings under its name: a gone rank's last words per node:rank.
+        findings=tuple(f"{ln.host}: {f}" for ln in members if ln.state != OK for f in ln.findings),
         missing_ranks=_missing_everywhere(members),
     )
     if m.missing_ranks is not None:
