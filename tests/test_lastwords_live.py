@@ -231,3 +231,19 @@ def test_a_rank_that_dies_after_the_stall_began_is_read_again_when_it_goes(ranks
         w.close()
     assert v is not None and w.transitions == 1
     assert v.findings[0].startswith(f"rank 1 (pid {ranks.r1.pid}) died: RuntimeError: Expected")
+
+
+def test_a_log_that_is_a_fifo_or_a_device_is_never_read(tmp_path):
+    """Reading could block forever (a fifo with no writer) or never end (/dev/zero)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert read_tail(str(fifo)) is None
+    assert read_tail("/dev/zero") is None
+    assert read_tail(str(tmp_path / "missing")) is None
+    sparse = tmp_path / "sparse.log"
+    with open(sparse, "wb") as f:
+        f.truncate(1 << 40)  # 1 TiB of holes: only the last 64 KiB are read
+        f.seek(0, os.SEEK_END)
+        f.write(b"\nRuntimeError: at the end\n")
+    size, data = read_tail(str(sparse))
+    assert len(data) <= TAIL_MAX and data.endswith(b"RuntimeError: at the end\n")
