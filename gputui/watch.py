@@ -29,8 +29,9 @@ from gputui.collect.model import Job, ProcessInfo, Snapshot
 from gputui.collect.rankio import RankIOTracker
 from gputui.diagnose.detector import Detector
 from gputui.diagnose.evidence import Evidence, fold
-from gputui.diagnose.rendezvous import RendezvousWatch, with_rendezvous
+from gputui.diagnose.rendezvous import with_rendezvous
 from gputui.diagnose.verdict import HUNG, STALLED, Verdict
+from gputui.tools.rendezvous_watch import RendezvousWatch
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor

@@ -117,7 +117,7 @@ async def test_the_dashboard_shows_the_gone_ranks_last_words_at_80x24_with_no_ke
 def test_without_stacks_only_a_one_node_job_with_ranks_missing_is_named():
     from gputui.collect.hostranks import HostRank
     from gputui.collect.model import RankInfo
-    from gputui.diagnose.rendezvous import judge_job
+    from gputui.tools.rendezvous_watch import judge_job
 
     def r(pid: int, rank: int, world: int, addr: str) -> HostRank:
         info = RankInfo(rank=rank, world_size=world, master=f"{addr}:1")

@@ -6,9 +6,8 @@ every few seconds, off the caller's thread, only processes not looked at before,
 Python ones (by name, from /proc/PID/stat: no environment is read for anything else), and
 only those whose environment holds RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT/TORCHELASTIC_*.
 
-`stack_says_rendezvous` and `listeners` are the checks done once a job looks incomplete:
-a py-spy stack of one rank (is it really in the rendezvous?) and who listens on
-MASTER_ADDR:PORT (the TCPStore, or someone else holding the port).
+`listeners` says who listens on MASTER_ADDR:PORT (the TCPStore, or someone else holding
+the port); gputui.tools.rendezvous_watch adds a stack of one rank.
 """
 
 from __future__ import annotations
@@ -27,16 +26,6 @@ SCAN_S = 2.0
 MAX_HOST_RANKS = 4096
 MAX_NEW_PER_SCAN = 4096  # environments read per scan at most (the rest: next scan)
 _PYTHON_NAMES = ("python", "pt_main_thread", "torchrun", "pt_elastic")
-RENDEZVOUS_FRAMES = (
-    "init_process_group",
-    "rendezvous",
-    "_store_based_barrier",
-    "TCPStore",
-    "_create_c10d_store",
-    "_env_rendezvous_handler",
-    "next_rendezvous",
-    "_tcp_rendezvous_handler",
-)
 
 
 @dataclass(frozen=True)
@@ -204,26 +193,6 @@ def listeners(port: int) -> list[tuple[int | None, str]]:
         if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port:
             out.append((c.pid, f"{c.laddr.ip}:{c.laddr.port}"))
     return out
-
-
-def stack_says_rendezvous(pid: int, timeout: float = 5.0) -> tuple[bool | None, str | None]:
-    """(in rendezvous?, the frame that says so) from a py-spy dump; (None, why) when no stack."""
-    from gputui.tools.stacks import py_spy_dump
-
-    try:
-        res = py_spy_dump(pid, timeout=timeout)
-    except Exception as e:  # a tool's failure is an answer, not a crash
-        return None, str(e)[:200]
-    if not res.ok:
-        return None, res.message
-    # Frames only ("Process N: <command line>" and "Thread ..." lines are not): the call the
-    # user made (init_process_group) is named when it is there, else the innermost match.
-    frames = [ln.strip() for ln in res.lines if ln[:1].isspace()]
-    hits = [s for s in frames if any(f in s for f in RENDEZVOUS_FRAMES)]
-    if not hits:
-        return False, None
-    best = next((s for s in hits if "init_process_group" in s), hits[0])
-    return True, best[:200]
 
 
 def describe(r: HostRank) -> dict[str, Any]:

@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from gputui.collect.rankio import RECORD_TAIL, RankIO, alive, read_tail
 from gputui.redact import redact_text
 
-if TYPE_CHECKING:
-    from gputui.watch import JobTarget
+
+class JobTarget(Protocol):
+    """What the gatherer reads of gputui.watch.JobTarget (tools sit below the watcher)."""
+
+    key: str
+    trigger: str
+    ranks: tuple[Any, ...]
+    gone: tuple[Any, ...]
+
 
 KIND = "lastwords"
 MAX_KERNEL_LINES = 20  # per rank
