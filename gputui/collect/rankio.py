@@ -289,6 +289,17 @@ def alive(pid: int, create_time: float | None) -> bool:
         return False
 
 
+def _ranks_of(snap: Any) -> list[tuple[int, float | None, int | None, str]]:
+    """(pid, create time, rank, job key) of every live process of a job (a child of a
+    launcher with no RANK variable is a rank too, of unknown number)."""
+    jobs = {p: j.key for j in getattr(snap, "jobs", ()) for p in j.pids}
+    return [
+        (p.pid, p.create_time, p.rank.rank if p.rank is not None else None, jobs[p.pid])
+        for p in getattr(snap, "processes", ())
+        if p.live and p.pid in jobs
+    ][:MAX_TRACKED]
+
+
 @dataclass
 class RankIOTracker:
     """Remembers where the ranks of jobs write. `observe(snap)` is called per sample and
@@ -307,11 +318,7 @@ class RankIOTracker:
         now = time.monotonic()
         if self._closed or self._busy or now - self._last < self.every:
             return
-        ranks = []
-        jobs = {p: j.key for j in getattr(snap, "jobs", ()) for p in j.pids}
-        for p in getattr(snap, "processes", ()):
-            if p.live and p.pid in jobs and p.rank is not None:
-                ranks.append((p.pid, p.create_time, p.rank.rank, jobs[p.pid]))
+        ranks = _ranks_of(snap)
         if not ranks and not self.known:
             return
         self._last, self._busy = now, True
@@ -350,14 +357,7 @@ class RankIOTracker:
 
     def refresh_now(self, snap: Any) -> None:
         """Synchronously (tests, a one-shot CLI): look at the ranks of `snap` now."""
-        jobs = {p: j.key for j in snap.jobs for p in j.pids}
-        self._refresh(
-            [
-                (p.pid, p.create_time, p.rank.rank, jobs[p.pid])
-                for p in snap.processes
-                if p.live and p.pid in jobs and p.rank is not None
-            ]
-        )
+        self._refresh(_ranks_of(snap))
 
     def of_job(self, job: str) -> list[RankIO]:
         with self._lock:

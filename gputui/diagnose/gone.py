@@ -65,6 +65,8 @@ def _where(e: dict[str, Any]) -> str:
     """Where its words went, for the honest "no message" sentence."""
     if not e.get("seen"):
         return "gputui did not see where it wrote: it exited before it was looked at"
+    if isinstance(e.get("error"), str):
+        return f"where it wrote is unknown: {e['error'][:200]}"  # e.g. /proc not readable
     out, err = Stream.from_json(e.get("stdout")), Stream.from_json(e.get("stderr"))
     if out == err:
         return f"stdout and stderr are {out.words()}"
