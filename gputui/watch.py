@@ -26,11 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from gputui.collect.frames import RankStack
 from gputui.collect.model import Job, ProcessInfo, Snapshot
+from gputui.collect.rankio import RankIOTracker
 from gputui.diagnose.detector import Detector
 from gputui.diagnose.evidence import Evidence, fold
 from gputui.diagnose.health import HealthTracker
 from gputui.diagnose.health_words import health_evidence, lead
+from gputui.diagnose.rendezvous import with_rendezvous
 from gputui.diagnose.verdict import HUNG, STALLED, Verdict
+from gputui.tools.rendezvous_watch import RendezvousWatch
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -56,6 +59,7 @@ class JobTarget:
     verdict: Verdict
     ranks: tuple[ProcessInfo, ...]  # live local ranks, with create times for the identity check
     gone: tuple[RankStack, ...] = ()  # ranks whose process has exited (Verdict.vanished)
+    rankio: RankIOTracker | None = None  # where each rank writes (gputui.collect.rankio)
 
 
 def gather_stacks(target: JobTarget, cancel: threading.Event) -> dict[str, Any] | None:
@@ -111,11 +115,26 @@ def gather_nccl(target: JobTarget, cancel: threading.Event) -> dict[str, Any] | 
     return gather(target, cancel)
 
 
+def gather_lastwords(target: JobTarget, cancel: threading.Event) -> dict[str, Any] | None:
+    """Each rank's log tail, error file and kernel lines (gputui.tools.lastwords_gather)."""
+    from gputui.tools.lastwords_gather import gather_lastwords as gather
+
+    return gather(target, cancel)
+
+
+def explain_lastwords(record: dict[str, Any], v: Verdict, snap: Snapshot | None) -> Evidence:
+    """Why a rank is gone (gputui.diagnose.gone)."""
+    from gputui.diagnose.gone import explain_lastwords as explain
+
+    return explain(record, v, snap)
+
+
 # Stacks first: the banner's second line is the first finding, and the culprit's frame is
 # what a person wants first; RAS and the flight recorder add the ranks of other nodes.
 DEFAULT_GATHERERS: tuple[tuple[str, Gather, Explain], ...] = (
     ("stacks", gather_stacks, explain_stacks),
     ("nccl", gather_nccl, explain_nccl),
+    ("lastwords", gather_lastwords, explain_lastwords),
 )
 
 
@@ -153,20 +172,38 @@ class Watcher:
         self._records: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._new: list[dict[str, Any]] = []  # gathered, not yet taken by take_records()
         self._state: dict[str, str] = {}  # job key -> "stalled" | "hung", while its alarm lasts
+        self._gone: dict[str, tuple[Any, Any]] = {}  # job key -> (vanished, gone) last seen
         self._seen: dict[str, dict[int, ProcessInfo]] = {}  # job key -> GPU -> last process
         self._cache: tuple[Any, list[Evidence]] | None = None
         self._last: tuple[Verdict, Snapshot] | None = None
         self.transitions = 0  # how many times gathering was started (for tests and the UI)
         self.health = HealthTracker()  # every GPU's health, from the snapshots' records
+        # Where each rank writes, remembered while alive (a gone rank's log is found by it).
+        wants = any(kind == "lastwords" for kind, _g in self.gatherers)
+        self.rankio = RankIOTracker() if wants else None
+        # Ranks that never came: a job waiting in its rendezvous holds no GPU to spin.
+        self.rendezvous = (
+            RendezvousWatch(live, hang_after, stacks=auto_dump) if wants or not live else None
+        )
 
     # ------------------------------------------------------------ per sample
 
     def update(self, snap: Snapshot) -> Verdict:
         v = self.detector.update(snap)
         self.health.update(snap)
+        if self.rankio is not None:
+            self.rankio.observe(snap)  # never blocks: a refresh every few seconds, off-thread
         self._remember(snap)
         for rec in snap.records:
             self._keep(rec)
+        if self.rendezvous is not None and not v.alarm:
+            rv, new = self.rendezvous.update(snap)
+            if new is not None:
+                with self._lock:
+                    self._new.append(new)
+            if rv is not None:
+                self._last = (with_rendezvous(v, rv), snap)
+                return self._last[0]
         job = _job_of(v, snap) if v.alarm else None
         if job is None:
             self._state.clear()
@@ -187,6 +224,7 @@ class Watcher:
     def _transition(self, v: Verdict, snap: Snapshot, job: Job) -> None:
         before = self._state.get(job.key)
         self._state[job.key] = v.state
+        self._gone_changed(before, v, snap, job)
         if before == v.state or before == HUNG or not self.gatherers or self._cancel.is_set():
             return  # nothing new, nothing to run, or closed
         if v.state not in (STALLED, HUNG):
@@ -202,6 +240,17 @@ class Watcher:
                 self._pools[kind] = pool
             self._futures.append(pool.submit(self._run, gather, target))
         self._futures = [f for f in self._futures if not f.done()]
+
+    def _gone_changed(self, before: str | None, v: Verdict, snap: Snapshot, job: Job) -> None:
+        """A rank that leaves while the job is already stalled: its last words are read
+        again now (only those: the other kinds wait for the next transition)."""
+        gone = (v.vanished, v.gone)
+        changed = before in (STALLED, HUNG) and gone != self._gone.get(job.key, gone)
+        self._gone[job.key] = gone
+        pool = self._pools.get("lastwords")
+        gather = next((g for k, g in self.gatherers if k == "lastwords"), None)
+        if changed and pool is not None and gather is not None and not self._cancel.is_set():
+            self._futures.append(pool.submit(self._run, gather, self._target(v, snap, job)))
 
     def _run(self, gather: Gather, target: JobTarget) -> None:
         if self._cancel.is_set():
@@ -237,7 +286,7 @@ class Watcher:
             err = "its process exited before the dump"
             pid = last.pid if last is not None else None
             gone.append(RankStack(pid, r, gpu, "gone", error=err))
-        return JobTarget(job.key, job.label, v.state, v, ranks, tuple(gone))
+        return JobTarget(job.key, job.label, v.state, v, ranks, tuple(gone), self.rankio)
 
     # ------------------------------------------------------------ evidence
 
@@ -350,6 +399,10 @@ class Watcher:
     def close(self) -> None:
         """Cancel running gatherers (their tools are killed) and let their threads end."""
         self._cancel.set()
+        if self.rankio is not None:
+            self.rankio.close()
+        if self.rendezvous is not None:
+            self.rendezvous.close()
         for pool in self._pools.values():
             pool.shutdown(wait=False, cancel_futures=True)
         self.wait(CLOSE_WAIT_S)

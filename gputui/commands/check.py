@@ -157,7 +157,10 @@ def _line(v: Verdict, t0: float) -> str:
     else:
         sus = f"suspect pid {pids}" if pids else "suspect GPU none named"
     spin = ", ".join(map(str, v.spinning))
-    text = f"{head} spinning GPU {spin} · {sus}\n{'':19s}{v.reason}"
+    where = (
+        f"spinning GPU {spin} · {sus}" if v.spinning else "no GPU spins (ranks wait on the host)"
+    )
+    text = f"{head} {where}\n{'':19s}{v.reason}"
     return text + "".join(f"\n{'':19s}- {f}" for f in v.findings)
 
 

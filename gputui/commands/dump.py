@@ -47,6 +47,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="native backtrace of every thread with gdb, or cuda-gdb if gdb is absent",
     )
+    p.add_argument(
+        "--core",
+        metavar="FILE",
+        help="gdb's backtrace of every thread of a core file (a rank that crashed)",
+    )
+    p.add_argument(
+        "--exe",
+        metavar="PATH",
+        help="with --core: the executable that made it (default: read from the core)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON results")
     p.add_argument(
         "--timeout",
@@ -117,11 +127,39 @@ def _run_job(args: argparse.Namespace, pid: int) -> int:
     return status
 
 
+def _run_core(args: argparse.Namespace) -> int:
+    """`dump --core FILE [--exe PATH]` (gputui.tools.core): bad input is exit 2, a debugger
+    that cannot read it exit 1, each with one line."""
+    import os
+
+    from gputui.jsonout import dumps
+    from gputui.tools.core import core_backtrace
+
+    if not args.core:
+        raise GputuiError("--exe goes with --core FILE")
+    if args.pids or args.job or args.gdb or args.native:
+        raise GputuiError("--core takes a core file, not PIDs or --job/--gdb/--native")
+    if not os.path.isfile(args.core):
+        raise GputuiError(f"--core {args.core}: no such file")
+    if args.exe and not os.path.isfile(args.exe):
+        raise GputuiError(f"--exe {args.exe}: no such file")
+    kw: dict[str, Any] = {"timeout": args.timeout} if args.timeout else {}
+    res = core_backtrace(args.core, args.exe, **kw)
+    if args.json:
+        print(dumps({"results": [res.to_json()]}, indent=2))
+    elif res.ok:
+        for ln in res.lines:  # redacted by the runner
+            print(ln)
+    return _fail_lines([res])
+
+
 def run(args: argparse.Namespace) -> int:
     from gputui.jsonout import dumps
     from gputui.tools.dumpall import dump_all
     from gputui.tools.stacks import gdb_backtrace
 
+    if args.core or args.exe:
+        return _run_core(args)
     pids = parse_pids(args.pids, what="dump")
     if args.job:
         if len(pids) != 1:

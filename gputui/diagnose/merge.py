@@ -55,6 +55,7 @@ class NodeLine:
     culprit_frame: str | None = None
     findings: tuple[str, ...] = ()
     sick: dict[int, str] = field(default_factory=dict)  # GPU -> "failed: why" (its health)
+    missing_ranks: tuple[int, ...] | None = None  # a rendezvous: ranks never seen here
 
 
 def _sick(health: Any) -> dict[int, str]:
@@ -119,7 +120,15 @@ def line_from_json(d: Any, default_host: str) -> NodeLine:
         culprit_frame=d["culprit_frame"] if isinstance(d.get("culprit_frame"), str) else None,
         findings=tuple(str(f)[:500] for f in d.get("findings") or [] if isinstance(f, str)),
         sick=_sick(d.get("health")),
+        missing_ranks=_missing(d.get("missing_ranks")),
     )
+
+
+def _missing(v: Any) -> tuple[int, ...] | None:
+    """A rendezvous line's `missing_ranks` (bounded); None when the line has none."""
+    if not isinstance(v, list):
+        return None
+    return tuple(x for x in v[:4096] if isinstance(x, int) and not isinstance(x, bool))
 
 
 # ---------------------------------------------------------------- the job-wide verdict
@@ -147,6 +156,7 @@ class Merged:
     stacks: tuple[dict[str, Any], ...] = ()  # the odd ranks' entries (see _odd_ones)
     findings: tuple[str, ...] = ()
     sick: tuple[str, ...] = ()  # "host:gpu (rank R) failed: why": a node's sick GPU
+    missing_ranks: tuple[int, ...] | None = None  # a rendezvous: missing on every node
 
     def key(self) -> tuple[Any, ...]:
         return (self.state, self.spinning, self.suspects, self.silent_hosts, self.sick)
@@ -292,9 +302,17 @@ def judge(
         unseen_ranks=unseen,
         stack_groups=tuple(groups),
         stacks=tuple(entries),
-        findings=tuple(f for ln in members if ln.state != OK for f in ln.findings),
+        # Each node's findings under its name: a gone rank's last words per node:rank.
+        findings=tuple(f"{ln.host}: {f}" for ln in members if ln.state != OK for f in ln.findings),
         sick=_sick_gpus(members if alarmed else sorted(latest.values(), key=lambda x: x.host)),
+        missing_ranks=_missing_everywhere(members),
     )
+    if m.missing_ranks is not None:
+        from dataclasses import replace
+
+        from gputui.diagnose.rendezvous import merged_reason
+
+        return replace(m, reason=merged_reason(m.job, m.missing_ranks, m.hosts, m.since, t))
     return _phrase(m, members, t)
 
 
@@ -309,6 +327,15 @@ def _sick_gpus(lines: list[NodeLine]) -> tuple[str, ...]:
             who = f"{ln.host}:{g}" + (f" (rank {rank})" if rank is not None else "")
             (mine if rank is not None else other).append(f"{who} {why}")
     return tuple(mine + other)
+
+
+def _missing_everywhere(members: list[NodeLine]) -> tuple[int, ...] | None:
+    """The ranks no node has seen, where nodes report a rendezvous (each lists the ranks of
+    the world it has not seen): the intersection of their lists."""
+    lists = [set(ln.missing_ranks) for ln in members if ln.missing_ranks is not None]
+    if not lists:
+        return None
+    return tuple(sorted(set.intersection(*lists)))
 
 
 def _phrase(m: Merged, members: list[NodeLine], t: float) -> Merged:
@@ -419,4 +446,6 @@ def merged_to_json(m: Merged) -> dict[str, Any]:
         d["findings"] = list(m.findings)
     if m.sick:
         d["sick_gpus"] = list(m.sick)
+    if m.missing_ranks is not None:
+        d["missing_ranks"] = list(m.missing_ranks)
     return d

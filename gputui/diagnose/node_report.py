@@ -47,7 +47,11 @@ class NodeReport:
         job_key: str | None = None
         world: int | None = None
         ranks: dict[str, int] = {}
-        if v.alarm:
+        rdzv = v.evidence.get("rendezvous") if v.alarm else None
+        if isinstance(rdzv, dict) and rdzv.get("jobs"):  # ranks that hold no GPU yet
+            first = rdzv["jobs"][0]
+            job_key, world = first.get("job"), first.get("world")
+        elif v.alarm:
             gpus = (*v.spinning, *v.suspects)
             known = [self.seen[g] for g in gpus if g in self.seen]
             if known:

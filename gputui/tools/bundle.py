@@ -309,6 +309,14 @@ def write_bundle(
         say("reading command lines, environments and libraries")
         dump_json("processes.json", [process_record(p) for p in processes])
 
+    try:  # each rank's log tail and the kernel's lines about processes
+        from gputui.tools.bundle_lastwords import bundle_files
+
+        for name, text in bundle_files(processes or (), verdict):
+            write(name, text)
+    except Exception as e:  # a log of any shape must not lose the bundle
+        rep.notes.append(f"lastwords: not written ({type(e).__name__}: {e})")
+
     if verdict is not None:
         try:
             to_json = getattr(verdict, "to_json", None)
@@ -371,6 +379,8 @@ def write_bundle(
         "processes.json": "command line, environment (secrets redacted), CUDA/NCCL libs",
         "health.json": "each GPU's health word and counters, each Xid with its kernel line",
         "topology.txt": "nvidia-smi topo -m",
+        "lastwords/kernel.txt": "kernel log lines about processes (OOM killer, segfaults, Xid); "
+        "lastwords/pid-N.txt: each rank's log tail and where it writes",
         "host.json": "node, gputui version, attach tools present, ptrace settings",
     }
     readme = [

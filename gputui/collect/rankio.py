@@ -1,0 +1,378 @@
+"""Where each rank writes, remembered while it is alive, and a bounded tail of its log.
+
+Why while alive: once a rank has exited, /proc/PID is gone, and with it the only record of
+where its stdout and stderr went. So every few seconds (never per sample, and never on the
+UI thread) the ranks of jobs are looked at: fd 1 and fd 2 (a file, a pipe, a tty, a
+socket), TORCHELASTIC_ERROR_FILE from the environment, the cwd, RLIMIT_CORE and the node's
+core_pattern. For a file, a tail is kept as it grows: its size is checked, and only when it
+changed are the last bytes read (64 KiB at most). Another process's pipe cannot be read: the
+process holding its other end (the launcher) is named instead, so the person knows where
+to look.
+
+When a rank is gone, `final()` reads its file once more (the traceback is written in the
+last moment before the exit, after the last refresh).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+TAIL_MAX = 64 * 1024  # bytes of a log file read at most, ever
+RECORD_TAIL = 16 * 1024  # bytes of it kept in a record (recordings stay small)
+REFRESH_S = 3.0  # how often the ranks are looked at
+KEEP_GONE_S = 600.0  # how long a gone rank's facts are kept
+MAX_TRACKED = 512
+CORE_PATTERN = "/proc/sys/kernel/core_pattern"
+_PIPE = re.compile(r"^(pipe|socket):\[(\d+)\]$")
+
+
+@dataclass(frozen=True)
+class Stream:
+    """Where one fd goes: kind is file, pipe, tty, socket, null, other or unknown."""
+
+    kind: str
+    path: str | None = None  # the file or device
+    holder: str | None = None  # a pipe's other end: `torchrun (pid 12)`
+
+    def words(self) -> str:
+        if self.kind == "file":
+            return f"a file ({self.path})"
+        if self.kind == "pipe":
+            return f"a pipe to {self.holder}" if self.holder else "a pipe"
+        if self.kind == "tty":
+            return f"a terminal ({self.path})"
+        if self.kind == "socket":
+            return f"a socket to {self.holder}" if self.holder else "a socket"
+        if self.kind == "null":
+            return "/dev/null"
+        return self.path or self.kind
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "path": self.path, "holder": self.holder}
+
+    @classmethod
+    def from_json(cls, d: Any) -> Stream:
+        if not isinstance(d, dict):
+            return cls("unknown")
+
+        def s(k: str) -> str | None:
+            v = d.get(k)
+            return v[:500] if isinstance(v, str) else None
+
+        return cls(s("kind") or "unknown", s("path"), s("holder"))
+
+
+@dataclass(frozen=True)
+class RankIO:
+    """What is known of where one rank writes, and the tail of its log file."""
+
+    pid: int
+    create_time: float | None
+    rank: int | None
+    job: str | None
+    stdout: Stream = Stream("unknown")
+    stderr: Stream = Stream("unknown")
+    cwd: str | None = None
+    error_file: str | None = None  # TORCHELASTIC_ERROR_FILE
+    core_limit: str | None = None  # RLIMIT_CORE soft limit: "0", "unlimited", bytes
+    tail: bytes = b""
+    tail_path: str | None = None
+    size: int = -1  # the log file's size at the last read
+    seen: float = 0.0  # when it was last seen alive
+    error: str | None = None  # why /proc could not be read
+
+    def log_path(self) -> str | None:
+        """The file to read: stderr's (tracebacks go there), else stdout's."""
+        for s in (self.stderr, self.stdout):
+            if s.kind == "file" and s.path:
+                return s.path
+        return None
+
+
+def read_tail(path: str, last_size: int = -1, limit: int = TAIL_MAX) -> tuple[int, bytes] | None:
+    """(size, last bytes) of a regular file, or None when its size has not changed (nothing
+    new to read) or it cannot be read. Never more than `limit` bytes; a file truncated or
+    rotated while read simply gives what is there now."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None  # a fifo or a device: reading could block or never end
+        if st.st_size == last_size:
+            return None
+        start = max(0, st.st_size - limit)
+        os.lseek(fd, start, os.SEEK_SET)
+        data = os.read(fd, limit)
+        if start > 0:  # the first line is cut: drop it
+            nl = data.find(b"\n")
+            data = data[nl + 1 :] if 0 <= nl < len(data) - 1 else data
+        return st.st_size, data
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def core_pattern(path: str = CORE_PATTERN) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+
+
+def core_limit(pid: int) -> str | None:
+    """The soft RLIMIT_CORE of a process, from /proc/PID/limits."""
+    try:
+        with open(f"/proc/{pid}/limits", "rb") as f:
+            text = f.read(8192).decode("ascii", "replace")
+    except OSError:
+        return None
+    for ln in text.splitlines():
+        if ln.startswith("Max core file size"):
+            parts = ln.split()
+            return parts[4] if len(parts) > 4 else None
+    return None
+
+
+def _inode_holders(inode: str, pids: Iterable[int], me: int) -> str | None:
+    """The first of `pids` (other than `me`) holding the pipe or socket `inode`."""
+    want = f":[{inode}]"
+    for pid in pids:
+        if pid == me or pid <= 0:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds[:4096]:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}").endswith(want):
+                    return f"{_comm(pid)} (pid {pid})"
+            except OSError:
+                continue
+    return None
+
+
+def _comm(pid: int) -> str:
+    """The program's name: torchrun shows as python3 in comm, so the command line says it."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode("utf-8", "replace") for a in f.read(4096).split(b"\0") if a]
+    except OSError:
+        argv = []
+    for a in argv[:3]:
+        base = a.rsplit("/", 1)[-1]
+        if base in ("torchrun", "mpirun", "srun", "deepspeed", "accelerate") or a in (
+            "torch.distributed.run",
+            "torch.distributed.launch",
+        ):
+            return "torchrun" if a.startswith("torch.") else base
+    if argv:
+        return argv[0].rsplit("/", 1)[-1][:40]
+    return "?"
+
+
+def _ancestors(pid: int, n: int = 3) -> list[int]:
+    out = []
+    for _ in range(n):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                text = f.read(4096).decode("ascii", "replace")
+            pid = int(text.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        if pid <= 1:
+            break
+        out.append(pid)
+    return out
+
+
+def stream(pid: int, fd: int) -> Stream:
+    """Where fd `fd` of `pid` goes, and for a pipe who holds the other end."""
+    try:
+        target = os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return Stream("unknown")
+    m = _PIPE.match(target)
+    if m is not None:
+        kind, inode = m.group(1), m.group(2)
+        return Stream(kind, target, _inode_holders(inode, _ancestors(pid), pid))
+    if target == "/dev/null":
+        return Stream("null", target)
+    if target.startswith(("/dev/pts/", "/dev/tty")) or target == "/dev/console":
+        return Stream("tty", target)
+    if target.startswith("/"):
+        path = target.removesuffix(" (deleted)")
+        return Stream("file", path)
+    return Stream("other", target)
+
+
+def _env_value(pid: int, name: str) -> str | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            data = f.read(1 << 20)
+    except OSError:
+        return None
+    key = name.encode() + b"="
+    for item in data.split(b"\0"):
+        if item.startswith(key):
+            return item[len(key) :].decode("utf-8", "replace")[:4096] or None
+    return None
+
+
+def resolve(pid: int, create_time: float | None, rank: int | None, job: str | None) -> RankIO:
+    """Everything about where a live rank writes (no tail yet)."""
+    try:
+        cwd: str | None = os.readlink(f"/proc/{pid}/cwd")
+    except OSError as e:
+        cwd = None
+        if not os.path.exists(f"/proc/{pid}"):
+            return RankIO(pid, create_time, rank, job, error="its process has exited")
+        err = f"/proc/{pid} not readable ({e.strerror}): run gputui as the job's user or root"
+        return RankIO(pid, create_time, rank, job, error=err)
+    return RankIO(
+        pid,
+        create_time,
+        rank,
+        job,
+        stdout=stream(pid, 1),
+        stderr=stream(pid, 2),
+        cwd=cwd,
+        error_file=_env_value(pid, "TORCHELASTIC_ERROR_FILE"),
+        core_limit=core_limit(pid),
+        seen=time.time(),
+    )
+
+
+def refresh_tail(io: RankIO) -> RankIO:
+    """The tail read again if the file changed. A file already deleted (a temporary file, a
+    rotated log) is read through /proc/PID/fd while the rank is alive."""
+    path = io.log_path()
+    if path is None:
+        return io
+    last = io.size if io.tail_path == path else -1
+    fd = 2 if io.stderr.kind == "file" else 1
+    for where in (path, f"/proc/{io.pid}/fd/{fd}"):
+        if where.startswith("/proc/") and not alive(io.pid, io.create_time):
+            break  # its pid may be another process's now
+        if os.path.exists(where):
+            got = read_tail(where, last)
+            if got is None:
+                return io  # unchanged, or unreadable
+            size, data = got
+            return replace(io, tail=data, tail_path=path, size=size)
+    return io
+
+
+def alive(pid: int, create_time: float | None) -> bool:
+    """Whether `pid` is still the same process (a reused pid is another process)."""
+    try:
+        import psutil
+
+        p = psutil.Process(pid)
+        if create_time is None:
+            return p.is_running()
+        return abs(p.create_time() - create_time) < 0.5 and p.status() != "zombie"
+    except Exception:
+        return False
+
+
+def _ranks_of(snap: Any) -> list[tuple[int, float | None, int | None, str]]:
+    """(pid, create time, rank, job key) of every live process of a job (a child of a
+    launcher with no RANK variable is a rank too, of unknown number)."""
+    jobs = {p: j.key for j in getattr(snap, "jobs", ()) for p in j.pids}
+    return [
+        (p.pid, p.create_time, p.rank.rank if p.rank is not None else None, jobs[p.pid])
+        for p in getattr(snap, "processes", ())
+        if p.live and p.pid in jobs
+    ][:MAX_TRACKED]
+
+
+@dataclass
+class RankIOTracker:
+    """Remembers where the ranks of jobs write. `observe(snap)` is called per sample and
+    never blocks: at most every `every` s it hands a refresh to its own worker thread."""
+
+    every: float = REFRESH_S
+    known: dict[int, RankIO] = field(default_factory=dict)
+    pattern: str | None = None
+    _last: float = 0.0
+    _busy: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _pool: ThreadPoolExecutor | None = None
+    _closed: bool = False
+
+    def observe(self, snap: Any) -> None:
+        now = time.monotonic()
+        if self._closed or self._busy or now - self._last < self.every:
+            return
+        ranks = _ranks_of(snap)
+        if not ranks and not self.known:
+            return
+        self._last, self._busy = now, True
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gputui-rankio")
+        try:
+            self._pool.submit(self._refresh, ranks)
+        except RuntimeError:  # shut down meanwhile
+            self._busy = False
+
+    def _refresh(self, ranks: list[tuple[int, float | None, int | None, str]]) -> None:
+        try:
+            if self.pattern is None:
+                self.pattern = core_pattern() or ""
+            for pid, ct, rank, job in ranks:
+                with self._lock:
+                    old = self.known.get(pid)
+                if old is None or old.create_time != ct:
+                    old = resolve(pid, ct, rank, job)
+                elif old.error is None:
+                    old = replace(old, seen=time.time())
+                new = refresh_tail(old)
+                with self._lock:
+                    self.known[pid] = new
+            self._forget()
+        finally:
+            self._busy = False
+
+    def _forget(self) -> None:
+        horizon = time.time() - KEEP_GONE_S
+        with self._lock:
+            for pid in [p for p, io in self.known.items() if io.seen and io.seen < horizon]:
+                del self.known[pid]
+            while len(self.known) > MAX_TRACKED:
+                del self.known[min(self.known, key=lambda p: self.known[p].seen)]
+
+    def refresh_now(self, snap: Any) -> None:
+        """Synchronously (tests, a one-shot CLI): look at the ranks of `snap` now."""
+        self._refresh(_ranks_of(snap))
+
+    def of_job(self, job: str) -> list[RankIO]:
+        with self._lock:
+            return [io for io in self.known.values() if io.job == job]
+
+    def get(self, pid: int) -> RankIO | None:
+        with self._lock:
+            return self.known.get(pid)
+
+    def final(self, pid: int) -> RankIO | None:
+        """The rank's facts with its log file read once more (its last words come last)."""
+        io = self.get(pid)
+        return None if io is None else refresh_tail(io)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
