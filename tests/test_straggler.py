@@ -74,7 +74,7 @@ def test_the_headline_names_the_straggler_and_how_much_the_others_wait(straggler
     job = next(j for _, js in straggler_run for j in js if j.slow)
     text = headline(job)
     assert "slow: GPU 0 is the straggler; GPUs 1-3 wait" in text
-    assert "% of each step" in text
+    assert "% of their samples" in text
 
 
 @pytest.mark.parametrize("path", [H200X2, None], ids=["calibration", "demo"])

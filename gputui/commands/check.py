@@ -1,10 +1,13 @@
 """`gputui check`: the hang detector without a screen, for health checks and epilogues.
 
 Exit status is the contract: 0 when the last verdict is ok, 1 when stalled or hung, 2 on
-error. With --json, one object per line each time the verdict (state, spinning GPUs,
-suspects) changes, or evidence arrives: when a job stalls, a live check dumps its ranks
-with py-spy (once per transition; --no-auto-dump turns it off) and prints a line with the
-findings, the culprit's frame and every rank's stack. A replay shows the dumps the
+error; a slow job (a straggler, `slow` in --json with its `stragglers` and `wait_share`) is
+0, or 4 with --fail-on-slow. With --json, one object per line each time the verdict (state,
+spinning GPUs, suspects, stragglers) changes, or evidence arrives: when a job stalls, a
+live check dumps its ranks with py-spy (once per transition; --no-auto-dump turns it off)
+and prints a line with the findings, the culprit's frame and every rank's stack. With
+--profile-straggler, a live check samples a slow job's straggler with py-spy for a few
+seconds and prints its top functions (`profile`). A replay shows the dumps the
 recording carries. Each line also names the node (`host`) and the job's global ranks on its
 GPUs (`job_key`, `world_size`, `ranks`), so that `gputui merge` can join the lines of every
 node of a job (gputui/diagnose/node_report.py).
@@ -30,12 +33,14 @@ from gputui.commands.common import (
     open_source,
     positive_float,
 )
+from gputui.diagnose.exitcodes import SLOW
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
     from gputui.collect.model import Snapshot
     from gputui.collect.source import Source
     from gputui.diagnose.verdict import Verdict
+    from gputui.tools.profile import StragglerProfiler
 
 # At the end of a live check, wait this long at most for a dump still running; the dump is
 # bounded by its own per-rank limit (5 s) and runs the ranks in parallel.
@@ -48,7 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="watch for an NCCL hang; exit 1 if stalled or hung",
         description=(
             "Sample live (or replay a recording as fast as it can) and report the hang "
-            "detector's verdict. Exit 0: ok; 1: stalled or hung; 2: error."
+            "detector's verdict. Exit 0: ok (or slow); 1: stalled or hung; 2: error; "
+            "4: slow, with --fail-on-slow."
         ),
     )
     add_source_args(p)
@@ -70,6 +76,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "seconds (default 10)",
     )
     add_detector_args(p, "do not py-spy the stalled job's ranks (py-spy pauses each for a few ms)")
+    p.add_argument(
+        "--fail-on-slow",
+        action="store_true",
+        help="exit 4 when a job was slow (a straggler named) and none hung",
+    )
+    p.add_argument(
+        "--profile-straggler",
+        action="store_true",
+        help="live: when a job is slow, sample its straggler with py-spy for a few seconds "
+        "and print its top functions (`profile` in --json)",
+    )
     p.set_defaults(func=run)
 
 
@@ -171,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
     report: NodeReport | None = None
     last_alarm: Verdict | None = None
     alarms = 0
+    slow_seen = False
+    profiler = _profiler(args, live)
     first: Snapshot | None = None
     n = 0
     human: list[str] = []
@@ -178,18 +197,21 @@ def run(args: argparse.Namespace) -> int:
     def show(v: Verdict, snap: Snapshot) -> None:
         """Print a line when the verdict, its evidence, or the job's ranks on the GPUs
         changed (the last two are what `gputui merge` needs from each node)."""
-        nonlocal last, last_alarm, alarms, last_key
+        nonlocal last, last_alarm, alarms, last_key, slow_seen
         assert report is not None
         if v.alarm:
             alarms += last is None or not last.alarm
             last_alarm = v
+        slow_seen = slow_seen or bool(v.stragglers)
         keys = report.keys(v, snap)
-        key = (v.key(), keys["job_key"], tuple(keys["ranks"].items()))
+        prof = profiler.poll(v, snap) if profiler is not None else None
+        key = (v.key(), keys["job_key"], tuple(keys["ranks"].items()), prof is not None)
         if key != last_key:
             if args.json:
-                print(dumps({**verdict_to_json(v), **keys}), flush=True)
+                extra = {"profile": prof} if prof is not None else {}
+                print(dumps({**verdict_to_json(v), **keys, **extra}), flush=True)
             elif first is not None:
-                human.append(_line(v, first.t))
+                human.append(_line(v, first.t) + _profile_lines(prof))
         last, last_key = v, key
 
     last_snap: Snapshot | None = None
@@ -207,10 +229,15 @@ def run(args: argparse.Namespace) -> int:
             v = watcher.latest()
             if v is not None and last_snap is not None:
                 show(v, last_snap)
+        if profiler is not None and profiler.pending() and last is not None and last_snap:
+            profiler.wait(DUMP_WAIT_S)  # the straggler's profile is the point of the flag
+            show(last, last_snap)
     except KeyboardInterrupt:
         pass  # report what was seen so far
     finally:
         watcher.close()
+        if profiler is not None:
+            profiler.close()
         source.close()
     if last is None or first is None:
         raise GputuiError("no samples to check")
@@ -229,4 +256,26 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if why := _nvml_problem(source):
         raise GputuiError(why)  # e.g. nvmlShutdown did not answer: the driver is not well
-    return 1 if last.alarm else 0
+    if last.alarm:
+        return 1
+    return SLOW if args.fail_on_slow and slow_seen else 0
+
+
+def _profiler(args: argparse.Namespace, live: bool) -> StragglerProfiler | None:
+    """--profile-straggler on a live node (a recording's processes are not here)."""
+    if not getattr(args, "profile_straggler", False) or not live:
+        return None
+    from gputui.tools.profile import StragglerProfiler
+
+    return StragglerProfiler()
+
+
+def _profile_lines(prof: dict[str, object] | None) -> str:
+    """The straggler's top functions under its verdict line (text output)."""
+    if prof is None:
+        return ""
+    head = f"py-spy of the straggler (pid {prof.get('pid')}): {prof.get('outcome')}"
+    if prof.get("outcome") != "done":
+        return f"\n{'':19s}{head}: {prof.get('message')}"
+    rows = [f"{e['share']:5.0%}  {e['frame']}" for e in prof.get("top_self") or []]  # type: ignore[attr-defined]
+    return f"\n{'':19s}{head}" + "".join(f"\n{'':21s}{r}" for r in rows)

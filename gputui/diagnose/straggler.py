@@ -237,9 +237,10 @@ def headline(s: Straggle) -> str:
         waiting = sum(s.shares[i] for i in s.waiters) / len(s.waiters)
         own = ", ".join(f"{s.shares[i]:.0%}" for i in s.stragglers)
         verb = "is the straggler" if len(s.stragglers) == 1 else "are the stragglers"
+        wait, their = ("waits", "its") if len(s.waiters) == 1 else ("wait", "their")
         return (
-            f"{job}slow: {who(s, s.stragglers)} {verb}; {who(s, s.waiters)} wait "
-            f"{waiting:.0%} of each step ({own} for the straggler, over {s.window_s:.0f} s)"
+            f"{job}slow: {who(s, s.stragglers)} {verb}; {who(s, s.waiters)} {wait} for it in "
+            f"{waiting:.0%} of {their} samples ({own} for the straggler, over {s.window_s:.0f} s)"
         )
     if s.alike:
         mean = sum(s.shares.values()) / len(s.shares)
