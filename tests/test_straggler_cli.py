@@ -5,15 +5,12 @@ straggler rank (a gloo job on the CPU where rank 0 does 20x the work)."""
 from __future__ import annotations
 
 import json
-import os
-import random
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from straggler_job import gloo_straggler_job
 from synth import timeline, with_real_pids
 
 from gputui.collect.trace import TraceWriter
@@ -25,7 +22,6 @@ from gputui.tools.which import find_tool
 
 DATA = Path(__file__).parent / "data"
 STRAGGLER = str(DATA / "h200x4-straggler-4x.jsonl.gz")
-GLOO_STRAGGLER = Path(__file__).parent / "targets" / "gloo_straggler.py"
 
 
 def write(path: Path, *segments) -> str:
@@ -121,29 +117,8 @@ def test_profile_lines_show_the_top_functions_or_why_not():
 @pytest.fixture
 def gloo_job():
     """A real 2-rank gloo job, rank 0 the straggler; both killed at the end."""
-    port = str(random.randint(30000, 60000))
-    env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-    procs = []
-    try:
-        for rank in (0, 1):
-            argv = [sys.executable, str(GLOO_STRAGGLER), "--lifetime", "60"]
-            argv += ["--heavy"] if rank == 0 else []
-            procs.append(
-                subprocess.Popen(
-                    argv,
-                    env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
-            )
-        for p in procs:  # bounded by the job's own lifetime
-            assert p.stdout is not None and p.stdout.readline().startswith("ready "), p.pid
-        yield [p.pid for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait(10)
+    with gloo_straggler_job() as pids:
+        yield pids
 
 
 @pytest.mark.skipif(find_tool("py-spy") is None, reason="py-spy is not installed")

@@ -34,6 +34,7 @@ from gputui.ui.bars import KeyBar, StatusLine
 from gputui.ui.gpu_board import HISTORY, GpuBoard, GpuHistory
 from gputui.ui.messages import EvidenceArrived, SamplerFailed, SnapshotReady, SourceEnded
 from gputui.ui.process_table import ProcessTable
+from gputui.ui.straggler_view import slow_flags
 from gputui.ui.strips import LineView, text_line
 from gputui.ui.table_actions import TableActions
 from gputui.watch import Watcher
@@ -84,6 +85,7 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
         Binding("e", "environment", "Its environment (secrets redacted)", id="environment"),
         Binding("b", "bundle", "Write an incident bundle", id="bundle"),
         Binding("P", "probe", "Pairwise GPU probe", key_display="P", id="probe"),
+        Binding("w", "profile", "Where its time goes: py-spy record, top functions", id="profile"),
         Binding("t", "tree", "Tree view: jobs and their ranks", id="tree"),
         Binding("slash", "filter", "Filter processes", key_display="/", id="filter"),
         Binding("escape", "clear_filter", "Clear the filter", key_display="esc", id="clear"),
@@ -269,6 +271,8 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
         v, snap = self.verdict, self.snapshot
         if v is None or snap is None or v.state == "ok":
             return {}
+        if v.state == "slow":
+            return slow_flags(v, snap)
         flags: dict[int, str] = {}
         for p in snap.processes:
             if set(p.gpus) & set(v.suspects) or p.pid in v.suspect_pids:
