@@ -6,7 +6,9 @@ families built from the latest View hold exactly what is on the node now.
 
 Series per GPU: 5 readings (each only when available) + 6 one-hot states + spin seconds +
 processes = 13. Per job: 3 one-hot states + stall seconds = 4, plus one suspect series per
-suspect GPU (per pid on it) while the job is stalled or hung. Per exporter: sample age and
+suspect GPU (per pid on it) while the job is stalled or hung. A slow job (a straggler):
+gputui_rank_wait_ratio per GPU of a job with 8 s of history, and one gputui_job_straggler
+series per straggler GPU (per pid on it). Per exporter: sample age and
 build info (2), and prometheus_client's standard process_* series for the exporter itself.
 """
 
@@ -89,14 +91,23 @@ def _gpu_families(view: View) -> Iterator[Metric]:
         "Compute processes NVML lists on the GPU",
         labels=GPU_LABELS,
     )
+    wait = GaugeMetricFamily(
+        "gputui_rank_wait_ratio",
+        "Fraction of the GPU's busy samples, over the last 8-30 s, in the collective-wait "
+        "pattern (util ~100%, little memory traffic, low power): how much of each step its "
+        "rank waits for a peer. Absent until its job has enough history",
+        labels=GPU_LABELS,
+    )
     for g in view.gpus:
         labels = [str(g.index), g.uuid, host]
+        if g.wait_ratio is not None:
+            wait.add_metric(labels, g.wait_ratio)
         for s in GPU_STATES:
             state.add_metric([*labels, s], 1.0 if g.state == s else 0.0)
         spin.add_metric(labels, g.spin_s)
         if g.processes is not None:
             procs.add_metric(labels, g.processes)
-    yield from (state, spin, procs)
+    yield from (state, spin, procs, wait)
 
 
 def _job_families(view: View) -> Iterator[Metric]:
@@ -125,12 +136,24 @@ def _job_families(view: View) -> Iterator[Metric]:
             rank = "" if x.rank is None else str(x.rank)
             pid = "" if x.pid is None else str(x.pid)
             suspect.add_metric([j.job, str(x.gpu), rank, pid, host], 1.0)
-    yield from (state, stall, suspect)
+    straggler = GaugeMetricFamily(
+        "gputui_job_straggler",
+        "1 for each GPU of a slow job that its peers wait for (a straggler: the job "
+        "progresses, slowly); rank and pid as seen on it, empty when unknown",
+        labels=["job", "gpu", "rank", "pid", "host"],
+    )
+    for x in view.stragglers:
+        rank = "" if x.rank is None else str(x.rank)
+        pid = "" if x.pid is None else str(x.pid)
+        straggler.add_metric([x.job, str(x.gpu), rank, pid, host], 1.0)
+    yield from (state, stall, suspect, straggler)
 
 
 def exported_names() -> tuple[str, ...]:
     """Every metric name this collector can emit (the dashboard and rules tests use it)."""
     gpu = [f"gputui_gpu_{n}" for n, _, _ in _READINGS]
     gpu += ["gputui_gpu_state", "gputui_gpu_spin_seconds", "gputui_gpu_processes"]
+    gpu += ["gputui_rank_wait_ratio"]
     job = ["gputui_job_state", "gputui_job_stall_seconds", "gputui_job_suspect"]
+    job += ["gputui_job_straggler"]
     return (*gpu, *job, "gputui_sample_age_seconds", "gputui_build_info")

@@ -46,12 +46,25 @@ class GpuRow:
     power_limit_w: float | None = None
     mem_used_bytes: float | None = None
     processes: int | None = None  # compute processes NVML lists on it
+    # Fraction of its busy samples in the collective-wait pattern over the detector's
+    # window (gputui.diagnose.straggler); None until its job has enough history.
+    wait_ratio: float | None = None
 
 
 @dataclass(frozen=True)
 class Suspect:
     """A suspect GPU of a stalled job, with the rank and pid last seen on it where known."""
 
+    gpu: int
+    rank: int | None
+    pid: int | None
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """A GPU that holds a slow job back (its peers wait for it), with its rank and pid."""
+
+    job: str
     gpu: int
     rank: int | None
     pid: int | None
@@ -73,6 +86,7 @@ class View:
     host: str
     gpus: tuple[GpuRow, ...]
     jobs: tuple[JobRow, ...]
+    stragglers: tuple[Straggler, ...] = ()
 
 
 def bounded(value: str, limit: int = MAX_LABEL) -> str:
@@ -96,6 +110,7 @@ def _ratio(percent: float | None) -> float | None:
 
 def gpu_rows(snap: Snapshot, verdict: Verdict, detector: Detector) -> tuple[GpuRow, ...]:
     rows = []
+    waits = {i: x for s in detector.straggles for i, x in s.shares.items()}
     for g in snap.gpus:
         run = detector.runs.get(g.index)
         rows.append(
@@ -110,6 +125,7 @@ def gpu_rows(snap: Snapshot, verdict: Verdict, detector: Detector) -> tuple[GpuR
                 power_limit_w=g.power_limit_w,
                 mem_used_bytes=None if g.mem_used_mb is None else g.mem_used_mb * MIB,
                 processes=None if "pids" in g.na else len(g.pids),
+                wait_ratio=waits.get(g.index),
             )
         )
     return tuple(rows)
@@ -150,6 +166,19 @@ def job_rows(
     return tuple(sorted(rows.values(), key=lambda r: r.job))
 
 
+def straggler_rows(detector: Detector, ranks: Mapping[int, int]) -> tuple[Straggler, ...]:
+    """One row per straggler GPU (per pid on it) of every slow job at the latest sample."""
+    out = []
+    for s in detector.straggles:
+        label = job_label(s.key, s.shares)
+        for i in s.stragglers:
+            pids = s.pids.get(i, ())
+            rank = s.ranks.get(i)
+            out += [Straggler(label, i, ranks.get(p, rank), p) for p in pids]
+            out += [] if pids else [Straggler(label, i, rank, None)]
+    return tuple(out)
+
+
 class Watch:
     """The sampler's consumer: runs the detector on each snapshot and publishes the View.
 
@@ -182,6 +211,7 @@ class Watch:
             host=bounded(snap.hostname or self.host),
             gpus=gpu_rows(snap, verdict, self.detector),
             jobs=job_rows(groups, self.detector.job_verdicts, self._ranks),
+            stragglers=straggler_rows(self.detector, self._ranks),
         )
         with self._lock:
             self._view = view
