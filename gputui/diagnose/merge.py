@@ -28,7 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputui.diagnose.verdict import HUNG, OK, STALLED
+from gputui.diagnose.merge_slow import slow_across, slow_keys
+from gputui.diagnose.verdict import HUNG, OK, SLOW, STALLED
 
 WINDOW_S = 2.0
 _LOCAL_KEYS = ("node", "~", "pid:", "parent:")  # job keys that mean nothing on another node
@@ -54,6 +55,10 @@ class NodeLine:
     stacks: tuple[dict[str, Any], ...] = ()
     culprit_frame: str | None = None
     findings: tuple[str, ...] = ()
+    # A slow job (gputui.diagnose.merge_slow): its local stragglers and every GPU's wait
+    # share. `state` stays ok for a slow line: slow is judged across nodes.
+    stragglers: tuple[int, ...] = ()
+    wait_share: dict[int, float] = field(default_factory=dict)
 
 
 def _ints(v: Any, what: str) -> tuple[int, ...]:
@@ -73,8 +78,8 @@ def line_from_json(d: Any, default_host: str) -> NodeLine:
     t, state = d.get("t"), d.get("state")
     if not isinstance(t, (int, float)) or isinstance(t, bool) or t != t or abs(t) > 1e11:
         raise ValueError("missing or bad 't'")
-    if state not in (OK, STALLED, HUNG):
-        raise ValueError("'state' must be ok, stalled or hung")
+    if state not in (OK, STALLED, HUNG, SLOW):
+        raise ValueError("'state' must be ok, slow, stalled or hung")
     host = d.get("host") or default_host
     if not isinstance(host, str) or len(host) > 255:
         raise ValueError("'host' must be a short string")
@@ -93,7 +98,7 @@ def line_from_json(d: Any, default_host: str) -> NodeLine:
     return NodeLine(
         host=host,
         t=float(t),
-        state=state,
+        state=OK if state == SLOW else state,  # slow is judged across nodes (merge_slow)
         spinning=_ints(d.get("spinning"), "spinning"),
         suspects=_ints(d.get("suspects"), "suspects"),
         suspect_pids=_ints(d.get("suspect_pids"), "suspect_pids"),
@@ -107,6 +112,7 @@ def line_from_json(d: Any, default_host: str) -> NodeLine:
         stacks=tuple(s for s in stacks[:4096] if isinstance(s, dict)),
         culprit_frame=d["culprit_frame"] if isinstance(d.get("culprit_frame"), str) else None,
         findings=tuple(str(f)[:500] for f in d.get("findings") or [] if isinstance(f, str)),
+        **slow_keys(d, _ints),
     )
 
 
@@ -134,9 +140,12 @@ class Merged:
     stack_groups: tuple[str, ...] = ()
     stacks: tuple[dict[str, Any], ...] = ()  # the odd ranks' entries (see _odd_ones)
     findings: tuple[str, ...] = ()
+    stragglers: tuple[str, ...] = ()  # "host:gpu" of a slow job (state "slow")
+    straggler_ranks: tuple[int, ...] = ()
+    wait_share: dict[str, float] = field(default_factory=dict)  # "host:gpu" -> share
 
     def key(self) -> tuple[Any, ...]:
-        return (self.state, self.spinning, self.suspects, self.silent_hosts)
+        return (self.state, self.spinning, self.suspects, self.silent_hosts, self.stragglers)
 
 
 def ranks_text(ranks: Iterable[int]) -> str:
@@ -259,6 +268,18 @@ def judge(
         stacks=tuple(entries),
         findings=tuple(f for ln in members if ln.state != OK for f in ln.findings),
     )
+    if state == OK and (slow := slow_across(latest.values())).stragglers:
+        from dataclasses import replace
+
+        return replace(
+            m,
+            state=SLOW,
+            job=slow.job,
+            reason=slow.reason(len(latest)),
+            stragglers=slow.stragglers,
+            straggler_ranks=slow.ranks,
+            wait_share=slow.shares,
+        )
     return _phrase(m, members, t)
 
 
@@ -364,4 +385,8 @@ def merged_to_json(m: Merged) -> dict[str, Any]:
         d["stacks"] = list(m.stacks)
     if m.findings:
         d["findings"] = list(m.findings)
+    d["stragglers"] = list(m.stragglers)
+    if m.stragglers:
+        d["straggler_ranks"] = list(m.straggler_ranks)
+        d["wait_share"] = {k: round(x, 3) for k, x in sorted(m.wait_share.items())}
     return d

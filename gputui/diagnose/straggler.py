@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from gputui.collect.model import GpuSample, Snapshot
 from gputui.diagnose.groups import Group
@@ -58,6 +59,7 @@ GAP_MIN = 0.4  # and the two groups' shares are this far apart at least
 ALIKE_SPREAD_MAX = 0.25  # every rank waits, within this much of each other: no straggler
 
 WAIT, BUSY = True, False
+K = TypeVar("K")  # a GPU index here; "host:gpu" across nodes
 
 
 def is_waiting(g: GpuSample) -> bool | None:
@@ -186,22 +188,27 @@ class WaitShares:
         pids = {i: group.members[i].pids for i in present}
         span = max(h.window.span for h in hist if h)
         base = Straggle(group.key, group.label, shares, window_s=span, ranks=ranks, pids=pids)
-        low = tuple(
-            i
-            for i in present
-            if shares[i] <= STRAGGLER_SHARE_MAX and recent[i] <= STRAGGLER_SHARE_MAX
-        )
-        high = tuple(
-            i for i in present if shares[i] >= WAITER_SHARE_MIN and recent[i] >= WAITER_SHARE_MIN
-        )
-        if low and high and len(low) <= len(high):
-            gap = min(shares[i] for i in high) - max(shares[i] for i in low)
-            if gap >= GAP_MIN:
-                return Straggle(**{**base.__dict__, "stragglers": low, "waiters": high})
-        if len(high) == len(present):
-            if max(shares.values()) - min(shares.values()) <= ALIKE_SPREAD_MAX:
-                return Straggle(**{**base.__dict__, "alike": True})
-        return base
+        low, high, alike = split(shares, recent)
+        if low:
+            return Straggle(**{**base.__dict__, "stragglers": low, "waiters": high})
+        return Straggle(**{**base.__dict__, "alike": True}) if alike else base
+
+
+def split(
+    shares: dict[K, float], recent: dict[K, float] | None = None
+) -> tuple[tuple[K, ...], tuple[K, ...], bool]:
+    """(stragglers, waiters, all alike) from wait shares (and, when given, the recent ones,
+    which must agree): the rule of this module, also used across nodes by `gputui merge`."""
+    recent = recent if recent is not None else shares
+    keys = list(shares)
+    low = tuple(k for k in keys if max(shares[k], recent[k]) <= STRAGGLER_SHARE_MAX)
+    high = tuple(k for k in keys if min(shares[k], recent[k]) >= WAITER_SHARE_MIN)
+    if low and high and len(low) <= len(high):
+        if min(shares[k] for k in high) - max(shares[k] for k in low) >= GAP_MIN:
+            return low, high, False
+    alike = bool(keys) and len(high) == len(keys)
+    alike = alike and max(shares.values()) - min(shares.values()) <= ALIKE_SPREAD_MAX
+    return (), (), alike
 
 
 def spans(ix: Iterable[int]) -> str:

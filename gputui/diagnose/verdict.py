@@ -66,7 +66,15 @@ class Verdict:
             self.culprit_frame,
             self.findings,
             self.stragglers,
+            self.waiting_gpus,
         )
+
+    @property
+    def waiting_gpus(self) -> tuple[int, ...]:
+        """GPUs that wait for a peer in at least half their samples: when this set changes,
+        `check --json` prints a line, so `gputui merge` can find a straggler on another node
+        from the shares of a node whose ranks all wait."""
+        return tuple(sorted(i for i, x in self.wait_share.items() if x >= 0.5))
 
     def to_json(self) -> dict[str, Any]:
         """Everything, for the incident bundle's verdict.json."""
