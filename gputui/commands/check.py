@@ -33,7 +33,6 @@ from gputui.commands.common import (
     open_source,
     positive_float,
 )
-from gputui.diagnose.exitcodes import SLOW
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
@@ -258,6 +257,8 @@ def run(args: argparse.Namespace) -> int:
         raise GputuiError(why)  # e.g. nvmlShutdown did not answer: the driver is not well
     if last.alarm:
         return 1
+    from gputui.diagnose.exitcodes import SLOW
+
     return SLOW if args.fail_on_slow and slow_seen else 0
 
 

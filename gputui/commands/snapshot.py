@@ -16,7 +16,10 @@ from gputui.commands.common import add_source_args, non_negative_float, open_sou
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from gputui.collect.model import Snapshot
+    from gputui.diagnose.straggler import Straggle
 
 MAX_CPU_INTERVAL_S = 10.0  # a one-shot command should not sit for minutes
 
@@ -52,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
+def snapshot_to_json(snap: Snapshot, straggles: Sequence[Straggle] = ()) -> dict[str, Any]:
     from gputui.collect.nvml import GPU_UNREADABLE
     from gputui.collect.trace import process_to_dict
 
@@ -107,6 +110,7 @@ def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
         "gpus": gpus,
         "processes": procs,
         "jobs": jobs,
+        **_wait_json(straggles),
     }
 
 
@@ -114,7 +118,7 @@ def _fmt(v: float | None, unit: str = "", nd: int = 0) -> str:
     return "N/A" if v is None else f"{v:.{nd}f}{unit}"
 
 
-def snapshot_to_text(snap: Snapshot) -> str:
+def snapshot_to_text(snap: Snapshot, straggles: Sequence[Straggle] = ()) -> str:
     from gputui.collect.nvml import GPU_UNREADABLE
 
     lines = []
@@ -151,9 +155,29 @@ def snapshot_to_text(snap: Snapshot) -> str:
                 f"{_fmt(p.cpu_percent, '', 1):>6} {_fmt(p.rss_mb):>8} "
                 f"{(p.state or '?'):<9} {p.command[:80]}"
             )
+    waits = _wait_words(straggles)
     for j in snap.jobs:
-        lines.append(f"job {j.label}: GPUs {','.join(map(str, j.gpus))} ({j.how})")
+        wait = f"; {waits.pop(j.key)}" if j.key in waits else ""
+        lines.append(f"job {j.label}: GPUs {','.join(map(str, j.gpus))} ({j.how}){wait}")
+    lines += [f"job {key}: {words}" for key, words in waits.items()]  # jobs NVML alone saw
     return "\n".join(lines)
+
+
+def _wait_words(straggles: Sequence[Straggle]) -> dict[str, str]:
+    """Job key -> its GPUs' wait shares and what they say (a replay's snapshot only)."""
+    if not straggles:
+        return {}
+    from gputui.diagnose.straggler import job_words
+
+    return {s.key: job_words(s) for s in straggles}
+
+
+def _wait_json(straggles: Sequence[Straggle]) -> dict[str, Any]:
+    if not straggles:
+        return {}
+    from gputui.diagnose.straggler import straggle_to_json
+
+    return {"wait": [straggle_to_json(s) for s in straggles]}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -166,12 +190,17 @@ def run(args: argparse.Namespace) -> int:
     if live and args.interval > MAX_CPU_INTERVAL_S:
         raise GputuiError(f"--interval: at most {MAX_CPU_INTERVAL_S:g} s for a snapshot")
     source = open_source(args, realtime=False)
+    straggles: list[Straggle] = []
     try:
         if source.kind == "replay":
             snaps = source.snaps  # type: ignore[attr-defined]
             snap = snaps[-1]
             if args.at is not None:
                 snap = next((s for s in snaps if s.t - snaps[0].t >= args.at), snaps[-1])
+            # A replay has the history a wait share needs (a live snapshot is one sample)
+            from gputui.diagnose.straggler import straggles_over
+
+            straggles = straggles_over(s for s in snaps if s.t <= snap.t)
         else:
             sample_bounded(source, args.timeout)  # starts every process's CPU clock
             time.sleep(args.interval)  # the window CPU% is measured over
@@ -179,7 +208,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         source.close()
     assert snap is not None
-    print(dumps(snapshot_to_json(snap), indent=2) if args.json else snapshot_to_text(snap))
+    text = snapshot_to_text(snap, straggles)
+    print(dumps(snapshot_to_json(snap, straggles), indent=2) if args.json else text)
     problem = source.problem(snap) if live else None  # type: ignore[attr-defined]
     if problem:
         raise GputuiError(problem)

@@ -256,3 +256,34 @@ def headline(s: Straggle) -> str:
             "the GPUs (input pipeline, host CPU, network), not a straggler"
         )
     return ""
+
+
+def straggles_over(snaps: Iterable[Snapshot]) -> list[Straggle]:
+    """Each job's Straggle at the last of `snaps` (a replay's `snapshot --at`): the same
+    bookkeeping as the detector's, run over the samples up to there."""
+    from gputui.diagnose.groups import GroupMemory
+
+    memory, shares = GroupMemory(), WaitShares()
+    groups: list[Group] = []
+    last: Snapshot | None = None
+    for s in snaps:
+        groups = memory.update(s)
+        shares.observe(s)
+        last = s
+    return shares.judge(last, groups) if last is not None else []
+
+
+def job_words(s: Straggle) -> str:
+    """The wait shares of a job's GPUs on one line: `wait GPU 0 0%, GPU 1 98%; slow: ...`."""
+    shares = ", ".join(f"GPU {i} {x:.0%}" for i, x in sorted(s.shares.items()))
+    said = headline(s)
+    return f"wait {shares}" + (f"; {said.split(': ', 1)[1] if s.label else said}" if said else "")
+
+
+def straggle_to_json(s: Straggle) -> dict[str, object]:
+    return {
+        "job_key": s.key,
+        "wait_share": {str(i): round(x, 3) for i, x in sorted(s.shares.items())},
+        "stragglers": list(s.stragglers),
+        "alike": s.alike,
+    }
