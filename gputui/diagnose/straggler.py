@@ -146,11 +146,10 @@ class WaitShares:
         for g in snap.gpus:
             seen.add(g.index)
             h = self.gpus.get(g.index)
-            pids = frozenset(g.pids)
-            if h is None or (pids and not pids & h.pids):
-                h = self.gpus[g.index] = _GpuHistory(pids)  # a new job on this GPU
-            elif pids:
-                h.pids = pids
+            if h is None or (g.pids and h.pids.isdisjoint(g.pids)):
+                h = self.gpus[g.index] = _GpuHistory(frozenset(g.pids))  # a new job here
+            elif g.pids and h.pids != g.pids:
+                h.pids = frozenset(g.pids)
             waiting = is_waiting(g)
             if waiting is not None:
                 h.window.add(snap.t, waiting)
@@ -164,6 +163,8 @@ class WaitShares:
         """The Straggle of every job with two or more GPUs here and enough history."""
         out = []
         for group in groups:
+            if len(group.members) < 2:
+                continue  # a lone process (most of a crowded node): nothing to compare
             present = group.present(snap)
             if len(present) < 2:
                 continue
