@@ -15,7 +15,7 @@ Thresholds, from real recordings (tests/data; docs/stragglers.md has the tables)
   power 318-340 W (46-49 % of 700 W); the straggler util 99, mem_util 22-24, ~690 W (99 %).
   With 16x the work the waiting ranks fall to mem_util ~2 and ~200 W.
 - 2 x H200, healthy training: mem_util 20-24, ~690 W; a communication-only benchmark
-  (1 GiB all_reduce back to back): mem_util 24-36, ~290 W (41 %): busy, never waiting.
+  (1 GiB all_reduce back to back): mem_util 35-36 at util >= 90, ~290 W (42 %): busy, never.
 
 WAIT_MEM_UTIL_MAX = 14 sits 6 points above the waiting ranks (8) and 6 below the lowest
 busy level (training's 20); WAIT_POWER_FRAC_MAX = 0.6 sits 11 points of the limit above the
@@ -44,7 +44,7 @@ from gputui.collect.model import GpuSample, Snapshot
 from gputui.diagnose.groups import Group
 
 WAIT_UTIL_MIN = 90.0  # a kernel is resident the whole sample (waiting ranks read 97-99)
-WAIT_MEM_UTIL_MAX = 14.0  # waiting ranks 2-8; the straggler and training 20-24; comm 24-36
+WAIT_MEM_UTIL_MAX = 14.0  # waiting ranks 2-8; the straggler and training 20-24; comm 35-36
 WAIT_POWER_FRAC_MAX = 0.6  # waiting ranks 28-49 % of the limit; the straggler ~97 %
 BUSY_UTIL_MIN = 10.0  # below: no kernel (idle with a context), as classify.IDLE_UTIL_MAX
 
