@@ -15,12 +15,12 @@ Thresholds, from real recordings (tests/data; docs/stragglers.md has the tables)
   power 318-340 W (46-49 % of 700 W); the straggler util 99, mem_util 22-24, ~690 W (99 %).
   With 16x the work the waiting ranks fall to mem_util ~2 and ~200 W.
 - 2 x H200, healthy training: mem_util 20-24, ~690 W; a communication-only benchmark
-  (1 GiB all_reduce back to back): mem_util 35-36 at util >= 90, ~290 W (42 %): busy, never.
+  (1 GiB all_reduce back to back): mem_util 35-36 at util >= 90, ~290 W (42 %): never waiting.
 
 WAIT_MEM_UTIL_MAX = 14 sits 6 points above the waiting ranks (8) and 6 below the lowest
 busy level (training's 20); WAIT_POWER_FRAC_MAX = 0.6 sits 11 points of the limit above the
-waiting ranks (49 %) and 37 below the straggler (97 %). The power test is skipped when the
-power or its limit is not reported, as the hang detector does.
+waiting ranks (49 %) and 26 below the straggler (86 %, 5th percentile). The power test is
+skipped when the power or its limit is not reported, as the hang detector does.
 
 The first answer needs MIN_SPAN_S (8 s) of busy samples of every rank, and the imbalance
 must hold both over the whole window (up to WINDOW_S, 30 s) and over the last RECENT_S
