@@ -52,7 +52,10 @@ async def test_the_straggler_stands_out_at_80x24_and_w_shows_its_top_functions()
             assert flags(app)[pids[1]] == "wait:100"
             assert on_screen(app, "SLOW") and on_screen(app, "100%")
             assert on_screen(app, "is the straggler")
-            assert app.selected_process().pid == pids[0]  # GPU 0 sorts first
+            await pilot.press("down")  # select rank 1...
+            assert app.selected_process().pid == pids[1]
+            await pilot.press("j")  # ...and j selects the straggler, as it does a suspect
+            assert app.selected_process().pid == pids[0]
             await pilot.press("w")
             assert isinstance(app.screen, ToolPane)
             pane = app.screen
