@@ -142,10 +142,10 @@ def _job_families(view: View) -> Iterator[Metric]:
         "progresses, slowly); rank and pid as seen on it, empty when unknown",
         labels=["job", "gpu", "rank", "pid", "host"],
     )
-    for x in view.stragglers:
-        rank = "" if x.rank is None else str(x.rank)
-        pid = "" if x.pid is None else str(x.pid)
-        straggler.add_metric([x.job, str(x.gpu), rank, pid, host], 1.0)
+    for slow in view.stragglers:
+        rank = "" if slow.rank is None else str(slow.rank)
+        pid = "" if slow.pid is None else str(slow.pid)
+        straggler.add_metric([slow.job, str(slow.gpu), rank, pid, host], 1.0)
     yield from (state, stall, suspect, straggler)
 
 
