@@ -12,6 +12,8 @@ The rule, in full (thresholds in `classify` and `runs`):
    the group spins, there is no suspect to name from NVML, and the reason says so.
 5. GPUs whose process left are remembered as members while the group stalls, and otherwise
    for `hang_after` seconds; the alarm clears when the group has no spinning GPU left.
+6. A job that progresses but whose ranks wait unevenly (one rank, or a few, waiting much
+   less than the rest) is `slow` when nothing stalls: gputui.diagnose.straggler.
 
 The detector is incremental (O(GPUs + jobs) per sample) so the dashboard can run it every
 tick in the sampler thread, and pure in the sense that the same snapshots always give the
