@@ -4,7 +4,7 @@ started for a test and killed after it."""
 from __future__ import annotations
 
 import os
-import random
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +17,9 @@ GLOO_STRAGGLER = Path(__file__).parent / "targets" / "gloo_straggler.py"
 @contextmanager
 def gloo_straggler_job(lifetime: float = 60.0) -> Iterator[list[int]]:
     """The pids of rank 0 (heavy) and rank 1, once both have completed a step."""
-    port = str(random.randint(30000, 60000))
+    with socket.socket() as s:  # a port free now (a random one could be taken)
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
     env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
     procs: list[subprocess.Popen[str]] = []
     try:

@@ -155,6 +155,24 @@ def test_the_16x_straggler_at_hang_spin_levels_is_named():
     assert "rank 0 (GPU 0) is the straggler; ranks 1-3 (GPUs 1-3) wait" in headline(job)
 
 
+def test_a_cpu_bound_straggler_that_rarely_runs_a_kernel_is_named():
+    """Rank 0 spends 3.75 s of each 4 s step on its host CPU (its GPU idles), then computes
+    for 0.25 s; the other ranks wait for it in their collective meanwhile."""
+    step = [(3.75, ["idle", "slow_peer", "slow_peer"]), (0.25, ["compute"] * 3)]
+    res = run(*(step * 6))
+    job = res[-1][1][0]
+    assert job.stragglers == (0,) and job.waiters == (1, 2)
+    first = next(s.t for s, js in res if any(j.slow for j in js))
+    assert first - res[0][0].t <= 15.0
+
+
+def test_a_rank_that_stopped_launching_kernels_is_no_straggler():
+    """The hang's shape: rank 0 sits idle for good while the others wait. Nothing is said
+    here (the hang detector judges it), however long it lasts."""
+    res = run((10, ["compute"] * 3), (30, ["idle", "slow_peer", "slow_peer"]))
+    assert never_slow(res)
+
+
 def test_two_stragglers_of_eight_are_both_named():
     states = ["compute", "compute"] + ["wait_4x"] * 6
     job = run((20, states))[-1][1][0]

@@ -56,6 +56,7 @@ MIN_RECENT = 3  # busy samples of each rank in the recent part
 STRAGGLER_SHARE_MAX = 0.25  # a straggler waits in at most a quarter of its busy samples
 WAITER_SHARE_MIN = 0.5  # ...while the ranks that wait for it do in at least half
 GAP_MIN = 0.4  # and the two groups' shares are this far apart at least
+BURST_GAP_S = 1.5  # a rank without a busy sample for this long has left its GPU idle
 ALIKE_SPREAD_MAX = 0.25  # every rank waits, within this much of each other: no straggler
 
 WAIT, BUSY = True, False
@@ -107,6 +108,7 @@ class _Counted:
 @dataclass
 class _GpuHistory:
     pids: frozenset[int]
+    since: float  # first sample of this job on the GPU
     window: _Counted = field(default_factory=lambda: _Counted(WINDOW_S))
     recent: _Counted = field(default_factory=lambda: _Counted(RECENT_S))
 
@@ -147,7 +149,7 @@ class WaitShares:
             seen.add(g.index)
             h = self.gpus.get(g.index)
             if h is None or (g.pids and h.pids.isdisjoint(g.pids)):
-                h = self.gpus[g.index] = _GpuHistory(frozenset(g.pids))  # a new job here
+                h = self.gpus[g.index] = _GpuHistory(frozenset(g.pids), snap.t)  # a new job
             elif g.pids and h.pids != g.pids:
                 h.pids = frozenset(g.pids)
             waiting = is_waiting(g)
@@ -168,31 +170,56 @@ class WaitShares:
             present = group.present(snap)
             if len(present) < 2:
                 continue
-            s = self._judge(group, present)
+            s = self._judge(group, present, snap.t)
             if s is not None:
                 out.append(s)
         return out
 
-    def _judge(self, group: Group, present: tuple[int, ...]) -> Straggle | None:
-        hist = [self.gpus.get(i) for i in present]
-        if any(
-            h is None
-            or h.window.span < MIN_SPAN_S
-            or len(h.window.items) < MIN_SAMPLES
-            or len(h.recent.items) < MIN_RECENT
-            for h in hist
-        ):
+    def _judge(self, group: Group, present: tuple[int, ...], now: float) -> Straggle | None:
+        hist = {i: h for i in present if (h := self.gpus.get(i)) is not None}
+        full = {
+            i
+            for i, h in hist.items()
+            if h.window.span >= MIN_SPAN_S
+            and len(h.window.items) >= MIN_SAMPLES
+            and len(h.recent.items) >= MIN_RECENT
+        }
+        # A rank busy on its host CPU (its data loader, a CPU-bound step) launches few
+        # kernels: here for MIN_SPAN_S with a kernel in the last RECENT_S, it may still be
+        # the straggler, judged by its few busy samples. A rank with no kernel lately is not
+        # progressing: that is the hang detector's case, and nothing is said here.
+        sparse = {
+            i
+            for i, h in hist.items()
+            if i not in full
+            and now - h.since >= MIN_SPAN_S
+            and h.recent.items
+            and _bursts(h.window.items) >= 2  # it came back from idle: it runs in steps
+        }
+        if not full or len(full) + len(sparse) < len(present):
             return None
-        shares = {i: h.window.share or 0.0 for i, h in zip(present, hist, strict=True) if h}
-        recent = {i: h.recent.share or 0.0 for i, h in zip(present, hist, strict=True) if h}
+        shares = {i: h.window.share or 0.0 for i, h in hist.items()}
+        recent = {i: h.recent.share or 0.0 for i, h in hist.items()}
         ranks = {gpu: r for r, gpu in group.ranks.values() if r is not None and gpu in shares}
         pids = {i: group.members[i].pids for i in present}
-        span = max(h.window.span for h in hist if h)
+        span = max(hist[i].window.span for i in full)
         base = Straggle(group.key, group.label, shares, window_s=span, ranks=ranks, pids=pids)
         low, high, alike = split(shares, recent)
+        if not sparse <= set(low):
+            return None  # too few samples to say anything but "it holds the others back"
         if low:
             return Straggle(**{**base.__dict__, "stragglers": low, "waiters": high})
         return Straggle(**{**base.__dict__, "alike": True}) if alike else base
+
+
+def _bursts(items: Iterable[tuple[float, bool]]) -> int:
+    """Runs of busy samples separated by more than BURST_GAP_S without one. A rank that
+    came back to its GPU after idling steps on; one that went idle once and stayed may hang."""
+    n, last = 0, None
+    for t, _ in items:
+        n += last is None or t - last > BURST_GAP_S
+        last = t
+    return n
 
 
 def split(
