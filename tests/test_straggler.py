@@ -85,6 +85,13 @@ def test_no_phase_of_the_2_gpu_recording_is_slow_or_alike(path):
         assert not any(j.slow or j.alike for j in js), f"{s.phase} at {s.t}"
 
 
+def test_ranks_sharing_one_gpu_are_never_judged():
+    """The real H100 recording of two NCCL ranks on one GPU (NCCL_HOSTID): NVML sees one GPU
+    for both, so there is nothing to compare and nothing is said."""
+    res = judge_all(read_trace(DATA / "h100-shared-gpu-stuck.trace.jsonl.gz"))
+    assert res and all(js == [] for _, js in res)
+
+
 def test_the_comm_only_benchmark_is_busy_never_waiting():
     snaps = [s for s in read_trace(H200X2) if s.phase == "comm_heavy"]
     verdicts = [is_waiting(g) for s in snaps for g in s.gpus if (g.util or 0) >= 90]
