@@ -62,3 +62,20 @@ async def test_the_straggler_stands_out_at_80x24_and_w_shows_its_top_functions()
             await until(pilot, lambda: "crunch (gloo_straggler.py:" in log_text(pane), 30)
             assert "samples over" in log_text(pane)
             await pilot.press("escape")
+
+
+def test_ranks_that_all_wait_alike_show_their_shares_and_no_straggler():
+    from synth import timeline
+
+    from gputui.diagnose.detector import Detector
+    from gputui.ui.straggler_view import flag_label, slow_flags
+
+    det = Detector()
+    cycle = [(0.75, ["slow_peer"] * 2), (0.5, ["compute"] * 2)] * 16
+    for snap in timeline(*cycle):
+        v = det.update(snap)
+    assert v.state == "ok" and v.waiting_gpus == (0, 1)
+    flags = slow_flags(v, snap)
+    assert len(flags) == 2 and "straggler" not in flags.values()
+    assert all(50 <= int(f.removeprefix("wait:")) <= 70 for f in flags.values())
+    assert all(flag_label(f)[0].endswith("%") for f in flags.values())

@@ -269,10 +269,10 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
 
     def _row_flags(self) -> dict[int, str]:
         v, snap = self.verdict, self.snapshot
+        if v is not None and snap is not None and (v.state == "slow" or v.waiting_gpus):
+            return slow_flags(v, snap)  # a straggler, or ranks that all wait: their shares
         if v is None or snap is None or v.state == "ok":
             return {}
-        if v.state == "slow":
-            return slow_flags(v, snap)
         flags: dict[int, str] = {}
         for p in snap.processes:
             if set(p.gpus) & set(v.suspects) or p.pid in v.suspect_pids:
