@@ -231,3 +231,14 @@ def test_spans_writes_rank_lists_as_a_person_would():
     assert spans([3, 1, 2, 5]) == "1-3, 5"
     assert spans([0, 1]) == "0, 1"
     assert spans([]) == ""
+
+
+def test_a_share_hovering_at_the_line_does_not_flap_the_waiting_set():
+    """Shares that cross 0.5 back and forth stay counted as waiting until below 0.4, so
+    `check --json` (which prints when the set changes) does not print a line per sample."""
+    from gputui.diagnose.detector import diagnose_trace
+
+    cycle = [(0.5, ["slow_peer"] * 2), (0.5, ["compute"] * 2)] * 40  # shares ~0.5
+    sets = [v.waiting_gpus for v in diagnose_trace(timeline(*cycle))]
+    changes = sum(a != b for a, b in zip(sets, sets[1:]))
+    assert (0, 1) in sets and changes <= 2

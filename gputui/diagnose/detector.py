@@ -88,6 +88,7 @@ class Detector:
             s for s in self.waits.judge(snap, groups) if not set(s.shares) & stuck
         ]
         shares = {i: x for s in self.straggles for i, x in s.shares.items()}
+        waiting = tuple(sorted(i for s in self.straggles for i in s.waiting))
         slow = [s for s in self.straggles if s.slow]
         if not verdicts and slow:
             from gputui.diagnose.slow_why import slow_verdict
@@ -96,14 +97,20 @@ class Detector:
             verdict = slow_verdict(worst_slow, snap, shares)
             others = len(slow) - 1
             reason = verdict.reason + (f" ({others} other job(s) slow too.)" if others else "")
-            verdict = Verdict(**{**verdict.__dict__, "reason": reason, "gpu_states": words})
+            extra = {"reason": reason, "gpu_states": words, "waiting_gpus": waiting}
+            verdict = Verdict(**{**verdict.__dict__, **extra})
         elif not verdicts:
             reason = _ok_reason(snap, states, self.runs, self.stall_after)
             alike = [headline(s) for s in self.straggles if s.alike]
             reason += "".join(f"; {a}" for a in alike)
             power = all(g.power_frac is not None for g in snap.gpus if g.pids)
             verdict = Verdict(
-                t=snap.t, reason=reason, gpu_states=words, power_known=power, wait_share=shares
+                t=snap.t,
+                reason=reason,
+                gpu_states=words,
+                power_known=power,
+                wait_share=shares,
+                waiting_gpus=waiting,
             )
         else:
             # The worst group: hung before stalled, then the one with suspects, then the

@@ -56,6 +56,7 @@ MIN_RECENT = 3  # busy samples of each rank in the recent part
 STRAGGLER_SHARE_MAX = 0.25  # a straggler waits in at most a quarter of its busy samples
 WAITER_SHARE_MIN = 0.5  # ...while the ranks that wait for it do in at least half
 GAP_MIN = 0.4  # and the two groups' shares are this far apart at least
+WAITING_LEAVE = 0.4  # a GPU counted as waiting (>= WAITER_SHARE_MIN) stops below this
 BURST_GAP_S = 1.5  # a rank without a busy sample for this long has left its GPU idle
 ALIKE_SPREAD_MAX = 0.25  # every rank waits, within this much of each other: no straggler
 
@@ -130,6 +131,7 @@ class Straggle:
     window_s: float = 0.0
     ranks: dict[int, int] = field(default_factory=dict)  # GPU -> global rank, where known
     pids: dict[int, tuple[int, ...]] = field(default_factory=dict)  # GPU -> its processes
+    waiting: tuple[int, ...] = ()  # GPUs counted as waiting, with hysteresis
 
     @property
     def slow(self) -> bool:
@@ -141,6 +143,7 @@ class WaitShares:
 
     def __init__(self) -> None:
         self.gpus: dict[int, _GpuHistory] = {}
+        self.waiting: set[int] = set()  # GPUs counted as waiting at the last judge()
 
     def observe(self, snap: Snapshot) -> None:
         """Account this sample's GPUs: O(1) amortized per GPU."""
@@ -164,6 +167,7 @@ class WaitShares:
     def judge(self, snap: Snapshot, groups: Iterable[Group]) -> list[Straggle]:
         """The Straggle of every job with two or more GPUs here and enough history."""
         out = []
+        waiting: set[int] = set()
         for group in groups:
             if len(group.members) < 2:
                 continue  # a lone process (most of a crowded node): nothing to compare
@@ -172,7 +176,16 @@ class WaitShares:
                 continue
             s = self._judge(group, present, snap.t)
             if s is not None:
-                out.append(s)
+                # Hysteresis: a GPU starts to count as waiting at WAITER_SHARE_MIN and stops
+                # below WAITING_LEAVE, so a share near the line does not flap.
+                now = tuple(
+                    i
+                    for i, x in sorted(s.shares.items())
+                    if x >= WAITER_SHARE_MIN or (i in self.waiting and x >= WAITING_LEAVE)
+                )
+                waiting.update(now)
+                out.append(Straggle(**{**s.__dict__, "waiting": now}))
+        self.waiting = waiting
         return out
 
     def _judge(self, group: Group, present: tuple[int, ...], now: float) -> Straggle | None:

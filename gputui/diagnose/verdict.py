@@ -49,6 +49,10 @@ class Verdict:
     stragglers: tuple[int, ...] = ()
     wait_share: dict[int, float] = field(default_factory=dict)
     slow_why: dict[str, Any] = field(default_factory=dict)
+    # GPUs that wait for a peer in at least half their samples (with hysteresis: see
+    # straggler.WaitShares). When this set changes `check --json` prints a line, so that
+    # `gputui merge` sees the shares of a node whose ranks all wait for another node.
+    waiting_gpus: tuple[int, ...] = ()
 
     @property
     def alarm(self) -> bool:
@@ -68,13 +72,6 @@ class Verdict:
             self.stragglers,
             self.waiting_gpus,
         )
-
-    @property
-    def waiting_gpus(self) -> tuple[int, ...]:
-        """GPUs that wait for a peer in at least half their samples: when this set changes,
-        `check --json` prints a line, so `gputui merge` can find a straggler on another node
-        from the shares of a node whose ranks all wait."""
-        return tuple(sorted(i for i, x in self.wait_share.items() if x >= 0.5))
 
     def to_json(self) -> dict[str, Any]:
         """Everything, for the incident bundle's verdict.json."""
