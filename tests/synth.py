@@ -23,6 +23,10 @@ READINGS = {
     "compute": (98.0, 23.0, 0.98, True),
     "slow_peer": (99.0, 2.0, 0.28, True),  # waits on a slow rank, but collectives complete
     "gone": (0.0, 0.0, 0.11, False),  # the process exited
+    # A rank waiting for a peer with 4x its work (4 x H200 recording): collectives complete.
+    "wait_4x": (98.0, 8.0, 0.46, True),
+    # A rank waiting on a peer only 20 % slower: NVML's averaging reads it as busy.
+    "wait_mild": (98.0, 19.0, 0.85, True),
 }
 DT = 0.25  # seconds between samples, as in the calibration trace
 

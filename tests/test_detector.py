@@ -82,14 +82,15 @@ def test_a_debugger_pausing_the_waiting_rank_does_not_restart_the_clock():
 
 def test_brief_waits_shorter_than_the_window_never_alarm():
     wait_then_work = [(6, ["spin", "idle"]), (1, ["compute", "compute"])] * 10
-    assert states_seen(*wait_then_work) == {"ok"}
+    # (GPU 1 holding GPU 0 back step after step is a straggler: slow, never a hang.)
+    assert states_seen(*wait_then_work) <= {"ok", "slow"}
     # Nor do short waits separated by CPU work (idle), which must not chain into one run.
     wait_then_cpu = [(6, ["spin", "idle"]), (1, ["idle", "idle"])] * 10
     assert states_seen(*wait_then_cpu) == {"ok"}
 
 
 def test_a_slow_but_progressing_peer_is_not_a_hang():
-    assert states_seen((30, ["slow_peer", "compute"])) == {"ok"}
+    assert states_seen((30, ["slow_peer", "compute"])) <= {"ok", "slow"}  # slow: a straggler
 
 
 def test_healthy_and_idle_jobs_never_alarm():

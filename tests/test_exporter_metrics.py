@@ -68,9 +68,10 @@ def test_at_the_demo_stall_every_metric_has_its_labels(demo_snaps):
             break
     assert s.phase.startswith("stall_in_loop")
     ss = samples(w)
-    # gputui_gpu_owner has a series only where a process has an owner (a pod, a container,
-    # a Slurm job); the demo's ranks ran in none.
-    assert {s.name for s in ss} == set(exported_names()) - {"gputui_gpu_owner"}
+    # Served only where they apply: a slow job's series once a job has a wait history or a
+    # straggler; gputui_gpu_owner where a process has an owner (the demo's ranks had none).
+    only_when = {"gputui_rank_wait_ratio", "gputui_job_straggler", "gputui_gpu_owner"}
+    assert {s.name for s in ss} == set(exported_names()) - only_when
     for s in ss:
         if s.name.startswith("gputui_gpu_"):
             assert {"gpu", "uuid", "host"} <= set(s.labels)
@@ -109,7 +110,9 @@ def test_series_counts_per_gpu_and_per_job_are_as_documented():
     per_job = [s for s in ss if s.name.startswith("gputui_job_")]
     assert len(per_gpu) == 4 * GPU_SERIES
     assert len(per_job) == 2 * JOB_SERIES + 1  # one stalled job with one suspect
-    assert len(ss) == len(per_gpu) + len(per_job) + 2  # sample age, build info
+    waits = by_name(ss, "gputui_rank_wait_ratio")  # the healthy job's two GPUs, past 8 s
+    assert [w.labels["gpu"] for w in waits] == ["2", "3"]
+    assert len(ss) == len(per_gpu) + len(per_job) + len(waits) + 2  # sample age, build info
 
 
 def test_readings_that_are_not_available_are_left_out_not_exported_as_zero():

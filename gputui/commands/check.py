@@ -1,10 +1,13 @@
 """`gputui check`: the hang detector without a screen, for health checks and epilogues.
 
 Exit status is the contract: 0 when the last verdict is ok, 1 when stalled or hung, 2 on
-error. With --json, one object per line each time the verdict (state, spinning GPUs,
-suspects) changes, or evidence arrives: when a job stalls, a live check dumps its ranks
-with py-spy (once per transition; --no-auto-dump turns it off) and prints a line with the
-findings, the culprit's frame and every rank's stack. A replay shows the dumps the
+error; a slow job (a straggler, `slow` in --json with its `stragglers` and `wait_share`) is
+0, or 4 with --fail-on-slow. With --json, one object per line each time the verdict (state,
+spinning GPUs, suspects, stragglers) changes, or evidence arrives: when a job stalls, a
+live check dumps its ranks with py-spy (once per transition; --no-auto-dump turns it off)
+and prints a line with the findings, the culprit's frame and every rank's stack. With
+--profile-straggler, a live check samples a slow job's straggler with py-spy for a few
+seconds and prints its top functions (`profile`). A replay shows the dumps the
 recording carries. Each line also names the node (`host`) and the job's global ranks on its
 GPUs (`job_key`, `world_size`, `ranks`), so that `gputui merge` can join the lines of every
 node of a job (gputui/diagnose/node_report.py).
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
     from gputui.collect.model import Snapshot
     from gputui.collect.source import Source
     from gputui.diagnose.verdict import Verdict
+    from gputui.tools.profile import StragglerProfiler
 
 # At the end of a live check, wait this long at most for a dump still running; the dump is
 # bounded by its own per-rank limit (5 s) and runs the ranks in parallel.
@@ -51,7 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="watch for an NCCL hang; exit 1 if stalled or hung",
         description=(
             "Sample live (or replay a recording as fast as it can) and report the hang "
-            "detector's verdict. Exit 0: ok; 1: stalled or hung; 2: error; 3: a sick GPU."
+            "detector's verdict. Exit 0: ok (or slow); 1: stalled or hung; 2: error; "
+            "3: a sick GPU; 4: slow, with --fail-on-slow."
         ),
     )
     add_source_args(p)
@@ -73,6 +78,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "seconds (default 10)",
     )
     add_detector_args(p, "do not py-spy the stalled job's ranks (py-spy pauses each for a few ms)")
+    p.add_argument(
+        "--fail-on-slow",
+        action="store_true",
+        help="exit 4 when a job was slow (a straggler named) and none hung",
+    )
+    p.add_argument(
+        "--profile-straggler",
+        action="store_true",
+        help="live: when a job is slow, sample its straggler with py-spy for a few seconds "
+        "and print its top functions (`profile` in --json)",
+    )
     p.set_defaults(func=run)
 
 
@@ -165,7 +181,7 @@ def _line(v: Verdict, t0: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gputui.diagnose.exitcodes import HANG, OK, SICK_GPU, worst
+    from gputui.diagnose.exitcodes import HANG, OK, SICK_GPU, SLOW, worst
     from gputui.diagnose.health_report import health_key, health_line, health_text
     from gputui.diagnose.node_report import NodeReport
     from gputui.diagnose.verdict import verdict_to_json
@@ -182,6 +198,8 @@ def run(args: argparse.Namespace) -> int:
     report: NodeReport | None = None
     last_alarm: Verdict | None = None
     alarms = 0
+    slow_seen = False
+    profiler = _profiler(args, live)
     first: Snapshot | None = None
     n = 0
     human: list[str] = []
@@ -189,20 +207,29 @@ def run(args: argparse.Namespace) -> int:
     def show(v: Verdict, snap: Snapshot) -> None:
         """Print a line when the verdict, its evidence, or the job's ranks on the GPUs
         changed (the last two are what `gputui merge` needs from each node)."""
-        nonlocal last, last_alarm, alarms, last_key, last_said
+        nonlocal last, last_alarm, alarms, last_key, last_said, slow_seen
         assert report is not None
         if v.alarm:
             alarms += last is None or not last.alarm
             last_alarm = v
+        slow_seen = slow_seen or bool(v.stragglers)
         keys = report.keys(v, snap)
         health = health_line(watcher.health, snap)
-        key = (v.key(), keys["job_key"], tuple(keys["ranks"].items()), health_key(watcher.health))
+        prof = profiler.poll(v, snap) if profiler is not None else None
+        key = (
+            v.key(),
+            keys["job_key"],
+            tuple(keys["ranks"].items()),
+            prof is not None,
+            health_key(watcher.health),
+        )
         if key != last_key:
             if args.json:
-                print(dumps({**verdict_to_json(v), **keys, **health}), flush=True)
-            elif first is not None and key[:3] != last_said:
-                human.append(_line(v, first.t))  # health is said once, at the end
-        last, last_key, last_said = v, key, key[:3]
+                extra = {"profile": prof} if prof is not None else {}
+                print(dumps({**verdict_to_json(v), **keys, **health, **extra}), flush=True)
+            elif first is not None and key[:4] != last_said:
+                human.append(_line(v, first.t) + _profile_lines(prof))  # health: at the end
+        last, last_key, last_said = v, key, key[:4]
 
     last_snap: Snapshot | None = None
     try:
@@ -219,10 +246,15 @@ def run(args: argparse.Namespace) -> int:
             v = watcher.latest()
             if v is not None and last_snap is not None:
                 show(v, last_snap)
+        if profiler is not None and profiler.pending() and last is not None and last_snap:
+            profiler.wait(DUMP_WAIT_S)  # the straggler's profile is the point of the flag
+            show(last, last_snap)
     except KeyboardInterrupt:
         pass  # report what was seen so far
     finally:
         watcher.close()
+        if profiler is not None:
+            profiler.close()
         source.close()
     if last is None or first is None:
         raise GputuiError("no samples to check")
@@ -246,4 +278,28 @@ def run(args: argparse.Namespace) -> int:
     if why := _nvml_problem(source):
         raise GputuiError(why)  # e.g. nvmlShutdown did not answer: the driver is not well
     sick = watcher.health.sick(last_snap.gpus if last_snap is not None else ())
-    return worst(HANG if last.alarm else OK, SICK_GPU if sick else OK)
+    return worst(
+        HANG if last.alarm else OK,
+        SICK_GPU if sick else OK,
+        SLOW if args.fail_on_slow and slow_seen else OK,
+    )
+
+
+def _profiler(args: argparse.Namespace, live: bool) -> StragglerProfiler | None:
+    """--profile-straggler on a live node (a recording's processes are not here)."""
+    if not getattr(args, "profile_straggler", False) or not live:
+        return None
+    from gputui.tools.profile import StragglerProfiler
+
+    return StragglerProfiler()
+
+
+def _profile_lines(prof: dict[str, object] | None) -> str:
+    """The straggler's top functions under its verdict line (text output)."""
+    if prof is None:
+        return ""
+    head = f"py-spy of the straggler (pid {prof.get('pid')}): {prof.get('outcome')}"
+    if prof.get("outcome") != "done":
+        return f"\n{'':19s}{head}: {prof.get('message')}"
+    rows = [f"{e['share']:5.0%}  {e['frame']}" for e in prof.get("top_self") or []]  # type: ignore[attr-defined]
+    return f"\n{'':19s}{head}" + "".join(f"\n{'':21s}{r}" for r in rows)

@@ -16,7 +16,10 @@ from gputui.commands.common import add_source_args, non_negative_float, open_sou
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from gputui.collect.model import Snapshot
+    from gputui.diagnose.straggler import Straggle
     from gputui.diagnose.verdict import Verdict
 
 MAX_CPU_INTERVAL_S = 10.0  # a one-shot command should not sit for minutes
@@ -65,9 +68,12 @@ def verdict_summary(v: Verdict | None) -> dict[str, Any] | None:
     return d
 
 
-def snapshot_to_json(snap: Snapshot, health: Any = None) -> dict[str, Any]:
+def snapshot_to_json(
+    snap: Snapshot, health: Any = None, straggles: Sequence[Straggle] = ()
+) -> dict[str, Any]:
     """`health`: a gputui.diagnose.health.HealthTracker that has seen the samples; its
-    words, counters and Xids go under "health" (left out when it knows nothing)."""
+    words, counters and Xids go under "health" (left out when it knows nothing).
+    `straggles`: the wait shares of a replay's jobs (a live snapshot has no history)."""
     from gputui.collect.nvml import GPU_UNREADABLE
     from gputui.collect.trace import process_to_dict
 
@@ -126,6 +132,7 @@ def snapshot_to_json(snap: Snapshot, health: Any = None) -> dict[str, Any]:
         "gpus": gpus,
         "processes": procs,
         "jobs": jobs,
+        **_wait_json(straggles),
     }
     if health is not None:
         from gputui.diagnose.health_report import health_line
@@ -138,7 +145,7 @@ def _fmt(v: float | None, unit: str = "", nd: int = 0) -> str:
     return "N/A" if v is None else f"{v:.{nd}f}{unit}"
 
 
-def snapshot_to_text(snap: Snapshot, health: Any = None) -> str:
+def snapshot_to_text(snap: Snapshot, health: Any = None, straggles: Sequence[Straggle] = ()) -> str:
     from gputui.collect.nvml import GPU_UNREADABLE
 
     lines = []
@@ -182,13 +189,33 @@ def snapshot_to_text(snap: Snapshot, health: Any = None) -> str:
                 + (f"[{p.owner.short()}] " if p.owner is not None else "")
                 + p.command[:80]
             )
+    waits = _wait_words(straggles)
     for j in snap.jobs:
-        lines.append(f"job {j.label}: GPUs {','.join(map(str, j.gpus))} ({j.how})")
+        wait = f"; {waits.pop(j.key)}" if j.key in waits else ""
+        lines.append(f"job {j.label}: GPUs {','.join(map(str, j.gpus))} ({j.how}){wait}")
+    lines += [f"job {key}: {words}" for key, words in waits.items()]  # jobs NVML alone saw
     if health is not None:
         from gputui.diagnose.health_report import health_text
 
         lines += health_text(health, snap)
     return "\n".join(lines)
+
+
+def _wait_words(straggles: Sequence[Straggle]) -> dict[str, str]:
+    """Job key -> its GPUs' wait shares and what they say (a replay's snapshot only)."""
+    if not straggles:
+        return {}
+    from gputui.diagnose.straggler import job_words
+
+    return {s.key: job_words(s) for s in straggles}
+
+
+def _wait_json(straggles: Sequence[Straggle]) -> dict[str, Any]:
+    if not straggles:
+        return {}
+    from gputui.diagnose.straggler import straggle_to_json
+
+    return {"wait": [straggle_to_json(s) for s in straggles]}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -205,6 +232,7 @@ def run(args: argparse.Namespace) -> int:
 
     source = open_source(args, realtime=False)
     health = HealthTracker()  # Xids and counters of every sample up to the one shown
+    straggles: list[Straggle] = []
     try:
         if source.kind == "replay":
             snaps = source.snaps  # type: ignore[attr-defined]
@@ -217,6 +245,10 @@ def run(args: argparse.Namespace) -> int:
             snap = snaps[i]
             for s in seen[0]:
                 health.update(s)
+            # A replay has the history a wait share needs (a live snapshot is one sample)
+            from gputui.diagnose.straggler import straggles_over
+
+            straggles = straggles_over(seen[0])
         else:
             first = sample_bounded(source, args.timeout)  # starts every process's CPU clock
             if first is not None:
@@ -231,10 +263,10 @@ def run(args: argparse.Namespace) -> int:
     assert snap is not None
     verdict = verdicts(seen[0])[-1] if seen[0] else None
     if args.json:
-        d = snapshot_to_json(snap, health)
+        d = snapshot_to_json(snap, health, straggles)
         print(dumps({**d, "verdict": verdict_summary(verdict)}, indent=2))
     else:
-        text = snapshot_to_text(snap, health)
+        text = snapshot_to_text(snap, health, straggles)
         if verdict is not None and verdict.alarm:
             text = (
                 f"{verdict.state.upper()}: {verdict.reason}\n"

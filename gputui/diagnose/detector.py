@@ -12,6 +12,8 @@ The rule, in full (thresholds in `classify` and `runs`):
    the group spins, there is no suspect to name from NVML, and the reason says so.
 5. GPUs whose process left are remembered as members while the group stalls, and otherwise
    for `hang_after` seconds; the alarm clears when the group has no spinning GPU left.
+6. A job that progresses but whose ranks wait unevenly (one rank, or a few, waiting much
+   less than the rest) is `slow` when nothing stalls: gputui.diagnose.straggler.
 
 The detector is incremental (O(GPUs + jobs) per sample) so the dashboard can run it every
 tick in the sampler thread, and pure in the sense that the same snapshots always give the
@@ -26,6 +28,7 @@ from gputui.collect.model import Snapshot
 from gputui.diagnose.classify import GpuState, classify_gpu, describe_state
 from gputui.diagnose.groups import Group, GroupMemory
 from gputui.diagnose.runs import SpinRun, advance_run
+from gputui.diagnose.straggler import Straggle, WaitShares, headline
 from gputui.diagnose.verdict import HUNG, STALLED, Verdict, next_steps, stall_reason
 
 MAX_GAP_S = 5.0  # spinning samples further apart than this do not make one run
@@ -45,6 +48,10 @@ class Detector:
         # Verdict above is only the worst). A group of `memory.groups` that is not here is ok.
         # Read by faces that show every job, such as the Prometheus exporter.
         self.job_verdicts: dict[str, Verdict] = {}
+        # Wait shares per GPU and each job's Straggle at the last sample (slow jobs, and
+        # jobs whose ranks all wait alike): gputui.diagnose.straggler.
+        self.waits = WaitShares()
+        self.straggles: list[Straggle] = []
 
     def update(self, snap: Snapshot) -> Verdict:
         states = {g.index: classify_gpu(g) for g in snap.gpus}
@@ -59,6 +66,7 @@ class Detector:
         for i in set(self.runs) - set(states):  # a GPU no longer reported
             del self.runs[i]
         groups = self.memory.update(snap)
+        self.waits.observe(snap)
         verdicts = []
         self.job_verdicts = {}
         claimed: set[int] = set()  # spinning GPUs already explained by a larger group
@@ -75,10 +83,35 @@ class Detector:
                 verdicts.append(self._judge(g, snap, states, spinning, since))
                 self.job_verdicts[g.key] = verdicts[-1]
         words = {i: str(s) for i, s in states.items()}
-        if not verdicts:
+        stuck = {i for v in verdicts for i in v.spinning + v.suspects}
+        self.straggles = [  # a stalled job has no stragglers: its culprit is a suspect
+            s for s in self.waits.judge(snap, groups) if not set(s.shares) & stuck
+        ]
+        shares = {i: x for s in self.straggles for i, x in s.shares.items()}
+        waiting = tuple(sorted(i for s in self.straggles for i in s.waiting))
+        slow = [s for s in self.straggles if s.slow]
+        if not verdicts and slow:
+            from gputui.diagnose.slow_why import slow_verdict
+
+            worst_slow = max(slow, key=lambda s: (len(s.shares), -min(s.stragglers)))
+            verdict = slow_verdict(worst_slow, snap, shares)
+            others = len(slow) - 1
+            reason = verdict.reason + (f" ({others} other job(s) slow too.)" if others else "")
+            extra = {"reason": reason, "gpu_states": words, "waiting_gpus": waiting}
+            verdict = Verdict(**{**verdict.__dict__, **extra})
+        elif not verdicts:
             reason = _ok_reason(snap, states, self.runs, self.stall_after)
+            alike = [headline(s) for s in self.straggles if s.alike]
+            reason += "".join(f"; {a}" for a in alike)
             power = all(g.power_frac is not None for g in snap.gpus if g.pids)
-            verdict = Verdict(t=snap.t, reason=reason, gpu_states=words, power_known=power)
+            verdict = Verdict(
+                t=snap.t,
+                reason=reason,
+                gpu_states=words,
+                power_known=power,
+                wait_share=shares,
+                waiting_gpus=waiting,
+            )
         else:
             # The worst group: hung before stalled, then the one with suspects, then the
             # longest stall.

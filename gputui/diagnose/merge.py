@@ -28,7 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputui.diagnose.verdict import HUNG, OK, STALLED
+from gputui.diagnose.merge_slow import slow_across, slow_keys
+from gputui.diagnose.verdict import HUNG, OK, SLOW, STALLED
 
 WINDOW_S = 2.0
 _LOCAL_KEYS = ("node", "~", "pid:", "parent:")  # job keys that mean nothing on another node
@@ -56,6 +57,10 @@ class NodeLine:
     findings: tuple[str, ...] = ()
     sick: dict[int, str] = field(default_factory=dict)  # GPU -> "failed: why" (its health)
     missing_ranks: tuple[int, ...] | None = None  # a rendezvous: ranks never seen here
+    # A slow job (gputui.diagnose.merge_slow): its local stragglers and every GPU's wait
+    # share. `state` stays ok for a slow line: slow is judged across nodes.
+    stragglers: tuple[int, ...] = ()
+    wait_share: dict[int, float] = field(default_factory=dict)
 
 
 def _sick(health: Any) -> dict[int, str]:
@@ -85,8 +90,8 @@ def line_from_json(d: Any, default_host: str) -> NodeLine:
     t, state = d.get("t"), d.get("state")
     if not isinstance(t, (int, float)) or isinstance(t, bool) or t != t or abs(t) > 1e11:
         raise ValueError("missing or bad 't'")
-    if state not in (OK, STALLED, HUNG):
-        raise ValueError("'state' must be ok, stalled or hung")
+    if state not in (OK, STALLED, HUNG, SLOW):
+        raise ValueError("'state' must be ok, slow, stalled or hung")
     host = d.get("host") or default_host
     if not isinstance(host, str) or len(host) > 255:
         raise ValueError("'host' must be a short string")
@@ -105,7 +110,7 @@ def line_from_json(d: Any, default_host: str) -> NodeLine:
     return NodeLine(
         host=host,
         t=float(t),
-        state=state,
+        state=OK if state == SLOW else state,  # slow is judged across nodes (merge_slow)
         spinning=_ints(d.get("spinning"), "spinning"),
         suspects=_ints(d.get("suspects"), "suspects"),
         suspect_pids=_ints(d.get("suspect_pids"), "suspect_pids"),
@@ -121,6 +126,7 @@ def line_from_json(d: Any, default_host: str) -> NodeLine:
         findings=tuple(str(f)[:500] for f in d.get("findings") or [] if isinstance(f, str)),
         sick=_sick(d.get("health")),
         missing_ranks=_missing(d.get("missing_ranks")),
+        **slow_keys(d, _ints),
     )
 
 
@@ -157,9 +163,19 @@ class Merged:
     findings: tuple[str, ...] = ()
     sick: tuple[str, ...] = ()  # "host:gpu (rank R) failed: why": a node's sick GPU
     missing_ranks: tuple[int, ...] | None = None  # a rendezvous: missing on every node
+    stragglers: tuple[str, ...] = ()  # "host:gpu" of a slow job (state "slow")
+    straggler_ranks: tuple[int, ...] = ()
+    wait_share: dict[str, float] = field(default_factory=dict)  # "host:gpu" -> share
 
     def key(self) -> tuple[Any, ...]:
-        return (self.state, self.spinning, self.suspects, self.silent_hosts, self.sick)
+        return (
+            self.state,
+            self.spinning,
+            self.suspects,
+            self.silent_hosts,
+            self.sick,
+            self.stragglers,
+        )
 
 
 def ranks_text(ranks: Iterable[int]) -> str:
@@ -313,6 +329,18 @@ def judge(
         from gputui.diagnose.rendezvous import merged_reason
 
         return replace(m, reason=merged_reason(m.job, m.missing_ranks, m.hosts, m.since, t))
+    if state == OK and (slow := slow_across(latest.values())).stragglers:
+        from dataclasses import replace
+
+        return replace(
+            m,
+            state=SLOW,
+            job=slow.job,
+            reason=slow.reason(len(latest)),
+            stragglers=slow.stragglers,
+            straggler_ranks=slow.ranks,
+            wait_share=slow.shares,
+        )
     return _phrase(m, members, t)
 
 
@@ -448,4 +476,8 @@ def merged_to_json(m: Merged) -> dict[str, Any]:
         d["sick_gpus"] = list(m.sick)
     if m.missing_ranks is not None:
         d["missing_ranks"] = list(m.missing_ranks)
+    d["stragglers"] = list(m.stragglers)
+    if m.stragglers:
+        d["straggler_ranks"] = list(m.straggler_ranks)
+        d["wait_share"] = {k: round(x, 3) for k, x in sorted(m.wait_share.items())}
     return d

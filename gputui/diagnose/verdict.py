@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 OK, STALLED, HUNG = "ok", "stalled", "hung"
+SLOW = "slow"  # a job that progresses but waits on a straggler (gputui.diagnose.straggler)
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class Verdict:
     """The node's state at sample time `t`: the worst group, its spinning and suspect GPUs."""
 
     t: float
-    state: str = OK  # "ok" | "stalled" | "hung"
+    state: str = OK  # "ok" | "slow" | "stalled" | "hung"
     spinning: tuple[int, ...] = ()  # GPUs of the stuck group that spin in a collective
     suspects: tuple[int, ...] = ()  # GPUs of that group that do not: the likely culprits
     suspect_pids: tuple[int, ...] = ()  # their processes (a dead rank's pid included)
@@ -42,16 +43,35 @@ class Verdict:
     # The findings with strength and source, strongest first (gputui.diagnose.ranking);
     # `findings` holds their sentences in the same order.
     ranked: tuple[Any, ...] = ()
+    # A slow job (state "slow"): the GPUs that hold it back, every judged GPU's wait share
+    # (fraction of its busy samples in the collective-wait pattern; ok verdicts carry them
+    # too), and why the straggler is slow (gputui.diagnose.slow_why). A hung job has none.
+    stragglers: tuple[int, ...] = ()
+    wait_share: dict[int, float] = field(default_factory=dict)
+    slow_why: dict[str, Any] = field(default_factory=dict)
+    # GPUs that wait for a peer in at least half their samples (with hysteresis: see
+    # straggler.WaitShares). When this set changes `check --json` prints a line, so that
+    # `gputui merge` sees the shares of a node whose ranks all wait for another node.
+    waiting_gpus: tuple[int, ...] = ()
 
     @property
     def alarm(self) -> bool:
-        return self.state != OK
+        """A hang (stalled or hung). A slow job is no alarm: it progresses."""
+        return self.state in (STALLED, HUNG)
 
     def key(self) -> tuple[Any, ...]:
         """What `gputui check --json` reports a change of: the state, who spins and who is
         suspected, and the arrival of evidence (a stack dump changes the culprit frame and
         the findings), so the line that carries the dump is printed when it comes."""
-        return (self.state, self.spinning, self.suspects, self.culprit_frame, self.findings)
+        return (
+            self.state,
+            self.spinning,
+            self.suspects,
+            self.culprit_frame,
+            self.findings,
+            self.stragglers,
+            self.waiting_gpus,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """Everything, for the incident bundle's verdict.json."""
@@ -80,7 +100,12 @@ def verdict_to_json(v: Verdict) -> dict[str, Any]:
         "since": None if v.since is None else round(v.since, 3),
         "job": v.job,
         "next_steps": list(v.next_steps),
+        "stragglers": list(v.stragglers),
     }
+    if v.wait_share:
+        d["wait_share"] = {str(i): round(s, 3) for i, s in sorted(v.wait_share.items())}
+    if v.slow_why:
+        d["why_slow"] = v.slow_why
     if v.findings or v.stacks or v.culprit_frame:
         d["findings"] = list(v.findings)
         d["culprit_frame"] = v.culprit_frame

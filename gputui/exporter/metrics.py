@@ -6,7 +6,9 @@ families built from the latest View hold exactly what is on the node now.
 
 Series per GPU: 5 readings (each only when available) + 6 one-hot states + spin seconds +
 processes = 13. Per job: 3 one-hot states + stall seconds = 4, plus one suspect series per
-suspect GPU (per pid on it) while the job is stalled or hung. Per exporter: sample age and
+suspect GPU (per pid on it) while the job is stalled or hung. A slow job (a straggler):
+gputui_rank_wait_ratio per GPU of a job with 8 s of history, and one gputui_job_straggler
+series per straggler GPU (per pid on it). Per exporter: sample age and
 build info (2), and prometheus_client's standard process_* series for the exporter itself.
 """
 
@@ -97,16 +99,25 @@ def _gpu_families(view: View) -> Iterator[Metric]:
         "dcgm-exporter's pod, namespace, container; empty where unknown)",
         labels=[*GPU_LABELS, "pod", "namespace", "container", "slurm_job"],
     )
+    wait = GaugeMetricFamily(
+        "gputui_rank_wait_ratio",
+        "Fraction of the GPU's busy samples, over the last 8-30 s, in the collective-wait "
+        "pattern (util ~100%, little memory traffic, low power): how much of each step its "
+        "rank waits for a peer. Absent until its job has enough history",
+        labels=GPU_LABELS,
+    )
     for g in view.gpus:
         labels = [str(g.index), g.uuid, host]
         for row in g.owners:
             owner.add_metric([*labels, *row], 1.0)
+        if g.wait_ratio is not None:
+            wait.add_metric(labels, g.wait_ratio)
         for s in GPU_STATES:
             state.add_metric([*labels, s], 1.0 if g.state == s else 0.0)
         spin.add_metric(labels, g.spin_s)
         if g.processes is not None:
             procs.add_metric(labels, g.processes)
-    yield from (state, spin, procs, owner)
+    yield from (state, spin, procs, owner, wait)
 
 
 def _job_families(view: View) -> Iterator[Metric]:
@@ -135,7 +146,17 @@ def _job_families(view: View) -> Iterator[Metric]:
             rank = "" if x.rank is None else str(x.rank)
             pid = "" if x.pid is None else str(x.pid)
             suspect.add_metric([j.job, str(x.gpu), rank, pid, host], 1.0)
-    yield from (state, stall, suspect)
+    straggler = GaugeMetricFamily(
+        "gputui_job_straggler",
+        "1 for each GPU of a slow job that its peers wait for (a straggler: the job "
+        "progresses, slowly); rank and pid as seen on it, empty when unknown",
+        labels=["job", "gpu", "rank", "pid", "host"],
+    )
+    for slow in view.stragglers:
+        rank = "" if slow.rank is None else str(slow.rank)
+        pid = "" if slow.pid is None else str(slow.pid)
+        straggler.add_metric([slow.job, str(slow.gpu), rank, pid, host], 1.0)
+    yield from (state, stall, suspect, straggler)
 
 
 def exported_names() -> tuple[str, ...]:
@@ -144,6 +165,7 @@ def exported_names() -> tuple[str, ...]:
     gputui.exporter.health_metrics.NAMES."""
     gpu = [f"gputui_gpu_{n}" for n, _, _ in _READINGS]
     gpu += ["gputui_gpu_state", "gputui_gpu_spin_seconds", "gputui_gpu_processes"]
-    gpu += ["gputui_gpu_owner"]
+    gpu += ["gputui_gpu_owner", "gputui_rank_wait_ratio"]
     job = ["gputui_job_state", "gputui_job_stall_seconds", "gputui_job_suspect"]
+    job += ["gputui_job_straggler"]
     return (*gpu, *job, "gputui_sample_age_seconds", "gputui_build_info")

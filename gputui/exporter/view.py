@@ -51,12 +51,25 @@ class GpuRow:
     # (pod, namespace, container id, Slurm job) of each distinct owner of its processes, as
     # dcgm-exporter labels GPUs with the pods that use them; "" where not known.
     owners: tuple[tuple[str, str, str, str], ...] = ()
+    # Fraction of its busy samples in the collective-wait pattern over the detector's
+    # window (gputui.diagnose.straggler); None until its job has enough history.
+    wait_ratio: float | None = None
 
 
 @dataclass(frozen=True)
 class Suspect:
     """A suspect GPU of a stalled job, with the rank and pid last seen on it where known."""
 
+    gpu: int
+    rank: int | None
+    pid: int | None
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """A GPU that holds a slow job back (its peers wait for it), with its rank and pid."""
+
+    job: str
     gpu: int
     rank: int | None
     pid: int | None
@@ -79,6 +92,7 @@ class View:
     gpus: tuple[GpuRow, ...]
     jobs: tuple[JobRow, ...]
     health: tuple[Any, ...] = ()  # gputui.exporter.health_metrics.HealthRow per GPU
+    stragglers: tuple[Straggler, ...] = ()
 
 
 def bounded(value: str, limit: int = MAX_LABEL) -> str:
@@ -120,6 +134,7 @@ def _owners(snap: Snapshot, gpu: int) -> tuple[tuple[str, str, str, str], ...]:
 
 def gpu_rows(snap: Snapshot, verdict: Verdict, detector: Detector) -> tuple[GpuRow, ...]:
     rows = []
+    waits = {i: x for s in detector.straggles for i, x in s.shares.items()}
     for g in snap.gpus:
         run = detector.runs.get(g.index)
         rows.append(
@@ -135,6 +150,7 @@ def gpu_rows(snap: Snapshot, verdict: Verdict, detector: Detector) -> tuple[GpuR
                 mem_used_bytes=None if g.mem_used_mb is None else g.mem_used_mb * MIB,
                 processes=None if "pids" in g.na else len(g.pids),
                 owners=_owners(snap, g.index),
+                wait_ratio=waits.get(g.index),
             )
         )
     return tuple(rows)
@@ -173,6 +189,19 @@ def job_rows(
             suspects = list(old.suspects) + [s for s in suspects if s not in old.suspects]
         rows[label] = JobRow(label, state, stall, tuple(suspects))
     return tuple(sorted(rows.values(), key=lambda r: r.job))
+
+
+def straggler_rows(detector: Detector, ranks: Mapping[int, int]) -> tuple[Straggler, ...]:
+    """One row per straggler GPU (per pid on it) of every slow job at the latest sample."""
+    out = []
+    for s in detector.straggles:
+        label = job_label(s.key, s.shares)
+        for i in s.stragglers:
+            pids = s.pids.get(i, ())
+            rank = s.ranks.get(i)
+            out += [Straggler(label, i, ranks.get(p, rank), p) for p in pids]
+            out += [] if pids else [Straggler(label, i, rank, None)]
+    return tuple(out)
 
 
 class Watch:
@@ -214,6 +243,7 @@ class Watch:
             gpus=gpu_rows(snap, verdict, self.detector),
             jobs=job_rows(groups, self.detector.job_verdicts, self._ranks),
             health=health_rows(self.health, snap, bounded),
+            stragglers=straggler_rows(self.detector, self._ranks),
         )
         with self._lock:
             self._view = view

@@ -79,6 +79,12 @@ class ProcessActions:
         if (p := self._live_target("py-spy --native")) is not None:
             self.push_screen(py_spy_pane(p, native=True))
 
+    def action_profile(self: GputuiApp) -> None:
+        from gputui.ui.straggler_view import profile_pane
+
+        if (p := self._live_target("py-spy record")) is not None:
+            self.push_screen(profile_pane(p))
+
     def action_gdb(self: GputuiApp) -> None:
         from gputui.ui.tool_pane import gdb_pane
 

@@ -36,6 +36,7 @@ from gputui.ui.messages import EvidenceArrived, SamplerFailed, SnapshotReady, So
 from gputui.ui.notices import OneMessage
 from gputui.ui.process_table import ProcessTable
 from gputui.ui.story import DemoStory, StoryBar, StoryKeys
+from gputui.ui.straggler_view import slow_flags
 from gputui.ui.strips import LineView, text_line
 from gputui.ui.table_actions import TableActions
 from gputui.watch import Watcher
@@ -90,6 +91,7 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, App[None]):
         Binding("e", "environment", "Its environment (secrets redacted)", id="environment"),
         Binding("b", "bundle", "Write an incident bundle", id="bundle"),
         Binding("P", "probe", "Pairwise GPU probe", key_display="P", id="probe"),
+        Binding("w", "profile", "Where its time goes: py-spy record, top functions", id="profile"),
         Binding("t", "tree", "Tree view: jobs and their ranks", id="tree"),
         Binding("slash", "filter", "Filter processes", key_display="/", id="filter"),
         Binding("escape", "clear_filter", "Clear the filter", key_display="esc", id="clear"),
@@ -300,6 +302,8 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, App[None]):
 
     def _row_flags(self) -> dict[int, str]:
         v, snap = self.verdict, self.snapshot
+        if v is not None and snap is not None and (v.state == "slow" or v.waiting_gpus):
+            return slow_flags(v, snap)  # a straggler, or ranks that all wait: their shares
         if v is None or snap is None or v.state == "ok":
             return {}
         flags: dict[int, str] = {}

@@ -14,6 +14,7 @@ from textual.strip import Strip
 from gputui.ui.strips import Line, LineView, fit
 
 OK_STYLE = "bold black on green"
+SLOW_STYLE = "bold white on magenta"
 STALLED_STYLE = "bold black on yellow"
 HUNG_STYLE = "bold white on red"
 KEYS = "j select suspect · p its stack · a all ranks · d details · b bundle"
@@ -61,7 +62,10 @@ def banner_lines(v: Any | None, now: float, width: int) -> list[Strip]:
     if v is None:
         return []
     if not v.alarm:
-        line = Line().add(" OK ", OK_STYLE).add(fit(f"  {v.reason}", max(0, width - 4)), "dim")
+        slow = v.state == "slow"  # a straggler: not an alarm, but worth a badge of its own
+        badge, style = (" SLOW ", SLOW_STYLE) if slow else (" OK ", OK_STYLE)
+        line = Line().add(badge, style)
+        line.add(fit(f"  {v.reason}", max(0, width - len(badge))), "" if slow else "dim")
         return [line.strip(width)]
     badge, text = headline(v, now)
     first = Line().add(badge, HUNG_STYLE if v.state == "hung" else STALLED_STYLE)

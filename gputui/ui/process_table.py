@@ -21,6 +21,7 @@ from textual.widget import Widget
 
 from gputui.collect.model import Job, ProcessInfo
 from gputui.ui import rows as R
+from gputui.ui.straggler_view import flag_label, flag_style
 from gputui.ui.strips import Line, fit, repaint_changed
 
 FLAG_TEXT = {"suspect": ("SUSP", "SUSPECT"), "waiting": ("wait", "waiting")}
@@ -172,8 +173,9 @@ class ProcessTable(Widget, can_focus=True):
                 line.add(" ", base)
             first = False
             if col.id == "flag":
-                label = FLAG_TEXT.get(r.flag, ("", ""))[1 if wide else 0]
-                line.cell(label, w, FLAG_STYLE.get(r.flag, base))
+                slow = flag_label(r.flag)  # a slow job's straggler, or a rank's wait share
+                label = (slow or FLAG_TEXT.get(r.flag, ("", "")))[1 if wide else 0]
+                line.cell(label, w, flag_style(r.flag) or FLAG_STYLE.get(r.flag, base))
                 continue
             value = text.get(col.id, "")
             spec = _CELL_STYLE.get(f"{col.id}:{value[:1]}", "") if col.id == "state" else ""

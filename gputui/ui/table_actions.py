@@ -73,6 +73,7 @@ class TableActions:
         table = self._table()
         pids = list(v.suspect_pids)
         pids += [p.pid for p in snap.processes if set(p.gpus) & set(v.suspects)]
+        pids += [p.pid for p in snap.processes if set(p.gpus) & set(v.stragglers)]  # slow
         for pid in pids:
             if table.select_pid(pid):
                 if not quiet:

@@ -1,0 +1,244 @@
+"""Wait shares and stragglers (gputui.diagnose.straggler), on real recordings and synthetic
+traces of the hard negatives that must stay silent.
+
+The real straggler is tests/data/h200x4-straggler-4x.jsonl.gz (4 x H200, rank 0 does 4x the
+work; see h200x4-straggler-4x.md there); the healthy and hung phases come from the 2 x H200
+calibration recording and the bundled demo built from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gputui.collect.model import GpuSample
+from gputui.collect.source import demo_path
+from gputui.collect.trace import read_trace
+from gputui.diagnose.groups import GroupMemory
+from gputui.diagnose.straggler import Straggle, WaitShares, headline, is_waiting, spans
+from tests.synth import timeline
+
+DATA = Path(__file__).parent / "data"
+STRAGGLER = DATA / "h200x4-straggler-4x.jsonl.gz"
+H200X2 = DATA / "h200x2-trace.jsonl.gz"
+
+
+def judge_all(snaps) -> list[tuple[object, list[Straggle]]]:
+    """Every sample with the Straggles of its jobs, as the detector feeds the tracker."""
+    shares, memory, out = WaitShares(), GroupMemory(), []
+    for s in snaps:
+        groups = memory.update(s)
+        shares.observe(s)
+        out.append((s, shares.judge(s, groups)))
+    return out
+
+
+def with_limit(snaps, watts: float = 700.0):
+    """The recording with the power limit its README gives (the raw format has none)."""
+    return [replace(s, gpus=tuple(replace(g, power_limit_w=watts) for g in s.gpus)) for s in snaps]
+
+
+@pytest.fixture(scope="module", params=["raw", "with_power_limit"])
+def straggler_run(request):
+    snaps = read_trace(STRAGGLER)
+    return judge_all(snaps if request.param == "raw" else with_limit(snaps))
+
+
+def test_the_4x_straggler_is_named_within_15_s_of_the_imbalance(straggler_run):
+    start = next(s.t for s, _ in straggler_run if s.phase == "imbalanced_mild")
+    first = next((s, js) for s, js in straggler_run if any(j.slow for j in js))
+    s, (job,) = first
+    assert s.t - start <= 15.0
+    assert job.stragglers == (0,) and job.waiters == (1, 2, 3)
+
+
+def test_once_named_the_straggler_stays_named_until_the_job_ends(straggler_run):
+    named = False
+    for s, js in straggler_run:
+        if len(s.gpus) and all(g.pids for g in s.gpus):
+            named = named or any(j.slow for j in js)
+            if named:
+                assert [j.stragglers for j in js] == [(0,)], f"lost at {s.t}"
+    assert named
+
+
+def test_the_waiting_ranks_wait_in_nearly_every_sample_and_the_straggler_in_none(straggler_run):
+    job = next(j for _, js in reversed(straggler_run) for j in js if j.slow)
+    assert job.shares[0] == 0.0
+    assert all(job.shares[i] >= 0.95 for i in job.waiters)
+
+
+def test_the_headline_names_the_straggler_and_how_much_the_others_wait(straggler_run):
+    job = next(j for _, js in straggler_run for j in js if j.slow)
+    text = headline(job)
+    assert "slow: GPU 0 is the straggler; GPUs 1-3 wait" in text
+    assert "% of their samples" in text
+
+
+@pytest.mark.parametrize("path", [H200X2, None], ids=["calibration", "demo"])
+def test_no_phase_of_the_2_gpu_recording_is_slow_or_alike(path):
+    """Training, the communication-only benchmark, the hangs (a hung job has no straggler),
+    the idle server, the idle node and the gaps between jobs: never slow."""
+    for s, js in judge_all(read_trace(path or demo_path())):
+        assert not any(j.slow or j.alike for j in js), f"{s.phase} at {s.t}"
+
+
+def test_ranks_sharing_one_gpu_are_never_judged():
+    """The real H100 recording of two NCCL ranks on one GPU (NCCL_HOSTID): NVML sees one GPU
+    for both, so there is nothing to compare and nothing is said."""
+    res = judge_all(read_trace(DATA / "h100-shared-gpu-stuck.trace.jsonl.gz"))
+    assert res and all(js == [] for _, js in res)
+
+
+def test_the_comm_only_benchmark_is_busy_never_waiting():
+    snaps = [s for s in read_trace(H200X2) if s.phase == "comm_heavy"]
+    verdicts = [is_waiting(g) for s in snaps for g in s.gpus if (g.util or 0) >= 90]
+    assert verdicts and not any(verdicts)
+
+
+# ------------------------------------------------------------------ synthetic hard negatives
+
+
+def run(*segments, **kw) -> list[tuple[object, list[Straggle]]]:
+    return judge_all(timeline(*segments, **kw))
+
+
+def never_slow(results) -> bool:
+    return not any(j.slow for _, js in results for j in js)
+
+
+def test_idle_gpus_say_nothing():
+    assert all(js == [] for _, js in run((40, ["idle"] * 4)))
+
+
+def test_a_job_between_steps_is_silent():
+    steps = [(3, ["compute"] * 4), (2, ["idle"] * 4)] * 8
+    assert never_slow(run(*steps))
+
+
+def test_an_evaluation_pause_is_silent():
+    """All ranks evaluate (lighter kernels), or rank 0 evaluates for a few seconds while the
+    others wait in a barrier, then training resumes."""
+    res = run(
+        (30, ["compute"] * 4),
+        (10, ["comm"] * 4),
+        (8, ["compute", "spin", "spin", "spin"]),
+        (20, ["compute"] * 4),
+    )
+    assert never_slow(res)
+
+
+def test_a_warm_up_with_uneven_ranks_is_not_slow():
+    res = run((5, ["compute", "wait_4x", "wait_4x", "wait_4x"]), (30, ["compute"] * 4))
+    assert never_slow(res)
+
+
+def test_a_mild_imbalance_is_silent():
+    assert never_slow(run((40, ["compute", "wait_mild", "wait_mild", "wait_mild"])))
+
+
+def test_a_data_loader_bound_job_waits_alike_and_has_no_straggler():
+    cycle = [(0.75, ["slow_peer"] * 4), (0.5, ["compute"] * 4)] * 30
+    res = run(*cycle)
+    assert never_slow(res)
+    last = res[-1][1][0]
+    assert last.alike and "all ranks wait alike" in headline(last)
+    assert "bottleneck is outside the GPUs" in headline(last)
+
+
+def test_a_job_whose_gpus_idle_alike_between_batches_is_not_slow():
+    cycle = [(1.0, ["idle"] * 4), (1.0, ["compute"] * 4)] * 20
+    assert never_slow(run(*cycle))
+
+
+def test_the_16x_straggler_at_hang_spin_levels_is_named():
+    res = run((5, ["idle"] * 4), (20, ["compute", "slow_peer", "slow_peer", "slow_peer"]))
+    job = res[-1][1][0]
+    assert job.stragglers == (0,)
+    assert job.ranks == {0: 0, 1: 1, 2: 2, 3: 3}
+    assert headline(job).startswith("job ")
+    assert "rank 0 (GPU 0) is the straggler; ranks 1-3 (GPUs 1-3) wait" in headline(job)
+
+
+def test_a_cpu_bound_straggler_that_rarely_runs_a_kernel_is_named():
+    """Rank 0 spends 3.75 s of each 4 s step on its host CPU (its GPU idles), then computes
+    for 0.25 s; the other ranks wait for it in their collective meanwhile."""
+    step = [(3.75, ["idle", "slow_peer", "slow_peer"]), (0.25, ["compute"] * 3)]
+    res = run(*(step * 6))
+    job = res[-1][1][0]
+    assert job.stragglers == (0,) and job.waiters == (1, 2)
+    first = next(s.t for s, js in res if any(j.slow for j in js))
+    assert first - res[0][0].t <= 15.0
+
+
+def test_a_rank_that_stopped_launching_kernels_is_no_straggler():
+    """The hang's shape: rank 0 sits idle for good while the others wait. Nothing is said
+    here (the hang detector judges it), however long it lasts."""
+    res = run((10, ["compute"] * 3), (30, ["idle", "slow_peer", "slow_peer"]))
+    assert never_slow(res)
+
+
+def test_two_stragglers_of_eight_are_both_named():
+    states = ["compute", "compute"] + ["wait_4x"] * 6
+    job = run((20, states))[-1][1][0]
+    assert job.stragglers == (0, 1) and "are the stragglers" in headline(job)
+
+
+def test_half_the_ranks_busy_half_waiting_still_names_the_busy_ones_of_a_pair():
+    job = run((20, ["wait_4x", "compute"]))[-1][1][0]
+    assert job.stragglers == (1,)
+
+
+def test_most_ranks_busy_and_one_waiting_is_no_straggler_case():
+    """Three busy ranks and one that waits: the waiting one is the odd one, but it is not
+    holding anyone back; no straggler is named."""
+    assert never_slow(run((20, ["compute", "compute", "compute", "wait_4x"])))
+
+
+def test_a_straggler_that_catches_up_is_dropped_within_seconds():
+    res = run((20, ["compute", "wait_4x", "wait_4x"]), (10, ["compute"] * 3))
+    t_end = res[0][0].t + 20
+    cleared = next(s.t for s, js in res if s.t > t_end and not any(j.slow for j in js))
+    assert cleared - t_end <= 6.5
+
+
+def test_separate_jobs_are_judged_separately():
+    res = run((20, ["compute", "wait_4x", "compute", "compute"]), jobs=[[0, 1], [2, 3]])
+    by_job = {tuple(sorted(j.shares)): j for j in res[-1][1]}
+    assert by_job[(0, 1)].stragglers == (0,) and not by_job[(2, 3)].slow
+
+
+# ------------------------------------------------------------------ the per-sample pattern
+
+
+def test_missing_readings_are_not_judged():
+    assert is_waiting(GpuSample(0, util=None, pids=(1,))) is None
+    assert is_waiting(GpuSample(0, util=99.0, pids=(1,))) is None  # nothing to tell it by
+    assert is_waiting(GpuSample(0, util=99.0, mem_util=5.0)) is None  # no process
+    assert is_waiting(GpuSample(0, util=3.0, mem_util=0.0, pids=(1,))) is None  # no kernel
+
+
+def test_power_decides_when_memory_traffic_is_low():
+    low = GpuSample(0, util=99.0, mem_util=8.0, power_w=320.0, power_limit_w=700.0, pids=(1,))
+    high = replace(low, power_w=690.0)
+    assert is_waiting(low) is True and is_waiting(high) is False
+    assert is_waiting(replace(low, power_w=None)) is True  # judged from memory alone
+
+
+def test_spans_writes_rank_lists_as_a_person_would():
+    assert spans([3, 1, 2, 5]) == "1-3, 5"
+    assert spans([0, 1]) == "0, 1"
+    assert spans([]) == ""
+
+
+def test_a_share_hovering_at_the_line_does_not_flap_the_waiting_set():
+    """Shares that cross 0.5 back and forth stay counted as waiting until below 0.4, so
+    `check --json` (which prints when the set changes) does not print a line per sample."""
+    from gputui.diagnose.detector import diagnose_trace
+
+    cycle = [(0.5, ["slow_peer"] * 2), (0.5, ["compute"] * 2)] * 40  # shares ~0.5
+    sets = [v.waiting_gpus for v in diagnose_trace(timeline(*cycle))]
+    changes = sum(a != b for a, b in zip(sets, sets[1:], strict=False))
+    assert (0, 1) in sets and changes <= 2
