@@ -153,7 +153,7 @@ def _line(v: Verdict, t0: float) -> str:
         sus = f"suspect pid {pids}" if pids else "suspect GPU none named"
     spin = ", ".join(map(str, v.spinning))
     text = f"{head} spinning GPU {spin} · {sus}\n{'':19s}{v.reason}"
-    return text + "".join(f"\n{'':19s}- {f}" for f in v.findings)
+    return text + "".join(f"\n{'':19s}- {f}" for f in v.findings if f != v.reason)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,14 +14,18 @@ answers agree ("unchanged over 3 s"); with one answer it is said with that cavea
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from typing import Any
 
 from gputui.collect.model import Snapshot
 from gputui.collect.ras_model import RasAnswer, RasComm, RasRank, answer_from_dict
 from gputui.diagnose.evidence import Evidence
+from gputui.diagnose.ranking import Finding, Strength
 from gputui.diagnose.verdict import Verdict
 
 KIND = "nccl"
+RAS, FR = "ras", "flightrec"  # the sources of the findings (gputui.diagnose.ranking)
 RAS_MIN_VERSION = (2, 24)
 _NCCL_ERRORS = {
     1: "unhandled CUDA error",
@@ -155,6 +159,7 @@ def _comm_findings(
             + " (a collective-type mismatch: the ranks took different code paths)."
         )
         out["mismatch"] = True
+        out["mismatch_ranks"] = sorted(set(out.get("mismatch_ranks", [])) | set(odd))
         return found
     size = c.size or c.reporting
     for op, (top, _ahead, behind_known) in states.items():
@@ -339,42 +344,106 @@ def _set_text(v: Any) -> str:
     return str(v)[:80]
 
 
-def explain_flightrec(fr: Any) -> tuple[list[str], dict[str, Any]]:
-    """Findings from the record's "flightrec" part (the analyzer's result)."""
+def explain_flightrec(fr: Any) -> tuple[list[Finding], dict[str, Any]]:
+    """Ranked findings from the record's "flightrec" part (the analyzer's result): a
+    collective that does not match across ranks (COLLECTIVE_TYPE_MISMATCH, sizes) is a
+    MISMATCH with the line that called it; ranks missing from a collective are the ranks
+    behind (who, not where); the rest is context."""
     if not isinstance(fr, dict) or fr.get("outcome") in (None, "off"):
         return [], {}
     outcome = fr.get("outcome")
     if outcome != "done":
         err = str(fr.get("error") or outcome)[:300]
-        return [f"flight recorder: {err}"], {"flightrec": outcome}
-    found = []
+        return [Finding(f"flight recorder: {err}", Strength.CONTEXT, FR)], {"flightrec": outcome}
+    found: list[Finding] = []
     items = [x for x in fr.get("findings") or [] if isinstance(x, dict)]
     for x in items[:10]:
         seq, coll = x.get("seq"), _collective(x.get("collective"))
         group = f", group {x['group']}" if x.get("group") else ""
+        frame = x.get("frame") if isinstance(x.get("frame"), str) else None
+        at = f" at {frame}" if frame else ""
         if x.get("kind") == "missing":
+            missing = _ints(x.get("missing_ranks"))
             found.append(
-                f"flight recorder: not all ranks joined collective {seq} ({coll}{group}): "
-                f"missing {_set_text(x.get('missing_ranks'))}."
+                Finding(
+                    f"flight recorder: not all ranks joined collective {seq} ({coll}{group}): "
+                    f"missing {_set_text(x.get('missing_ranks'))}.",
+                    Strength.RAS_BEHIND,
+                    FR,
+                    ranks=missing,
+                )
             )
         elif x.get("kind") == "errors":
+            err = str(x.get("error") or "?")[:200]
             found.append(
-                f"flight recorder: collective {seq} ({coll}{group}) does not match across "
-                f"ranks: {str(x.get('error') or '?')[:200]}."
+                Finding(
+                    f"flight recorder: collective {seq} ({coll}{group}) does not match across "
+                    f"ranks: {err}.",
+                    Strength.MISMATCH,
+                    FR,
+                    frame=frame,
+                    headline=f"ranks in different collectives at collective {seq} ({coll}"
+                    f"{at}): {err}",
+                )
             )
         elif x.get("kind") == "size":
-            found.append(f"flight recorder: collective {seq} ({coll}) sizes differ across ranks.")
+            found.append(
+                Finding(
+                    f"flight recorder: collective {seq} ({coll}) sizes differ across ranks.",
+                    Strength.MISMATCH,
+                    FR,
+                    frame=frame,
+                    headline=f"ranks disagree on the sizes of collective {seq} ({coll}{at})",
+                )
+            )
         elif x.get("kind") == "undecided":
             found.append(
-                f"flight recorder: cannot judge collective {seq}: no dumps from "
-                f"{_set_text(x.get('missing_dumps'))} (they are on other nodes)."
+                Finding(
+                    f"flight recorder: cannot judge collective {seq}: no dumps from "
+                    f"{_set_text(x.get('missing_dumps'))} (they are on other nodes).",
+                    Strength.CONTEXT,
+                    FR,
+                )
             )
     if not items:
         found.append(
-            f"flight recorder: the analyzer found no mismatch in the last collectives of "
-            f"{_set_text(fr.get('dumps') or [])}."
+            Finding(
+                f"flight recorder: the analyzer found no mismatch in the last collectives of "
+                f"{_set_text(fr.get('dumps') or [])}.",
+                Strength.CONTEXT,
+                FR,
+            )
         )
     return found, {"flightrec": {"findings": items[:10], "dumps": fr.get("dumps") or []}}
+
+
+def _ints(v: Any) -> tuple[int, ...]:
+    return tuple(x for x in v[:64] if isinstance(x, int)) if isinstance(v, list) else ()
+
+
+_RANK = re.compile(r"^NCCL RAS: (?:rank|process) (\d+)")
+
+
+def ras_finding(text: str, summary: dict[str, Any]) -> Finding:
+    """One RAS sentence with its strength: ranks in different collectives are a MISMATCH,
+    ranks behind, dead or not answering are RAS_BEHIND (who, not where), progress, absence
+    and the rest are CONTEXT."""
+    if "ranks entered different collectives" in text:
+        odd = tuple(summary.get("mismatch_ranks") or ())
+        return Finding(
+            text,
+            Strength.MISMATCH,
+            RAS,
+            ranks=odd,
+            headline="ranks in different collectives (NCCL RAS): "
+            + text.split("different collectives: ", 1)[-1].split(" (a collective-type")[0],
+        )
+    m = _RANK.match(text)
+    weak = ("behind", "dead", "does not answer", "no answer", "aborted", "reported")
+    if text.startswith("NCCL RAS: ") and any(w in text for w in weak) and "still move" not in text:
+        ranks = (int(m.group(1)),) if m and text.startswith("NCCL RAS: rank") else ()
+        return Finding(text, Strength.RAS_BEHIND, RAS, ranks=ranks)
+    return Finding(text, Strength.CONTEXT, RAS)
 
 
 # ---------------------------------------------------------------- the explainer
@@ -396,7 +465,27 @@ def explain_nccl(record: dict[str, Any], verdict: Verdict, snap: Snapshot | None
         ras_found.append(f"NCCL evidence could not be gathered: {str(record['error'])[:200]}")
     extra = {**ras_json, **fr_json}
     named = _named_local_pids(record, extra, local)
-    return Evidence(KIND, findings=tuple(ras_found + fr_found), extra=extra, suspect_pids=named)
+    ranked = [ras_finding(t, ras_json) for t in ras_found] + fr_found
+    ranked = [_with_pids(f, record) for f in ranked]
+    return Evidence(
+        KIND,
+        findings=tuple(f.text for f in ranked),
+        ranked=tuple(ranked),
+        extra=extra,
+        suspect_pids=named,
+    )
+
+
+def _with_pids(f: Finding, record: dict[str, Any]) -> Finding:
+    """The local pids of the ranks a finding names (RAS and the analyzer speak in ranks)."""
+    loc = record.get("local")
+    by_rank = {
+        r["rank"]: r["pid"]
+        for r in (loc if isinstance(loc, list) else [])
+        if isinstance(r, dict) and isinstance(r.get("rank"), int) and isinstance(r.get("pid"), int)
+    }
+    pids = tuple(by_rank[r] for r in f.ranks if r in by_rank)
+    return replace(f, pids=pids) if pids and not f.pids else f
 
 
 def _named_local_pids(
