@@ -227,6 +227,16 @@ def _comm_findings(
     return found
 
 
+def _advanced(old: RasComm, new: RasComm) -> tuple[str, int, int] | None:
+    """(op, before, now) of a collective type whose highest count grew between two answers
+    (NCCL moves), or None."""
+    for op, dist in new.ops.items():
+        before = old.ops.get(op) or []
+        if dist and before and (now := max(v for v, _ in dist)) > (b := max(v for v, _ in before)):
+            return op, b, now
+    return None
+
+
 def _mismatched(c: RasComm, states: dict[str, tuple[int, set[int], set[int]]]) -> list[int]:
     """Ranks ahead in one collective type and behind in another, other than the majority.
 
@@ -267,6 +277,15 @@ def judge_ras(
     for c in second.comms:
         old = first.comm(c.hash) if first is not None else None
         found += _comm_findings(c, old, dt, local_pids, out)
+        moved = _advanced(old, c) if old is not None else None
+        if moved is not None:
+            out["progress"] = True
+            if not any("still move" in f for f in found):
+                op, before, now = moved
+                found.append(
+                    f"NCCL RAS: collective counts advance ({op} {before} -> {now} over "
+                    f"{_secs(dt)} s): the job is busy communicating, not stalled."
+                )
     if second.timeouts:
         found.append(
             f"NCCL RAS met {second.timeouts} communication timeout(s) while gathering: "
@@ -451,7 +470,8 @@ def ras_finding(text: str, summary: dict[str, Any]) -> Finding:
 
 def explain_nccl(record: dict[str, Any], verdict: Verdict, snap: Snapshot | None) -> Evidence:
     """The findings of one `nccl` record, for the verdict of the stalled job."""
-    if not isinstance(record, dict) or record.get("type") != KIND:
+    kind = record.get("type") if isinstance(record, dict) else None
+    if kind not in (KIND, RAS):
         return Evidence(KIND, findings=("NCCL evidence: the record is not an nccl record.",))
     local = {p.pid for p in snap.processes} if snap is not None else set()
     local |= set(verdict.suspect_pids)
@@ -468,7 +488,7 @@ def explain_nccl(record: dict[str, Any], verdict: Verdict, snap: Snapshot | None
     ranked = [ras_finding(t, ras_json) for t in ras_found] + fr_found
     ranked = [_with_pids(f, record) for f in ranked]
     return Evidence(
-        KIND,
+        str(kind),
         findings=tuple(f.text for f in ranked),
         ranked=tuple(ranked),
         extra=extra,
