@@ -133,9 +133,9 @@ def next_steps(
     steps: list[str] = []
     if k.mismatch:
         steps.append(
-            f"The ranks called different collectives ({k.mismatch}): read those two call "
-            "sites and the branch that sends the ranks down different paths (a condition on "
-            "the rank, a data-dependent branch, an exception caught on one rank only)."
+            f"The ranks called different collectives ({k.mismatch}): read those call sites "
+            "and the branch that sends the ranks down different paths (a condition on the "
+            "rank, a data-dependent branch, an exception caught on one rank only)."
         )
     if k.culprit:
         pid = k.culprit_pid if k.culprit_pid is not None else (suspect_pids or (None,))[0]
