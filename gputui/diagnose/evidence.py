@@ -67,7 +67,7 @@ def fold(verdict: Verdict, evidence: Sequence[Evidence], known: Known | None = N
         if p not in pids:
             pids.append(p)
     found = [f for e in evidence for f in e.all_findings()]
-    ordered = rank([*found, *disagreements(found)])
+    ordered = rank([*disagreements(found), *found])
     nvml = Finding(verdict.reason, Strength.NVML, "nvml") if verdict.reason else None
     top = strongest(ordered)
     framed = next((f.frame for f in ordered if f.frame and f.strength > Strength.NVML), None)
@@ -145,8 +145,7 @@ def disagreements(found: Sequence[Finding]) -> list[Finding]:
             strong = a if weak is b else b
             out.append(
                 Finding(
-                    f"sources disagree: {_src(strong)} names {_rk(strong)}, "
-                    f"{_src(weak)} names {_rk(weak)}",
+                    f"sources disagree: {_src(strong)} {_rk(strong)}, {_src(weak)} {_rk(weak)}",
                     weak.strength,
                     "ranking",
                     ranks=tuple(sorted({*a.ranks, *b.ranks})),
@@ -156,9 +155,14 @@ def disagreements(found: Sequence[Finding]) -> list[Finding]:
 
 
 def _src(f: Finding) -> str:
-    return {"stacks": "the stacks", "ras": "NCCL RAS", "flightrec": "the flight recorder"}.get(
-        f.source, f.source
-    )
+    """The source as the subject of a sentence, with its verb."""
+    names = {
+        "stacks": "the stacks name",
+        "ras": "NCCL RAS names",
+        "nccl": "NCCL RAS names",
+        "flightrec": "the flight recorder names",
+    }
+    return names.get(f.source, f"{f.source} names")
 
 
 def _rk(f: Finding) -> str:
