@@ -255,7 +255,7 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
         assert snap is not None
         self.banner.show(self.verdict, snap.t)
         board = self.board
-        board.reserved = 2 + banner_height(self.verdict)
+        board.reserved = 2 + banner_height(self.verdict, self.size.width or 80)
         board.show(snap.gpus, self.history, self._gpu_tags(), self._is_stale())
         note = self.no_gpu
         error = "" if snap.gpus else (snap.gpu_error or "this node reports no GPUs")
