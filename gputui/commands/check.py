@@ -1,9 +1,10 @@
 """`gputui check`: the hang detector without a screen, for health checks and epilogues.
 
-Exit status is the contract: 0 when the last verdict is ok, 1 when stalled or hung, 2 on
-error. With --json, one object per line each time the verdict (state, spinning GPUs,
-suspects) changes, or evidence arrives: when a job stalls, a live check dumps its ranks
-with py-spy (once per transition; --no-auto-dump turns it off) and prints a line with the
+Exit status is the contract (gputui/diagnose/exitcodes.py, shown in --help): the worst
+verdict seen over the run, so a replay or a --duration run that held a hang exits 1 even if
+it ends ok; 2 on error. With --json, one object per line each time the verdict (state,
+spinning GPUs, suspects) changes, or evidence arrives: when a job stalls, a live check dumps
+its ranks with py-spy (once per transition; --no-auto-dump turns it off) and prints a line with the
 findings, the culprit's frame and every rank's stack. A replay shows the dumps the
 recording carries. Each line also names the node (`host`) and the job's global ranks on its
 GPUs (`job_key`, `world_size`, `ranks`), so that `gputui merge` can join the lines of every
@@ -30,6 +31,7 @@ from gputui.commands.common import (
     open_source,
     positive_float,
 )
+from gputui.diagnose import exitcodes
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
@@ -48,8 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="watch for an NCCL hang; exit 1 if stalled or hung",
         description=(
             "Sample live (or replay a recording as fast as it can) and report the hang "
-            "detector's verdict. Exit 0: ok; 1: stalled or hung; 2: error."
+            "detector's verdict. The exit code is the worst verdict seen over the run."
         ),
+        epilog=exitcodes.help_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_source_args(p)
     add_host_arg(p)
@@ -171,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
     report: NodeReport | None = None
     last_alarm: Verdict | None = None
     alarms = 0
+    codes: set[int] = set()  # of every verdict seen: the exit code is the worst
     first: Snapshot | None = None
     n = 0
     human: list[str] = []
@@ -180,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
         changed (the last two are what `gputui merge` needs from each node)."""
         nonlocal last, last_alarm, alarms, last_key
         assert report is not None
+        codes.add(exitcodes.of_state(v.state))
         if v.alarm:
             alarms += last is None or not last.alarm
             last_alarm = v
@@ -229,4 +235,4 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if why := _nvml_problem(source):
         raise GputuiError(why)  # e.g. nvmlShutdown did not answer: the driver is not well
-    return 1 if last.alarm else 0
+    return exitcodes.worst(*codes)
