@@ -156,6 +156,21 @@ def snapshot_to_text(snap: Snapshot) -> str:
     return "\n".join(lines)
 
 
+def _replay_verdict(source: Any, snap: Snapshot) -> Any:
+    """A replay's verdict at the sample shown (with the evidence the recording carries),
+    when it is an alarm: the headline a person wants next to the GPUs. One live sample has
+    no history, so a live snapshot has none."""
+    from gputui.watch import Watcher
+
+    w = Watcher(live=False)
+    v = None
+    for s in source.snaps:
+        v = w.update(s)
+        if s is snap:
+            break
+    return v if v is not None and v.alarm else None
+
+
 def run(args: argparse.Namespace) -> int:
     from gputui.collect.bounded import sample_bounded
     from gputui.jsonout import dumps
@@ -179,7 +194,20 @@ def run(args: argparse.Namespace) -> int:
     finally:
         source.close()
     assert snap is not None
-    print(dumps(snapshot_to_json(snap), indent=2) if args.json else snapshot_to_text(snap))
+    verdict = _replay_verdict(source, snap) if source.kind == "replay" else None
+    if args.json:
+        doc = snapshot_to_json(snap)
+        if verdict is not None:
+            from gputui.diagnose.verdict import verdict_to_json
+
+            doc["verdict"] = verdict_to_json(verdict)
+        print(dumps(doc, indent=2))
+    else:
+        print(snapshot_to_text(snap))
+        if verdict is not None:
+            from gputui.textsafe import clean
+
+            print(f"verdict: {verdict.state.upper()}: {clean(verdict.reason)}")
     problem = source.problem(snap) if live else None  # type: ignore[attr-defined]
     if problem:
         raise GputuiError(problem)

@@ -134,6 +134,7 @@ class Merged:
     stack_groups: tuple[str, ...] = ()
     stacks: tuple[dict[str, Any], ...] = ()  # the odd ranks' entries (see _odd_ones)
     findings: tuple[str, ...] = ()
+    odd: str = ""  # "b:3 (rank 3) in load (d.py:9), while ranks 0,2 are in all_reduce (...)"
 
     def key(self) -> tuple[Any, ...]:
         return (self.state, self.spinning, self.suspects, self.silent_hosts)
@@ -239,6 +240,7 @@ def judge(
         unseen = tuple(r for r in range(world) if r not in seen_ranks)
     entries = [{**e, "host": ln.host} for ln in members if ln.state != OK for e in ln.stacks]
     groups = stack_groups(entries) if entries else []
+    odd = odd_text(entries)
     entries = _odd_ones(entries)
     since = min((ln.since for ln in members if ln.since is not None), default=None)
     m = Merged(
@@ -258,8 +260,31 @@ def judge(
         stack_groups=tuple(groups),
         stacks=tuple(entries),
         findings=tuple(f for ln in members if ln.state != OK for f in ln.findings),
+        odd=odd,
     )
     return _phrase(m, members, t)
+
+
+def odd_text(entries: list[dict[str, Any]], limit: int = 4) -> str:
+    """The ranks outside the largest stack group, each as host:rank, against that group:
+    the strongest thing the stacks of many nodes say, so it leads the merged reason."""
+    if len(entries) < 2:
+        return ""
+    counts = Counter(_where(e) for e in entries)
+    if len(counts) < 2:
+        return ""
+    majority = counts.most_common(1)[0][0]
+    odd = [e for e in entries if _where(e) != majority]
+    if len(odd) * 2 >= len(entries):
+        return ""  # no clear majority: the stack groups say it better
+    named = [
+        f"{e.get('host')}:{e['rank'] if isinstance(e.get('rank'), int) else '?'} in {_where(e)}"
+        for e in odd[:limit]
+    ]
+    more = f" and {len(odd) - limit} more" if len(odd) > limit else ""
+    rest = [e["rank"] for e in entries if _where(e) == majority and isinstance(e.get("rank"), int)]
+    others = ranks_text(rest) if rest else f"{counts[majority]} rank(s)"
+    return f"odd one out: {', '.join(named)}{more}, while {others} are in {majority}"
 
 
 def _phrase(m: Merged, members: list[NodeLine], t: float) -> Merged:
@@ -279,6 +304,8 @@ def _phrase(m: Merged, members: list[NodeLine], t: float) -> Merged:
         f"{who}{verb} across {n} host(s): {len(m.spinning)} GPU(s) on {len(spin_hosts)} "
         f"host(s) spin in a collective{secs}"
     )
+    if m.odd:  # the stacks' answer leads: it says where, NVML only who spins
+        text = f"{m.odd}; {text}"
     if m.suspects:
         ranks = f" ({ranks_text(m.suspect_ranks)})" if m.suspect_ranks else ""
         text += f"; not spinning: {_hosts_text(list(m.suspects))}{ranks}"
@@ -361,6 +388,8 @@ def merged_to_json(m: Merged) -> dict[str, Any]:
     }
     if m.stack_groups:
         d["stack_groups"] = list(m.stack_groups)
+    if m.odd:
+        d["odd"] = m.odd
         d["stacks"] = list(m.stacks)
     if m.findings:
         d["findings"] = list(m.findings)

@@ -201,6 +201,7 @@ class BundleReport:
     notes: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
     failed_dumps: int = 0
+    headline: str | None = None  # the verdict's state and headline, for the summary
 
     outcome = Outcome.DONE
 
@@ -300,6 +301,8 @@ def write_bundle(
         say("reading command lines, environments and libraries")
         dump_json("processes.json", [process_record(p) for p in processes])
 
+    if verdict is not None and getattr(verdict, "reason", None):
+        rep.headline = f"{str(getattr(verdict, 'state', '?')).upper()}: {verdict.reason}"
     if verdict is not None:
         try:
             to_json = getattr(verdict, "to_json", None)
