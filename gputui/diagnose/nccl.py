@@ -21,11 +21,13 @@ from typing import Any
 from gputui.collect.model import Snapshot
 from gputui.collect.ras_model import RasAnswer, RasComm, RasRank, answer_from_dict
 from gputui.diagnose.evidence import Evidence
+from gputui.diagnose.fr_findings import explain_flightrec
+from gputui.diagnose.fr_findings import ranks_text as _ranks_text
 from gputui.diagnose.ranking import Finding, Strength
 from gputui.diagnose.verdict import Verdict
 
 KIND = "nccl"
-RAS, FR = "ras", "flightrec"  # the sources of the findings (gputui.diagnose.ranking)
+RAS = "ras"  # the source of RAS's findings (gputui.diagnose.ranking); FR the recorder's
 RAS_MIN_VERSION = (2, 24)
 _NCCL_ERRORS = {
     1: "unhandled CUDA error",
@@ -81,20 +83,6 @@ def _who(r: RasRank, local: set[int]) -> str:
     where = r.where()
     here = " on this node" if r.pid is not None and r.pid in local else ""
     return f"rank {r.rank}" + (f" ({where}{here})" if where else here)
-
-
-def _ranks_text(ranks: list[int]) -> str:
-    """'ranks 0-61,63': runs of consecutive numbers collapsed."""
-    ranks = sorted(set(ranks))
-    runs: list[str] = []
-    i = 0
-    while i < len(ranks):
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        runs.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
-        i = j + 1
-    return ("rank " if len(ranks) == 1 else "ranks ") + ",".join(runs)
 
 
 def _op_state(c: RasComm, op: str) -> tuple[int, set[int], set[int]] | None:
@@ -347,97 +335,6 @@ def explain_ras(ras: Any, local_pids: set[int]) -> tuple[list[str], dict[str, An
     summary["nccl_version"] = second.nccl_version
     summary["format"] = second.format
     return found, summary
-
-
-# ---------------------------------------------------------------- flight recorder
-
-
-def _collective(name: Any) -> str:
-    text = str(name or "?")
-    return text.split(":", 1)[1] if ":" in text else text
-
-
-def _set_text(v: Any) -> str:
-    if isinstance(v, list) and all(isinstance(x, int) for x in v):
-        return _ranks_text(v)
-    return str(v)[:80]
-
-
-def explain_flightrec(fr: Any) -> tuple[list[Finding], dict[str, Any]]:
-    """Ranked findings from the record's "flightrec" part (the analyzer's result): a
-    collective that does not match across ranks (COLLECTIVE_TYPE_MISMATCH, sizes) is a
-    MISMATCH with the line that called it; ranks missing from a collective are the ranks
-    behind (who, not where); the rest is context."""
-    if not isinstance(fr, dict) or fr.get("outcome") in (None, "off"):
-        return [], {}
-    outcome = fr.get("outcome")
-    if outcome != "done":
-        err = str(fr.get("error") or outcome)[:300]
-        return [Finding(f"flight recorder: {err}", Strength.CONTEXT, FR)], {"flightrec": outcome}
-    found: list[Finding] = []
-    items = [x for x in fr.get("findings") or [] if isinstance(x, dict)]
-    for x in items[:10]:
-        seq, coll = x.get("seq"), _collective(x.get("collective"))
-        group = f", group {x['group']}" if x.get("group") else ""
-        frame = x.get("frame") if isinstance(x.get("frame"), str) else None
-        at = f" at {frame}" if frame else ""
-        if x.get("kind") == "missing":
-            missing = _ints(x.get("missing_ranks"))
-            found.append(
-                Finding(
-                    f"flight recorder: not all ranks joined collective {seq} ({coll}{group}): "
-                    f"missing {_set_text(x.get('missing_ranks'))}.",
-                    Strength.RAS_BEHIND,
-                    FR,
-                    ranks=missing,
-                )
-            )
-        elif x.get("kind") == "errors":
-            err = str(x.get("error") or "?")[:200]
-            found.append(
-                Finding(
-                    f"flight recorder: collective {seq} ({coll}{group}) does not match across "
-                    f"ranks: {err}.",
-                    Strength.MISMATCH,
-                    FR,
-                    frame=frame,
-                    headline=f"ranks in different collectives at collective {seq} ({coll}"
-                    f"{at}): {err}",
-                )
-            )
-        elif x.get("kind") == "size":
-            found.append(
-                Finding(
-                    f"flight recorder: collective {seq} ({coll}) sizes differ across ranks.",
-                    Strength.MISMATCH,
-                    FR,
-                    frame=frame,
-                    headline=f"ranks disagree on the sizes of collective {seq} ({coll}{at})",
-                )
-            )
-        elif x.get("kind") == "undecided":
-            found.append(
-                Finding(
-                    f"flight recorder: cannot judge collective {seq}: no dumps from "
-                    f"{_set_text(x.get('missing_dumps'))} (they are on other nodes).",
-                    Strength.CONTEXT,
-                    FR,
-                )
-            )
-    if not items:
-        found.append(
-            Finding(
-                f"flight recorder: the analyzer found no mismatch in the last collectives of "
-                f"{_set_text(fr.get('dumps') or [])}.",
-                Strength.CONTEXT,
-                FR,
-            )
-        )
-    return found, {"flightrec": {"findings": items[:10], "dumps": fr.get("dumps") or []}}
-
-
-def _ints(v: Any) -> tuple[int, ...]:
-    return tuple(x for x in v[:64] if isinstance(x, int)) if isinstance(v, list) else ()
 
 
 _RANK = re.compile(r"^NCCL RAS: (?:rank|process) (\d+)")
