@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "check",
         help="watch for an NCCL hang; exit 1 if stalled or hung",
         description=(
-            "Sample live (or replay a recording as fast as it can) and report the hang "
+            "Sample live (or replay a recording as fast as it can) and report the hang\n"
             "detector's verdict. The exit code is the worst verdict seen over the run."
         ),
         epilog=exitcodes.help_text(),
