@@ -117,7 +117,14 @@ def _job_families(view: View) -> Iterator[Metric]:
         "(rank and pid as last seen on it; empty when unknown)",
         labels=["job", "gpu", "rank", "pid", "host"],
     )
+    mismatch = GaugeMetricFamily(
+        "gputui_job_mismatch",
+        "1 while NCCL RAS says the job's ranks entered different collectives (a "
+        "collective-type mismatch: the ranks took different code paths), else 0",
+        labels=["job", "host"],
+    )
     for j in view.jobs:
+        mismatch.add_metric([j.job, host], 1.0 if j.mismatch else 0.0)
         for s in JOB_STATES:
             state.add_metric([j.job, host, s], 1.0 if j.state == s else 0.0)
         stall.add_metric([j.job, host], j.stall_s)
@@ -125,7 +132,7 @@ def _job_families(view: View) -> Iterator[Metric]:
             rank = "" if x.rank is None else str(x.rank)
             pid = "" if x.pid is None else str(x.pid)
             suspect.add_metric([j.job, str(x.gpu), rank, pid, host], 1.0)
-    yield from (state, stall, suspect)
+    yield from (state, stall, suspect, mismatch)
 
 
 def exported_names() -> tuple[str, ...]:
@@ -133,4 +140,5 @@ def exported_names() -> tuple[str, ...]:
     gpu = [f"gputui_gpu_{n}" for n, _, _ in _READINGS]
     gpu += ["gputui_gpu_state", "gputui_gpu_spin_seconds", "gputui_gpu_processes"]
     job = ["gputui_job_state", "gputui_job_stall_seconds", "gputui_job_suspect"]
+    job.append("gputui_job_mismatch")
     return (*gpu, *job, "gputui_sample_age_seconds", "gputui_build_info")
