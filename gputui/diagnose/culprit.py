@@ -278,13 +278,24 @@ def _context(text: str) -> Evidence:
     return Evidence(KIND, findings=(text,), ranked=(Finding(text, Strength.CONTEXT, KIND),))
 
 
-def _ids(rs: Sequence[_Rank]) -> dict[str, tuple[int, ...]]:
-    """The ranks and pids of some ranks, for a Finding."""
-    return {
-        "ranks": tuple(r.stack.rank for r in rs if r.stack.rank is not None),
-        "pids": tuple(r.stack.pid for r in rs if r.stack.pid is not None),
-        "gpus": tuple(r.stack.gpu for r in rs if r.stack.gpu is not None),
-    }
+def _finding(
+    text: str,
+    strength: Strength,
+    rs: Sequence[_Rank],
+    frame: str | None = None,
+    headline: str | None = None,
+) -> Finding:
+    """A stacks Finding about some ranks, with their ranks, pids and GPUs."""
+    return Finding(
+        text,
+        strength,
+        KIND,
+        ranks=tuple(r.stack.rank for r in rs if r.stack.rank is not None),
+        gpus=tuple(r.stack.gpu for r in rs if r.stack.gpu is not None),
+        pids=tuple(r.stack.pid for r in rs if r.stack.pid is not None),
+        frame=frame,
+        headline=headline,
+    )
 
 
 def _mismatch(sites: dict[str, list[_Rank]]) -> Finding:
@@ -298,13 +309,12 @@ def _mismatch(sites: dict[str, list[_Rank]]) -> Finding:
     where, odd = min(reversed(groups), key=lambda kv: len(kv[1]))
     said = ", ".join(f"{_ranks_words(rs)} in {w}" for w, rs in groups)
     site = odd[0].reading.site
-    return Finding(
+    return _finding(
         "ranks entered different collectives: " + said,
         Strength.MISMATCH,
-        KIND,
+        odd,
         frame=site.label() if site is not None else None,
         headline="ranks in different collectives: " + said,
-        **_ids(odd),
     )
 
 
@@ -318,7 +328,7 @@ def _findings(ranks: list[_Rank], all_here: bool = False) -> list[Finding]:
     out: list[Finding] = []
 
     def context(text: str, rs: Sequence[_Rank]) -> None:
-        out.append(Finding(text, Strength.CONTEXT, KIND, **_ids(rs)))
+        out.append(_finding(text, Strength.CONTEXT, rs))
 
     # Waiting ranks by the collective call site they stand at.
     sites: dict[str, list[_Rank]] = {}
@@ -336,11 +346,11 @@ def _findings(ranks: list[_Rank], all_here: bool = False) -> list[Finding]:
         if r.outcome == "gone":
             # Who, not why: a rank's last words (another source) say why, more strongly.
             text = f"{r.stack.who()} is gone: its process exited"
-            out.append(Finding(text, Strength.CULPRIT_LINE, KIND, **_ids([r])))
+            out.append(_finding(text, Strength.CULPRIT_LINE, [r]))
         elif r.outcome == "done" and r.reading.frame is not None:
             label = r.reading.frame.label()
             text = f"{r.stack.who()} is in {label}"
-            out.append(Finding(text, Strength.CULPRIT_LINE, KIND, frame=label, **_ids([r])))
+            out.append(_finding(text, Strength.CULPRIT_LINE, [r], frame=label))
     if not mismatch:
         for where, rs in sites.items():
             verb = "waits" if len(rs) == 1 else "wait"
