@@ -153,3 +153,55 @@ def test_a_ras_that_answers_garbage_or_nothing_is_one_context_line(spawn, script
     assert ras[0].text.startswith("NCCL RAS"), ras[0].text
     # Nothing beat NVML: the headline is the detector's own sentence.
     assert "spinning in a collective" in v.reason
+
+
+class SpinningRanks:
+    """A live source for `gputui record`'s loop: samples taken now (Unix time) naming real
+    processes on GPUs that compute for `calm` samples, then spin."""
+
+    kind, description = "nvml", "real processes, synthetic GPUs"
+
+    def __init__(self, pids: list[int], calm: int, spin: int) -> None:
+        self.pids, self.states = pids, [["compute"] * 2] * calm + [["spin"] * 2] * spin
+
+    def sample(self):
+        if not self.states:
+            return None
+        return with_real_pids(time.time(), self.pids, self.states.pop(0), master=MASTER)
+
+    def next_delay(self) -> float:
+        return 0.1
+
+    def close(self) -> None:
+        pass
+
+
+def test_recorded_ras_answers_replay_to_the_same_findings(spawn, tmp_path):
+    import threading
+
+    from gputui.collect.trace import TraceWriter, read_trace
+    from gputui.commands.record import write_samples
+
+    with ras_server(b"") as srv:
+        port = srv.port
+    kids = [spawn({"NCCL_RAS_ADDR": f"127.0.0.1:{port}"}) for _ in range(2)]
+    pids = [k.pid for k in kids]
+    path = tmp_path / "rec.jsonl.gz"
+    writer, live = TraceWriter(path), Watcher(1.0, 60.0, auto_dump=False)
+    assert live.ras is not None
+    live.ras.interval = 0.3
+    try:
+        with ras_server(*answers_with_counts(0, 100), port=port):
+            write_samples(SpinningRanks(pids, 5, 30), writer, live, 0.1, None, threading.Event())
+            live.wait(5.0)
+    finally:
+        live.close()
+        writer.close()
+    now = live.latest()
+    assert now is not None and now.alarm and writer.records >= 2
+    back = read_trace(path)
+    replay = Watcher(1.0, 60.0, live=False)
+    verdicts = [replay.update(s) for s in back]
+    assert replay.ras is None and replay.transitions == 0  # a replay asks nothing
+    assert verdicts[-1].findings == now.findings and verdicts[-1].reason == now.reason
+    assert any(r["type"] == "ras" for s in back for r in s.records)
