@@ -149,3 +149,43 @@ def test_ranked_findings_reach_check_json():
     assert [r["strength"] for r in d["ranked"]] == ["culprit_line", "nvml"]
     assert d["ranked"][0]["frame"] == "load_batch (worker2.py:37)"
     assert list(d)[:5] == ["t", "state", "spinning", "suspects", "reason"]
+
+
+def test_the_flight_recorders_type_mismatch_is_a_mismatch_with_its_line():
+    """The analyzer's own words (torch's flight_recorder MatchInfo) for rank 1 in broadcast."""
+    from gputui.diagnose.nccl import explain_nccl
+
+    err = (
+        "Culprit rank 1; Error type: COLLECTIVE_TYPE_MISMATCH, Expected collective type: "
+        "'allreduce' does not match found collective type: 'broadcast'"
+    )
+    fr = {
+        "outcome": "done",
+        "dumps": [0, 1],
+        "findings": [
+            {
+                "kind": "errors",
+                "seq": 5,
+                "collective": "nccl:all_reduce",
+                "error": err,
+                "frame": "train_step (train.py:57)",
+            }
+        ],
+    }
+    rec = {"type": "nccl", "t": 1.0, "job": "j", "flightrec": fr, "local": [{"pid": 9, "rank": 1}]}
+    v = stalled()
+    out = fold(v, [explain_nccl(rec, v, None)])
+    assert out.reason == (
+        "ranks in different collectives: rank 1 in broadcast, the others in allreduce at "
+        "train_step (train.py:57) (flight recorder, collective 5)"
+    )
+    top = out.ranked[0]
+    assert (top.strength, top.source, top.ranks, top.pids) == (
+        Strength.MISMATCH,
+        "flightrec",
+        (1,),
+        (9,),
+    )
+    assert out.culprit_frame == "train_step (train.py:57)"
+    steps = " ".join(out.next_steps)
+    assert "flight recorder is on already" in steps and "TORCH_FR_BUFFER_SIZE" not in steps

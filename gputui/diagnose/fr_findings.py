@@ -9,6 +9,7 @@ where); an analyzer that could not judge, or failed, is context.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gputui.diagnose.ranking import Finding, Strength
@@ -78,9 +79,9 @@ def explain_flightrec(fr: Any) -> tuple[list[Finding], dict[str, Any]]:
                     f"ranks: {err}.",
                     Strength.MISMATCH,
                     FR,
+                    ranks=tuple(int(r) for r in _CULPRIT.findall(err)[:16]),
                     frame=frame,
-                    headline=f"ranks in different collectives at collective {seq} ({coll}"
-                    f"{at}): {err}",
+                    headline=_mismatch_headline(err, seq, coll, at),
                 )
             )
         elif x.get("kind") == "size":
@@ -112,6 +113,25 @@ def explain_flightrec(fr: Any) -> tuple[list[Finding], dict[str, Any]]:
             )
         )
     return found, {"flightrec": {"findings": items[:10], "dumps": fr.get("dumps") or []}}
+
+
+_CULPRIT = re.compile(r"Culprit rank (\d+)")
+_TYPES = re.compile(
+    r"Culprit rank (\d+); Error type: COLLECTIVE_TYPE_MISMATCH, Expected collective type: "
+    r"'([^']+)' does not match found collective type: '([^']+)'"
+)
+
+
+def _mismatch_headline(err: str, seq: Any, coll: str, at: str) -> str:
+    """The analyzer's COLLECTIVE_TYPE_MISMATCH said plainly: who called what instead."""
+    m = _TYPES.search(err)
+    if m is None:
+        return f"ranks disagree at collective {seq} ({coll}{at}): {err}"
+    rank, expected, got = m.groups()
+    return (
+        f"ranks in different collectives: rank {rank} in {got}, the others in {expected}"
+        f"{at} (flight recorder, collective {seq})"
+    )
 
 
 def _ints(v: Any) -> tuple[int, ...]:
