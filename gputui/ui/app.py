@@ -36,6 +36,7 @@ from gputui.ui.messages import EvidenceArrived, SamplerFailed, SnapshotReady, So
 from gputui.ui.process_table import ProcessTable
 from gputui.ui.strips import LineView, text_line
 from gputui.ui.table_actions import TableActions
+from gputui.ui.way_out import WayOut
 from gputui.watch import Watcher
 
 NO_GPU_HINT = "Try `gputui --demo` to replay a real NCCL hang recorded on 2 x H200."
@@ -67,7 +68,7 @@ class NoGpuNote(LineView):
         ]
 
 
-class GputuiApp(ProcessActions, TableActions, App[None]):
+class GputuiApp(ProcessActions, TableActions, WayOut, App[None]):
     TITLE = "gputui"
     CSS = "Screen { layout: vertical; }"
     BINDINGS = [
@@ -83,6 +84,13 @@ class GputuiApp(ProcessActions, TableActions, App[None]):
         Binding("k", "kill", "Send a signal (asks first)", id="kill"),
         Binding("e", "environment", "Its environment (secrets redacted)", id="environment"),
         Binding("b", "bundle", "Write an incident bundle", id="bundle"),
+        Binding(
+            "X",
+            "end_job",
+            "End the stuck job's ranks here (after b; asks first)",
+            key_display="X",
+            id="end_job",
+        ),
         Binding("P", "probe", "Pairwise GPU probe", key_display="P", id="probe"),
         Binding("t", "tree", "Tree view: jobs and their ranks", id="tree"),
         Binding("slash", "filter", "Filter processes", key_display="/", id="filter"),
