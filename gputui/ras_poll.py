@@ -10,7 +10,8 @@ to wait for the stall: the Watcher asks it as soon as a job's GPUs start to spin
 Two answers whose collective counts advance say the job is busy (an all_reduce benchmark, a
 parameter server look like a spin to NVML), not stalled; two that agree confirm the ranks
 behind. Bounded: one query in flight at a time, off the caller's thread, each query bounded
-by the RAS client's own timeouts, at most one every `interval` seconds per job.
+by the RAS client's own timeouts, at most one every `interval` seconds per job (for as long
+as the spin lasts: a benchmark busy for an hour may hang in its 61st minute).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class RasPoller:
         cancel: threading.Event,
         *,
         interval: float = INTERVAL_S,
-        max_queries: int = 200,
+        max_queries: int | None = None,
     ) -> None:
         self.emit, self.cancel = emit, cancel
         self.interval, self.max_queries = interval, max_queries
@@ -65,7 +66,8 @@ class RasPoller:
             ep = self._episodes[key] = _Episode(trigger)
         ep.trigger = trigger
         now = time.monotonic()
-        if not ep.enabled or ep.asked >= self.max_queries or self.cancel.is_set():
+        spent = self.max_queries is not None and ep.asked >= self.max_queries
+        if not ep.enabled or spent or self.cancel.is_set():
             return
         if now - ep.last_ask < self.interval or self.pending():
             return
@@ -110,8 +112,7 @@ class RasPoller:
                 ras["queries"] = [*([ep.previous] if ep.previous else []), q]
                 if q.get("outcome") == "done":
                     ep.previous = q
-            else:
-                ep.asked = self.max_queries  # said once (RAS off, no NCCL): not asked again
+            # else: said once (RAS off, no NCCL); `enabled` is False, so it is not asked again
             rec = {"type": KIND, "t": round(t, 3), "job": key, "trigger": ep.trigger}
             rec.update(ras=ras, local=local_ranks(ranks))
         except Exception as e:  # a poller never raises: its failure is the record

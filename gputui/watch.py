@@ -1,6 +1,7 @@
-"""The Watcher: the hang detector, plus evidence gathered once per stall transition.
+"""The Watcher: the hang detector, plus evidence gathered at each stall transition and RAS
+asked from the start of every spin (gputui.ras_poll).
 
-Why this shape (evidence-interface.md): the detector names a GPU from NVML alone; a person
+Why this shape: the detector names a GPU from NVML alone; a person
 then wants the line of Python. So when a job goes from ok to stalled, and again from stalled
 to hung, the Watcher starts its gatherers (py-spy on every local rank; later NCCL RAS and
 the flight recorder) once, off the caller's thread, bounded and cancellable, and folds what
@@ -21,7 +22,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from gputui.collect.frames import RankStack
@@ -410,8 +411,6 @@ def _busy(v: Verdict, evidence: list[Evidence]) -> Verdict | None:
         if not x.get("progress") or x.get("mismatch") or x.get("behind") or x.get("missing"):
             continue
         said = next((f for f in e.findings if "advance" in f or "still move" in f), "")
-        from dataclasses import replace
-
         return replace(
             v,
             state=OK,

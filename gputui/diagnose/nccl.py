@@ -75,7 +75,10 @@ def ras_unavailable(ras: dict[str, Any]) -> str | None:
 
 
 def _secs(dt: float | None) -> str:
-    """3.0 -> '3', 0.52 -> '0.5'."""
+    """3.0 -> '3', 0.52 -> '0.5'; whole seconds from 2 s on (3.1 -> '3'), so answers asked
+    every 3 s say the same words and `check --json` prints a line only when they change."""
+    if (dt or 0) >= 2:
+        return f"{dt:.0f}"
     return f"{dt or 0:.1f}".removesuffix(".0")
 
 

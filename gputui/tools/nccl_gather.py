@@ -1,7 +1,7 @@
 """The NCCL evidence gatherer: NCCL RAS twice, and the flight recorder where it is on.
 
 `gather_nccl(target, cancel)` is registered in gputui.watch's Watcher as
-`("nccl", gather_nccl, explain_nccl)` (evidence-interface.md). It runs in the Watcher's
+`("nccl", gather_nccl, explain_nccl)`. It runs in the Watcher's
 gathering thread once per stall transition of a job, never on the UI thread, and returns
 one typed record `{"type": "nccl", "t", "job", "trigger", "ras": {...}, "flightrec": {...},
 "local": [...]}` that `gputui record` writes into a recording; gputui.diagnose.nccl
@@ -9,7 +9,9 @@ explains it, live or in a replay. It never raises: failures are data in the reco
 
 RAS is asked twice, `RAS_INTERVAL_S` apart, because a rank that is alive but launches
 nothing shows only as a count that stays behind. The flight recorder (a dump takes seconds)
-runs in parallel with the two RAS queries.
+runs in parallel with the two RAS queries. The Watcher passes `ras=False`: its RAS poller
+(gputui.ras_poll) asks RAS from the start of the spin and every few seconds after, reusing
+`ras_setup`/`ras_query` here, so the stall transition only triggers the flight recorder.
 """
 
 from __future__ import annotations
