@@ -104,3 +104,4 @@ def test_the_80x24_dashboard_shows_both_collectives_with_no_key(job):
     flat = " ".join(ln.strip() for ln in screen.splitlines())
     assert f"▶ ranks in different collectives: {reduce}, {bcast}" in flat, screen
     assert "…" not in "".join(ln for ln in screen.splitlines() if "collectives" in ln)
+    assert "the ranks disagree" in screen  # not "no suspect": the first line agrees

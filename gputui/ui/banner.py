@@ -19,6 +19,7 @@ from gputui.ui.strips import Line, LineView, fit
 
 MAX_ANSWER_LINES = 6  # 80 columns: ~470 characters of headline, still leaving the GPUs room
 NVML_LEVEL = 10  # gputui.diagnose.ranking.Strength.NVML (not imported: the UI starts fast)
+MISMATCH_LEVEL = 40  # Strength.MISMATCH
 
 OK_STYLE = "bold black on green"
 STALLED_STYLE = "bold black on yellow"
@@ -36,6 +37,8 @@ def headline(v: Any, now: float) -> tuple[str, str]:
         parts.append(f"suspect GPU {', '.join(map(str, v.suspects))}{pids}")
     elif v.suspect_pids:  # named by the stacks or NCCL, where NVML could not
         parts.append(f"suspect pid {', '.join(map(str, v.suspect_pids))}")
+    elif _top(v) >= MISMATCH_LEVEL:  # no one suspect: the ranks disagree (said below)
+        parts.append("the ranks disagree")
     else:
         parts.append("no suspect on this node")
     if v.spinning:
@@ -45,11 +48,16 @@ def headline(v: Any, now: float) -> tuple[str, str]:
     return badge, "  " + " · ".join(parts)
 
 
+def _top(v: Any) -> int:
+    """The strength of the verdict's strongest finding (0 when there is none)."""
+    ranked = getattr(v, "ranked", ()) or ()
+    return int(getattr(ranked[0], "strength", 0)) if ranked else 0
+
+
 def answer(v: Any) -> str:
     """The answer line: the headline when evidence beats the NVML picture (the reason is
     then the strongest finding's sentence), else the detector's why."""
-    ranked = getattr(v, "ranked", ()) or ()
-    if ranked and int(getattr(ranked[0], "strength", 0)) > NVML_LEVEL:
+    if _top(v) > NVML_LEVEL:
         return "▶ " + v.reason
     reason = v.reason
     for marker in ("; not spinning: ", "; every GPU", "; its peers"):
