@@ -100,7 +100,7 @@ def _known(
     if mismatch is not None:
         sites = mismatch.lead.split(": ", 1)[-1]
     culprit = next((f for f in ordered if f.strength == Strength.CULPRIT_LINE and f.frame), None)
-    fr = any(isinstance(e.extra.get("flightrec"), dict) for e in evidence)
+    fr = any(e.extra.get("flightrec") is not None for e in evidence)  # on, even if it failed
     return replace(
         k,
         dumped=k.dumped or any(s.get("outcome") == "done" for s in stacks),
