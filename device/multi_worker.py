@@ -147,7 +147,9 @@ class Job:
         # matmuls a rank spends its step waiting in the collective's kernel, which NVML sees
         # as a spin (util ~100%, idle power) even while the job makes progress.
         self.w = (
-            torch.randn(4096, 4096, dtype=torch.bfloat16, device=self.device) if self.nccl else None
+            torch.randn(4096, 4096, dtype=torch.bfloat16, device=self.device)
+            if self.nccl and not getattr(a, "comm_only", False)
+            else None
         )
         self.step = 0
 
@@ -275,6 +277,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--backend", choices=("nccl", "gloo"), default="nccl")
     ap.add_argument("--size", type=int, default=None, help="bytes per collective")
     ap.add_argument("--share-gpu", action="store_true", help="every rank on GPU 0 (see above)")
+    ap.add_argument(
+        "--comm-only",
+        action="store_true",
+        help="no matmuls in a step: an NCCL-only benchmark, which NVML sees as a spin",
+    )
     return ap.parse_args(argv)
 
 
@@ -287,6 +294,8 @@ def rank_argv(a: argparse.Namespace) -> list[str]:
         argv += ["--size", str(a.size)]
     if a.share_gpu:
         argv.append("--share-gpu")
+    if a.comm_only:
+        argv.append("--comm-only")
     return argv
 
 

@@ -1,6 +1,7 @@
-"""The Watcher: the hang detector, plus evidence gathered once per stall transition.
+"""The Watcher: the hang detector, plus evidence gathered at each stall transition and RAS
+asked from the start of every spin (gputui.ras_poll).
 
-Why this shape (evidence-interface.md): the detector names a GPU from NVML alone; a person
+Why this shape: the detector names a GPU from NVML alone; a person
 then wants the line of Python. So when a job goes from ok to stalled, and again from stalled
 to hung, the Watcher starts its gatherers (py-spy on every local rank; later NCCL RAS and
 the flight recorder) once, off the caller's thread, bounded and cancellable, and folds what
@@ -21,7 +22,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from gputui.collect.frames import RankStack
@@ -32,7 +33,7 @@ from gputui.diagnose.evidence import Evidence, fold
 from gputui.diagnose.health import HealthTracker
 from gputui.diagnose.health_words import health_evidence, lead
 from gputui.diagnose.rendezvous import with_rendezvous
-from gputui.diagnose.verdict import HUNG, STALLED, Verdict
+from gputui.diagnose.verdict import HUNG, OK, STALLED, Verdict
 from gputui.tools.rendezvous_watch import RendezvousWatch
 
 if TYPE_CHECKING:
@@ -109,10 +110,11 @@ def explain_nccl(record: dict[str, Any], v: Verdict, snap: Snapshot | None) -> E
 
 
 def gather_nccl(target: JobTarget, cancel: threading.Event) -> dict[str, Any] | None:
-    """NCCL RAS asked twice and the flight recorder triggered, where the job has them."""
+    """The flight recorder triggered, where the job set its pipe (RAS is asked by the
+    Watcher's RAS poller from the start of the spin, see gputui.ras_poll)."""
     from gputui.tools.nccl_gather import gather_nccl as gather
 
-    return gather(target, cancel)
+    return gather(target, cancel, ras=False)
 
 
 def gather_lastwords(target: JobTarget, cancel: threading.Event) -> dict[str, Any] | None:
@@ -165,6 +167,15 @@ class Watcher:
         ]
         self.on_evidence: Callable[[], None] | None = None
         self._cancel = threading.Event()
+        # NCCL RAS, asked from the start of a spin and again while it lasts (gputui.ras_poll),
+        # wherever the NCCL evidence kind is on; its records replay like the others.
+        self.ras = None
+        if "nccl" in self.explainers:
+            self.explainers["ras"] = explain_nccl
+            if live:
+                from gputui.ras_poll import RasPoller
+
+                self.ras = RasPoller(self._record, self._cancel)
         self._lock = threading.Lock()
         self._pools: dict[str, ThreadPoolExecutor] = {}
         self._futures: list[Future[Any]] = []
@@ -205,13 +216,33 @@ class Watcher:
                 self._last = (with_rendezvous(v, rv), snap)
                 return self._last[0]
         job = _job_of(v, snap) if v.alarm else None
+        self._poll_ras(v, snap, job)
         if job is None:
             self._state.clear()
             self._prune(snap.t)
-        else:
+            self._last = (v, snap)
+            return v
+        out = self._enrich(v, snap, job)
+        if out.alarm:  # not when RAS shows the job's collectives advancing: it is busy
             self._transition(v, snap, job)
+            out = self._enrich(v, snap, job)  # a gatherer may have answered already
+        else:
+            self._state.pop(job.key, None)
         self._last = (v, snap)
-        return self._enrich(v, snap, job)
+        return out
+
+    def _poll_ras(self, v: Verdict, snap: Snapshot, alarm: Job | None) -> None:
+        """Ask RAS for every job whose GPUs spin now, before the stall is called."""
+        if self.ras is None:
+            return
+        spinning = set(self.detector.runs)
+        jobs = {j.key: (j, "spin") for j in snap.jobs if spinning & set(j.gpus)}
+        if alarm is not None:
+            jobs[alarm.key] = (alarm, v.state)
+        procs = {p.pid: p for p in snap.processes}
+        for key, (job, trigger) in jobs.items():
+            self.ras.poll(key, tuple(procs[p] for p in job.pids if p in procs), trigger)
+        self.ras.end(set(jobs))
 
     def latest(self) -> Verdict | None:
         """The last verdict with the evidence known now (e.g. after `wait()` at the end, or
@@ -263,6 +294,10 @@ class Watcher:
             return
         rec.setdefault("job", target.key)
         rec.setdefault("trigger", target.trigger)
+        self._record(rec)
+
+    def _record(self, rec: dict[str, Any]) -> None:
+        """A gathered record: kept for the verdicts, queued for `gputui record`, announced."""
         self._keep(rec)
         with self._lock:
             self._new.append(rec)
@@ -347,7 +382,7 @@ class Watcher:
         ids = tuple((k, r["t"], id(r)) for k, r in recs)
         key = (ids, v.state, v.spinning, v.suspects, v.vanished)
         if self._cache is not None and self._cache[0] == key:
-            return lead(fold(v, [*self._cache[1], *hw]))
+            return _busy(v, self._cache[1]) or lead(fold(v, [*self._cache[1], *hw]))
         ev = []
         for kind, rec in recs:
             try:
@@ -355,7 +390,7 @@ class Watcher:
             except Exception as e:  # an explainer's bug must not take the verdict with it
                 ev.append(Evidence(kind, findings=(f"{kind}: could not be explained ({e})",)))
         self._cache = (key, ev)
-        return lead(fold(v, [*ev, *hw]))
+        return _busy(v, ev) or lead(fold(v, [*ev, *hw]))
 
     def _remember(self, snap: Snapshot) -> None:
         """The last process seen on each GPU of each job: a rank that dies is named by it."""
@@ -375,12 +410,14 @@ class Watcher:
 
     def pending(self) -> bool:
         """A gatherer is still running (or queued)."""
-        return any(not f.done() for f in self._futures)
+        ras = self.ras.pending() if self.ras is not None else False
+        return ras or any(not f.done() for f in self._futures)
 
     def wait(self, timeout: float) -> bool:
         """Wait until no gatherer runs, at most `timeout` s; True when none runs."""
         deadline = time.monotonic() + timeout
-        for f in list(self._futures):
+        extra = self.ras.future() if self.ras is not None else None
+        for f in [*self._futures, *([extra] if extra is not None else [])]:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
@@ -405,6 +442,8 @@ class Watcher:
             self.rendezvous.close()
         for pool in self._pools.values():
             pool.shutdown(wait=False, cancel_futures=True)
+        if self.ras is not None:
+            self.ras.close()
         self.wait(CLOSE_WAIT_S)
 
 
@@ -421,6 +460,28 @@ def _job_of(v: Verdict, snap: Snapshot) -> Job | None:
     on = set(v.spinning) | set(v.suspects)
     pids = tuple(sorted({p for g in snap.gpus if g.index in on for p in g.pids}))
     return Job(key="~node", label=v.job or "node", pids=pids, gpus=tuple(sorted(on)))
+
+
+def _busy(v: Verdict, evidence: list[Evidence]) -> Verdict | None:
+    """An ok verdict when NCCL RAS shows the job's collectives advancing between two answers
+    and names no rank behind and no mismatch: a job that only communicates (an all_reduce
+    benchmark, a parameter server) spins to NVML's eyes, but it is busy, not stalled."""
+    for e in evidence:
+        x = e.extra if e.kind == "ras" else {}
+        if not x.get("progress") or x.get("mismatch") or x.get("behind") or x.get("missing"):
+            continue
+        said = next((f for f in e.findings if "advance" in f or "still move" in f), "")
+        return replace(
+            v,
+            state=OK,
+            reason=f"busy, not stalled: collectives advance; {said}".rstrip("; "),
+            suspects=(),
+            suspect_pids=(),
+            next_steps=(),
+            findings=tuple(e.findings),
+            evidence={"ras": x},
+        )
+    return None
 
 
 def _pids_of(rec: dict[str, Any]) -> set[int]:

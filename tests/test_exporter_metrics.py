@@ -26,7 +26,7 @@ from gputui.exporter.server import serve_metrics
 from gputui.exporter.view import Watch
 
 GPU_SERIES = 13  # per GPU with every reading available (the README's table says so)
-JOB_SERIES = 4  # per job, plus one per suspect
+JOB_SERIES = 5  # per job (state x3, stall seconds, mismatch), plus one per suspect
 
 
 class Clock:

@@ -66,7 +66,8 @@ def test_a_ranks_program_xid_names_the_rank_pid_and_gpu_first():
     assert v.reason.startswith("rank 1 (pid 1001, GPU 1) hit Xid 31: GPU memory page fault")
     assert "the GPU is fine" in v.reason
     assert v.ranked[0].strength == Strength.RANK_GONE and v.ranked[0].pids == (1001,)
-    assert any("spinning" in f for f in v.findings)  # the detector's sentence stays, after
+    # the detector's sentence stays, ranked after (NVML's picture is the weakest evidence)
+    assert any("spinning" in f.text and f.strength == Strength.NVML for f in v.ranked)
 
 
 def test_a_hardware_xid_on_a_ranks_gpu_says_drain_the_node():

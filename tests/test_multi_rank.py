@@ -89,11 +89,14 @@ def test_ranks_in_different_collectives_are_the_finding_when_every_gpu_spins(mis
     v = watch(mismatch.pids, ["spin"] * N)
     reduce = entered("job.dist.all_reduce(job.x)")
     bcast = entered("job.dist.broadcast(job.x, src=0)")
-    assert v.state == "stalled" and v.suspects == () and v.culprit_frame is None
+    assert v.state == "stalled" and v.suspects == ()
+    # The odd rank's call site is the culprit's line, and the mismatch is the headline.
+    assert v.culprit_frame == f"broadcast_step (multi_worker.py:{bcast})"
     assert v.findings[0] == (
         f"ranks entered different collectives: ranks 0,1,2 in all_reduce "
         f"(multi_worker.py:{reduce}), rank 3 in broadcast (multi_worker.py:{bcast})"
     )
+    assert v.reason == "ranks in different collectives: " + v.findings[0].split(": ", 1)[1]
     assert [s["collective"] for s in v.stacks] == ["all_reduce"] * 3 + ["broadcast"]
 
 

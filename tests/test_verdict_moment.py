@@ -34,8 +34,8 @@ def test_snapshot_of_the_demo_shows_the_stall_by_default():
     r = run_cli("snapshot", "--demo")
     assert r.returncode == 0, r.stderr
     first, *rest = r.stdout.splitlines()
-    assert first.startswith("STALLED: job 127.0.0.1:29512")
-    assert "  - rank 1 (pid 815) is in <module> (worker2.py:37)" in rest
+    assert first == "verdict: STALLED: rank 1 (pid 815) is in <module> (worker2.py:37)"
+    assert "  - rank 0 waits in synchronize (worker2.py:21)" in rest
 
 
 def test_snapshot_json_carries_the_verdict_of_its_moment():

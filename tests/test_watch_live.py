@@ -155,7 +155,11 @@ def test_a_real_torch_job_names_the_stuck_function_and_the_line_that_entered_all
 
 def test_ranks_in_different_collectives_are_the_finding_when_every_gpu_spins(targets):
     pids, v, _ = dump_of_stalled_job(targets, ["broadcast", "allreduce"], ["spin", "spin"])
-    assert v.suspects == () and v.culprit_frame is None
+    assert v.suspects == ()
+    # The mismatch is the headline; one of its call sites (rank 1's: on a tie, the later
+    # group) is the culprit's frame, where NVML alone named nothing.
+    assert v.reason.startswith("ranks in different collectives: rank 0 in broadcast")
+    assert re.fullmatch(r"\w+ \(blocked\.py:\d+\)", v.culprit_frame or ""), v.culprit_frame
     bc = line_of(BLOCKED, "def broadcast") + 3
     assert re.fullmatch(
         rf"ranks entered different collectives: rank 0 in broadcast \(blocked\.py:{bc}\), "

@@ -165,6 +165,10 @@ def run(args: argparse.Namespace) -> int:
     for n in notes:
         print(f"gputui: {n}", file=sys.stderr)
     print(first)
+    if rep.headline:
+        from gputui.textsafe import clean
+
+        print(f"verdict: {clean(rep.headline)}")
     if nvml_problem:
         print(f"gputui: {nvml_problem}", file=sys.stderr)
         return 2

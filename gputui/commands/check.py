@@ -1,13 +1,15 @@
 """`gputui check`: the hang detector without a screen, for health checks and epilogues.
 
-Exit status is the contract: 0 when the last verdict is ok, 1 when stalled or hung, 2 on
-error; a slow job (a straggler, `slow` in --json with its `stragglers` and `wait_share`) is
-0, or 4 with --fail-on-slow. With --json, one object per line each time the verdict (state,
-spinning GPUs, suspects, stragglers) changes, or evidence arrives: when a job stalls, a
-live check dumps its ranks with py-spy (once per transition; --no-auto-dump turns it off)
-and prints a line with the findings, the culprit's frame and every rank's stack. With
---profile-straggler, a live check samples a slow job's straggler with py-spy for a few
-seconds and prints its top functions (`profile`). A replay shows the dumps the
+Exit status is the contract (gputui/diagnose/exitcodes.py, shown in --help): the worst
+verdict seen over the run, so a replay or a --duration run that held a hang exits 1 even if
+it ends ok; 3 for a sick GPU; a slow job (a straggler, `slow` in --json with its
+`stragglers` and `wait_share`) is 0, or 4 with --fail-on-slow; 2 on error. With --json, one
+object per line each time the verdict (state, spinning GPUs, suspects, stragglers) changes,
+or evidence arrives: when a job stalls, a live check dumps its ranks with py-spy (once per
+transition; --no-auto-dump turns it off) and prints a line with the findings, the
+culprit's frame and every rank's stack. With --profile-straggler, a live check samples a
+slow job's straggler with py-spy for a few seconds and prints its top functions
+(`profile`). A replay shows the dumps the
 recording carries. Each line also names the node (`host`) and the job's global ranks on its
 GPUs (`job_key`, `world_size`, `ranks`), so that `gputui merge` can join the lines of every
 node of a job (gputui/diagnose/node_report.py).
@@ -36,6 +38,7 @@ from gputui.commands.common import (
     open_source,
     positive_float,
 )
+from gputui.diagnose import exitcodes
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
@@ -54,10 +57,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "check",
         help="watch for an NCCL hang; exit 1 if stalled or hung",
         description=(
-            "Sample live (or replay a recording as fast as it can) and report the hang "
-            "detector's verdict. Exit 0: ok (or slow); 1: stalled or hung; 2: error; "
-            "3: a sick GPU; 4: slow, with --fail-on-slow."
+            "Sample live (or replay a recording as fast as it can) and report the hang\n"
+            "detector's verdict. The exit code is the worst verdict seen over the run."
         ),
+        epilog=exitcodes.help_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_source_args(p)
     add_host_arg(p)
@@ -177,11 +181,11 @@ def _line(v: Verdict, t0: float) -> str:
         f"spinning GPU {spin} · {sus}" if v.spinning else "no GPU spins (ranks wait on the host)"
     )
     text = f"{head} {where}\n{'':19s}{v.reason}"
-    return text + "".join(f"\n{'':19s}- {f}" for f in v.findings)
+    return text + "".join(f"\n{'':19s}- {f}" for f in v.findings if f != v.reason)
 
 
 def run(args: argparse.Namespace) -> int:
-    from gputui.diagnose.exitcodes import HANG, OK, SICK_GPU, SLOW, worst
+    from gputui.diagnose.exitcodes import OK, SICK_GPU, SLOW, worst
     from gputui.diagnose.health_report import health_key, health_line, health_text
     from gputui.diagnose.node_report import NodeReport
     from gputui.diagnose.verdict import verdict_to_json
@@ -200,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
     alarms = 0
     slow_seen = False
     profiler = _profiler(args, live)
+    codes: set[int] = set()  # of every verdict seen: the exit code is the worst
     first: Snapshot | None = None
     n = 0
     human: list[str] = []
@@ -209,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
         changed (the last two are what `gputui merge` needs from each node)."""
         nonlocal last, last_alarm, alarms, last_key, last_said, slow_seen
         assert report is not None
+        codes.add(exitcodes.of_state(v.state))
         if v.alarm:
             alarms += last is None or not last.alarm
             last_alarm = v
@@ -279,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
         raise GputuiError(why)  # e.g. nvmlShutdown did not answer: the driver is not well
     sick = watcher.health.sick(last_snap.gpus if last_snap is not None else ())
     return worst(
-        HANG if last.alarm else OK,
+        *codes,
         SICK_GPU if sick else OK,
         SLOW if args.fail_on_slow and slow_seen else OK,
     )

@@ -121,4 +121,6 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(merged_to_json(m)), flush=True)
     else:
         print(text_report(steps))
-    return 1 if steps[-1].state in ("stalled", "hung") else 0  # slow: 0, as in check
+    from gputui.diagnose import exitcodes  # the worst verdict seen, as `check` exits
+
+    return exitcodes.worst(*(exitcodes.of_state(m.state) for m in steps))

@@ -266,11 +266,13 @@ def run(args: argparse.Namespace) -> int:
         d = snapshot_to_json(snap, health, straggles)
         print(dumps({**d, "verdict": verdict_summary(verdict)}, indent=2))
     else:
+        from gputui.textsafe import clean
+
         text = snapshot_to_text(snap, health, straggles)
         if verdict is not None and verdict.alarm:
             text = (
-                f"{verdict.state.upper()}: {verdict.reason}\n"
-                + "".join(f"  - {f}\n" for f in verdict.findings)
+                f"verdict: {verdict.state.upper()}: {clean(verdict.reason)}\n"
+                + "".join(f"  - {clean(f)}\n" for f in verdict.findings if f != verdict.reason)
                 + text
             )
         print(text)

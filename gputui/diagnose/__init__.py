@@ -6,8 +6,24 @@ spinning, `groups` remembers which GPUs belong to which job (a dead rank include
 incident bundle all call `Detector.update`, so they can never disagree.
 """
 
-from gputui.diagnose.classify import GpuState, classify_gpu
-from gputui.diagnose.detector import Detector, diagnose_trace
-from gputui.diagnose.verdict import Verdict
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = ["Detector", "GpuState", "Verdict", "classify_gpu", "diagnose_trace"]
+_WHERE = {
+    "Detector": "detector",
+    "diagnose_trace": "detector",
+    "GpuState": "classify",
+    "classify_gpu": "classify",
+    "Verdict": "verdict",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The package's names, imported on first use: `gputui check --help` reads the exit-code
+    table (gputui.diagnose.exitcodes) without paying for the detector."""
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"gputui.diagnose.{_WHERE[name]}"), name)
+    raise AttributeError(name)

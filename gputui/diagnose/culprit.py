@@ -29,6 +29,7 @@ from typing import Any
 from gputui.collect.frames import Frame, RankStack, collective_name, ranks_of_record
 from gputui.collect.model import Snapshot
 from gputui.diagnose.evidence import Evidence
+from gputui.diagnose.ranking import Finding, Strength
 from gputui.diagnose.verdict import Verdict
 
 KIND = "stacks"
@@ -166,7 +167,7 @@ def explain_stacks(record: dict[str, Any], verdict: Verdict, snap: Snapshot | No
     try:
         stacks = ranks_of_record(record)
     except ValueError as e:
-        return Evidence(KIND, findings=(f"the stack dump could not be read: {e}",))
+        return _context(f"the stack dump could not be read: {e}")
     dumped = {s.pid for s in stacks}
     stacks = [
         *stacks,
@@ -177,7 +178,7 @@ def explain_stacks(record: dict[str, Any], verdict: Verdict, snap: Snapshot | No
         ),
     ]
     ranks = _shared_gpus([_judge(s, verdict) for s in stacks])
-    findings = _findings(ranks, _all_ranks_here(record, snap, len(ranks)))
+    ranked = _findings(ranks, _all_ranks_here(record, snap, len(ranks)))
     suspects = sorted((r for r in ranks if r.role == SUSPECT), key=_order)
     culprit = next(
         (r.reading.frame.label() for r in suspects if r.outcome == "done" and r.reading.frame),
@@ -185,7 +186,8 @@ def explain_stacks(record: dict[str, Any], verdict: Verdict, snap: Snapshot | No
     )
     return Evidence(
         KIND,
-        findings=tuple(findings),
+        findings=tuple(f.text for f in ranked),
+        ranked=tuple(ranked),
         culprit_frame=culprit,
         suspect_pids=tuple(r.stack.pid for r in suspects if r.stack.pid is not None),
         stacks=tuple(_entry(r) for r in ranks),
@@ -231,7 +233,7 @@ def _shared_gpus(ranks: list[_Rank]) -> list[_Rank]:
 
 
 def _entry(r: _Rank) -> dict[str, Any]:
-    """One `check --json` stack entry (evidence-interface.md)."""
+    """One `check --json` stack entry."""
     gone = r.outcome == "gone"
     return {
         "pid": r.stack.pid,
@@ -272,12 +274,61 @@ def _all_ranks_here(record: dict[str, Any], snap: Snapshot | None, n: int) -> bo
     return isinstance(world, int) and 0 < world <= n
 
 
-def _findings(ranks: list[_Rank], all_here: bool = False) -> list[str]:
+def _context(text: str) -> Evidence:
+    return Evidence(KIND, findings=(text,), ranked=(Finding(text, Strength.CONTEXT, KIND),))
+
+
+def _finding(
+    text: str,
+    strength: Strength,
+    rs: Sequence[_Rank],
+    frame: str | None = None,
+    headline: str | None = None,
+) -> Finding:
+    """A stacks Finding about some ranks, with their ranks, pids and GPUs."""
+    return Finding(
+        text,
+        strength,
+        KIND,
+        ranks=tuple(r.stack.rank for r in rs if r.stack.rank is not None),
+        gpus=tuple(r.stack.gpu for r in rs if r.stack.gpu is not None),
+        pids=tuple(r.stack.pid for r in rs if r.stack.pid is not None),
+        frame=frame,
+        headline=headline,
+    )
+
+
+def _mismatch(sites: dict[str, list[_Rank]]) -> Finding:
+    """Ranks at different collective call sites: the strongest thing stacks can say.
+
+    The odd group (the fewest ranks; on a tie the last, i.e. the higher ranks) is the one
+    the finding names, and its call site is the frame: with two groups of one rank there
+    is no telling who is wrong, but either line is where a person starts reading.
+    """
+    groups = list(sites.items())
+    where, odd = min(reversed(groups), key=lambda kv: len(kv[1]))
+    said = ", ".join(f"{_ranks_words(rs)} in {w}" for w, rs in groups)
+    site = odd[0].reading.site
+    return _finding(
+        "ranks entered different collectives: " + said,
+        Strength.MISMATCH,
+        odd,
+        frame=site.label() if site is not None else None,
+        headline="ranks in different collectives: " + said,
+    )
+
+
+def _findings(ranks: list[_Rank], all_here: bool = False) -> list[Finding]:
+    """What the stacks say, each with its strength: a mismatch of call sites (MISMATCH), a
+    suspect outside any collective at a known line (CULPRIT_LINE), the rest CONTEXT."""
     ranks = sorted(ranks, key=_order)
     suspects = [r for r in ranks if r.role == SUSPECT]
     waiting = [r for r in ranks if r.role == WAITING and r.outcome == "done"]
     failed = [r for r in ranks if r.outcome not in ("done", "gone")]
-    out: list[str] = []
+    out: list[Finding] = []
+
+    def context(text: str, rs: Sequence[_Rank]) -> None:
+        out.append(_finding(text, Strength.CONTEXT, rs))
 
     # Waiting ranks by the collective call site they stand at.
     sites: dict[str, list[_Rank]] = {}
@@ -290,15 +341,16 @@ def _findings(ranks: list[_Rank], all_here: bool = False) -> list[str]:
             sites.setdefault(where, []).append(r)
     mismatch = len(sites) > 1
     if mismatch:
-        out.append(
-            "ranks entered different collectives: "
-            + ", ".join(f"{_ranks_words(rs)} in {where}" for where, rs in sites.items())
-        )
+        out.append(_mismatch(sites))
     for r in suspects:
         if r.outcome == "gone":
-            out.append(f"{r.stack.who()} is gone: its process exited")
+            # Who, not why: a rank's last words (another source) say why, more strongly.
+            text = f"{r.stack.who()} is gone: its process exited"
+            out.append(_finding(text, Strength.CULPRIT_LINE, [r]))
         elif r.outcome == "done" and r.reading.frame is not None:
-            out.append(f"{r.stack.who()} is in {r.reading.frame.label()}")
+            label = r.reading.frame.label()
+            text = f"{r.stack.who()} is in {label}"
+            out.append(_finding(text, Strength.CULPRIT_LINE, [r], frame=label))
     if not mismatch:
         for where, rs in sites.items():
             verb = "waits" if len(rs) == 1 else "wait"
@@ -310,11 +362,12 @@ def _findings(ranks: list[_Rank], all_here: bool = False) -> list[str]:
                 else:
                     line += ": every local rank is in the same collective, so the rank they "
                     line += "wait for is on another node"
-            out.append(line)
+            context(line, rs)
     for r in elsewhere:
         if r.reading.frame is not None:
-            out.append(f"{r.stack.who()} is in {r.reading.frame.label()} while its GPU spins")
-    out.extend(_failure_sentences(failed))
+            context(f"{r.stack.who()} is in {r.reading.frame.label()} while its GPU spins", [r])
+    for text, rs in _failure_sentences(failed):
+        context(text, rs)
     return out
 
 
@@ -330,7 +383,7 @@ def _why(r: _Rank) -> str:
     return err or r.outcome
 
 
-def _failure_sentences(failed: list[_Rank]) -> list[str]:
+def _failure_sentences(failed: list[_Rank]) -> list[tuple[str, list[_Rank]]]:
     """One sentence per distinct reason, so "py-spy missing" on 8 ranks is said once."""
     by_reason: dict[tuple[str, str], list[_Rank]] = {}
     for r in failed:
@@ -338,7 +391,7 @@ def _failure_sentences(failed: list[_Rank]) -> list[str]:
     out = []
     for (_outcome, generic), rs in by_reason.items():
         text = _why(rs[0]) if len(rs) == 1 else generic
-        out.append(f"{_ranks_words(rs)}: no stack: {text}")
+        out.append((f"{_ranks_words(rs)}: no stack: {text}", rs))
     return out
 
 

@@ -201,6 +201,8 @@ class Detector:
             since=since,
             job=group.label,
             power_known=power_known,
+            waiting_pid=waiting[0] if waiting else None,
+            multi_gpu_process=_multi_gpu_process(snap, group),
         )
 
 

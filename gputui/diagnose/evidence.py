@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gputui.diagnose.ranking import Finding, Strength, rank
-from gputui.diagnose.verdict import Verdict
+from gputui.diagnose.ranking import Finding, Strength, rank, strongest
+from gputui.diagnose.verdict import Known, Verdict, next_steps
 
 
 @dataclass(frozen=True)
@@ -40,10 +40,16 @@ class Evidence:
         return self.ranked + tuple(f for f in plain if f.text not in known)
 
 
-def fold(verdict: Verdict, evidence: Sequence[Evidence]) -> Verdict:
-    """The verdict with the evidence in it, in the order given (stacks first by convention):
-    findings of every kind one after the other, the first culprit frame and stack list, and
-    the suspect pids NVML could not name.
+def fold(verdict: Verdict, evidence: Sequence[Evidence], known: Known | None = None) -> Verdict:
+    """The verdict with the evidence in it: every finding ranked strongest first, the
+    headline (`reason`) from the strongest, the culprit's frame, and the suspect pids NVML
+    could not name.
+
+    The detector's own sentence is the NVML finding: it stays the headline until a finding
+    beats it (a mismatch of collectives, a culprit's line, RAS's ranks behind...). `findings`
+    holds the evidence's sentences strongest first (the NVML sentence is in `ranked` only,
+    where it is not the headline's already). `culprit_frame` is the frame of the strongest
+    finding that has one, else an explainer's, else the corroborated one.
 
     Corroboration: where the stacks name no culprit but another kind (NCCL RAS, the flight
     recorder) names a local rank the others wait for, that rank's stack entry becomes the
@@ -60,16 +66,107 @@ def fold(verdict: Verdict, evidence: Sequence[Evidence]) -> Verdict:
     for p in [p for e in evidence for p in e.suspect_pids]:
         if p not in pids:
             pids.append(p)
-    ordered = rank(f for e in evidence for f in e.all_findings())
+    found = [f for e in evidence for f in e.all_findings()]
+    ordered = rank([*disagreements(found), *found])
+    nvml = Finding(verdict.reason, Strength.NVML, "nvml") if verdict.reason else None
+    top = strongest(ordered)
+    framed = next((f.frame for f in ordered if f.frame and f.strength > Strength.NVML), None)
+    frame = framed or culprit
+    k = _known(known, evidence, ordered, stacks, frame)
     return replace(
         verdict,
+        reason=top.lead if top is not None else verdict.reason,
         findings=tuple(f.text for f in ordered),
-        ranked=ordered,
-        culprit_frame=culprit,
+        ranked=rank([*ordered, nvml] if nvml is not None else ordered),
+        culprit_frame=frame,
         stacks=stacks,
         suspect_pids=tuple(pids),
         evidence={e.kind: e.extra for e in evidence if e.extra},
+        next_steps=_steps(verdict, k, tuple(pids), stacks),
     )
+
+
+def _known(
+    known: Known | None,
+    evidence: Sequence[Evidence],
+    ordered: Sequence[Finding],
+    stacks: tuple[dict[str, Any], ...],
+    frame: str | None,
+) -> Known:
+    """What the evidence says is done or found, for the next steps."""
+    k = known or Known()
+    mismatch = next((f for f in ordered if f.strength == Strength.MISMATCH), None)
+    sites = None
+    if mismatch is not None:
+        sites = mismatch.lead.split(": ", 1)[-1]
+    culprit = next((f for f in ordered if f.strength == Strength.CULPRIT_LINE and f.frame), None)
+    fr = any(e.extra.get("flightrec") is not None for e in evidence)  # on, even if it failed
+    return replace(
+        k,
+        dumped=k.dumped or any(s.get("outcome") == "done" for s in stacks),
+        flight_recorder=k.flight_recorder or fr,
+        mismatch=k.mismatch or sites,
+        culprit=k.culprit or (culprit.frame if culprit else None) or (None if sites else frame),
+        culprit_pid=k.culprit_pid or (culprit.pids[0] if culprit and culprit.pids else None),
+    )
+
+
+def _steps(
+    v: Verdict, k: Known, pids: tuple[int, ...], stacks: tuple[dict[str, Any], ...]
+) -> tuple[str, ...]:
+    gone = {p for p, _ in v.gone} | {s.get("pid") for s in stacks if s.get("outcome") == "gone"}
+    return next_steps(
+        suspects=v.suspects,
+        suspect_pids=tuple(p for p in pids if p not in gone),
+        waiting_pid=v.waiting_pid,
+        vanished=bool(v.vanished),
+        multi_gpu_process=v.multi_gpu_process,
+        known=k,
+    )
+
+
+def disagreements(found: Sequence[Finding]) -> list[Finding]:
+    """A sentence for each pair of sources whose strongest finding names different ranks.
+
+    Both findings stay (nothing is thrown away); this one says they disagree, at the weaker
+    one's strength so it sits right above it.
+    """
+    best: dict[str, Finding] = {}
+    for f in rank(found):
+        if f.strength > Strength.NVML and f.ranks and f.source not in best:
+            best[f.source] = f
+    out = []
+    items = list(best.values())
+    for i, a in enumerate(items):
+        for b in items[i + 1 :]:
+            if set(a.ranks) & set(b.ranks):
+                continue
+            weak = b if b.strength <= a.strength else a
+            strong = a if weak is b else b
+            out.append(
+                Finding(
+                    f"sources disagree: {_src(strong)} {_rk(strong)}, {_src(weak)} {_rk(weak)}",
+                    weak.strength,
+                    "ranking",
+                    ranks=tuple(sorted({*a.ranks, *b.ranks})),
+                )
+            )
+    return out
+
+
+def _src(f: Finding) -> str:
+    """The source as the subject of a sentence, with its verb."""
+    names = {
+        "stacks": "the stacks name",
+        "ras": "NCCL RAS names",
+        "nccl": "NCCL RAS names",
+        "flightrec": "the flight recorder names",
+    }
+    return names.get(f.source, f"{f.source} names")
+
+
+def _rk(f: Finding) -> str:
+    return ("rank " if len(f.ranks) == 1 else "ranks ") + ",".join(map(str, f.ranks))
 
 
 def _corroborate(

@@ -42,6 +42,16 @@ def worst(*codes: int) -> int:
     return OK
 
 
+# A verdict's state -> its code. Other issues add their states here (a sick GPU's, "slow").
+_BY_STATE = {"ok": OK, "stalled": HANG, "hung": HANG, "slow": SLOW}
+
+
+def of_state(state: str, *, fail_on_slow: bool = False) -> int:
+    """The code of one verdict's state (an unknown state is healthy: never a false alarm)."""
+    code = _BY_STATE.get(state, OK)
+    return OK if code == SLOW and not fail_on_slow else code
+
+
 def help_text() -> str:
     """The table as `--help` epilog lines."""
     return "exit codes:\n" + "\n".join(f"  {c}  {what}" for c, what in TABLE)

@@ -166,6 +166,7 @@ class Merged:
     stragglers: tuple[str, ...] = ()  # "host:gpu" of a slow job (state "slow")
     straggler_ranks: tuple[int, ...] = ()
     wait_share: dict[str, float] = field(default_factory=dict)  # "host:gpu" -> share
+    odd: str = ""  # "b:3 (rank 3) in load (d.py:9), while ranks 0,2 are in all_reduce (...)"
 
     def key(self) -> tuple[Any, ...]:
         return (
@@ -300,6 +301,7 @@ def judge(
         unseen = tuple(r for r in range(world) if r not in seen_ranks)
     entries = _stack_entries(members)
     groups = stack_groups(entries) if entries else []
+    odd = odd_text(entries)
     entries = _odd_ones(entries)
     since = min((ln.since for ln in members if ln.since is not None), default=None)
     m = Merged(
@@ -322,6 +324,7 @@ def judge(
         findings=tuple(f"{ln.host}: {f}" for ln in members if ln.state != OK for f in ln.findings),
         sick=_sick_gpus(members if alarmed else sorted(latest.values(), key=lambda x: x.host)),
         missing_ranks=_missing_everywhere(members),
+        odd=odd,
     )
     if m.missing_ranks is not None:
         from dataclasses import replace
@@ -366,6 +369,28 @@ def _missing_everywhere(members: list[NodeLine]) -> tuple[int, ...] | None:
     return tuple(sorted(set.intersection(*lists)))
 
 
+def odd_text(entries: list[dict[str, Any]], limit: int = 4) -> str:
+    """The ranks outside the largest stack group, each as host:rank, against that group:
+    the strongest thing the stacks of many nodes say, so it leads the merged reason."""
+    if len(entries) < 2:
+        return ""
+    counts = Counter(_where(e) for e in entries)
+    if len(counts) < 2:
+        return ""
+    majority = counts.most_common(1)[0][0]
+    odd = [e for e in entries if _where(e) != majority]
+    if len(odd) * 2 >= len(entries):
+        return ""  # no clear majority: the stack groups say it better
+    named = [
+        f"{e.get('host')}:{e['rank'] if isinstance(e.get('rank'), int) else '?'} in {_where(e)}"
+        for e in odd[:limit]
+    ]
+    more = f" and {len(odd) - limit} more" if len(odd) > limit else ""
+    rest = [e["rank"] for e in entries if _where(e) == majority and isinstance(e.get("rank"), int)]
+    others = ranks_text(rest) if rest else f"{counts[majority]} rank(s)"
+    return f"odd one out: {', '.join(named)}{more}, while {others} are in {majority}"
+
+
 def _phrase(m: Merged, members: list[NodeLine], t: float) -> Merged:
     from dataclasses import replace
 
@@ -385,6 +410,8 @@ def _phrase(m: Merged, members: list[NodeLine], t: float) -> Merged:
         f"{who}{verb} across {n} host(s): {len(m.spinning)} GPU(s) on {len(spin_hosts)} "
         f"host(s) spin in a collective{secs}"
     )
+    if m.odd:  # the stacks' answer leads: it says where, NVML only who spins
+        text = f"{who}{m.odd}; {text[len(who) :]}"
     if m.sick:  # the hardware first: a failed GPU under a rank explains the whole job
         text = f"{who}GPU {m.sick[0]}; {text[len(who) :]}"
     if m.suspects:
@@ -469,6 +496,8 @@ def merged_to_json(m: Merged) -> dict[str, Any]:
     }
     if m.stack_groups:
         d["stack_groups"] = list(m.stack_groups)
+    if m.odd:
+        d["odd"] = m.odd
         d["stacks"] = list(m.stacks)
     if m.findings:
         d["findings"] = list(m.findings)

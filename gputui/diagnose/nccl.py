@@ -14,14 +14,20 @@ answers agree ("unchanged over 3 s"); with one answer it is said with that cavea
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from typing import Any
 
 from gputui.collect.model import Snapshot
 from gputui.collect.ras_model import RasAnswer, RasComm, RasRank, answer_from_dict
 from gputui.diagnose.evidence import Evidence
+from gputui.diagnose.fr_findings import explain_flightrec
+from gputui.diagnose.fr_findings import ranks_text as _ranks_text
+from gputui.diagnose.ranking import Finding, Strength
 from gputui.diagnose.verdict import Verdict
 
 KIND = "nccl"
+RAS = "ras"  # the source of RAS's findings (gputui.diagnose.ranking); FR the recorder's
 RAS_MIN_VERSION = (2, 24)
 _NCCL_ERRORS = {
     1: "unhandled CUDA error",
@@ -69,7 +75,10 @@ def ras_unavailable(ras: dict[str, Any]) -> str | None:
 
 
 def _secs(dt: float | None) -> str:
-    """3.0 -> '3', 0.52 -> '0.5'."""
+    """3.0 -> '3', 0.52 -> '0.5'; whole seconds from 2 s on (3.1 -> '3'), so answers asked
+    every 3 s say the same words and `check --json` prints a line only when they change."""
+    if (dt or 0) >= 2:
+        return f"{dt:.0f}"
     return f"{dt or 0:.1f}".removesuffix(".0")
 
 
@@ -77,20 +86,6 @@ def _who(r: RasRank, local: set[int]) -> str:
     where = r.where()
     here = " on this node" if r.pid is not None and r.pid in local else ""
     return f"rank {r.rank}" + (f" ({where}{here})" if where else here)
-
-
-def _ranks_text(ranks: list[int]) -> str:
-    """'ranks 0-61,63': runs of consecutive numbers collapsed."""
-    ranks = sorted(set(ranks))
-    runs: list[str] = []
-    i = 0
-    while i < len(ranks):
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        runs.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
-        i = j + 1
-    return ("rank " if len(ranks) == 1 else "ranks ") + ",".join(runs)
 
 
 def _op_state(c: RasComm, op: str) -> tuple[int, set[int], set[int]] | None:
@@ -155,6 +150,7 @@ def _comm_findings(
             + " (a collective-type mismatch: the ranks took different code paths)."
         )
         out["mismatch"] = True
+        out["mismatch_ranks"] = sorted(set(out.get("mismatch_ranks", [])) | set(odd))
         return found
     size = c.size or c.reporting
     for op, (top, _ahead, behind_known) in states.items():
@@ -222,6 +218,16 @@ def _comm_findings(
     return found
 
 
+def _advanced(old: RasComm, new: RasComm) -> tuple[str, int, int] | None:
+    """(op, before, now) of a collective type whose highest count grew between two answers
+    (NCCL moves), or None."""
+    for op, dist in new.ops.items():
+        before = old.ops.get(op) or []
+        if dist and before and (now := max(v for v, _ in dist)) > (b := max(v for v, _ in before)):
+            return op, b, now
+    return None
+
+
 def _mismatched(c: RasComm, states: dict[str, tuple[int, set[int], set[int]]]) -> list[int]:
     """Ranks ahead in one collective type and behind in another, other than the majority.
 
@@ -262,6 +268,15 @@ def judge_ras(
     for c in second.comms:
         old = first.comm(c.hash) if first is not None else None
         found += _comm_findings(c, old, dt, local_pids, out)
+        moved = _advanced(old, c) if old is not None else None
+        if moved is not None:
+            out["progress"] = True
+            if not any("still move" in f for f in found):
+                op, before, now = moved
+                found.append(
+                    f"NCCL RAS: collective counts advance ({op} {before} -> {now} over "
+                    f"{_secs(dt)} s): the job is busy communicating, not stalled."
+                )
     if second.timeouts:
         found.append(
             f"NCCL RAS met {second.timeouts} communication timeout(s) while gathering: "
@@ -325,56 +340,29 @@ def explain_ras(ras: Any, local_pids: set[int]) -> tuple[list[str], dict[str, An
     return found, summary
 
 
-# ---------------------------------------------------------------- flight recorder
+_RANK = re.compile(r"^NCCL RAS: (?:rank|process) (\d+)")
 
 
-def _collective(name: Any) -> str:
-    text = str(name or "?")
-    return text.split(":", 1)[1] if ":" in text else text
-
-
-def _set_text(v: Any) -> str:
-    if isinstance(v, list) and all(isinstance(x, int) for x in v):
-        return _ranks_text(v)
-    return str(v)[:80]
-
-
-def explain_flightrec(fr: Any) -> tuple[list[str], dict[str, Any]]:
-    """Findings from the record's "flightrec" part (the analyzer's result)."""
-    if not isinstance(fr, dict) or fr.get("outcome") in (None, "off"):
-        return [], {}
-    outcome = fr.get("outcome")
-    if outcome != "done":
-        err = str(fr.get("error") or outcome)[:300]
-        return [f"flight recorder: {err}"], {"flightrec": outcome}
-    found = []
-    items = [x for x in fr.get("findings") or [] if isinstance(x, dict)]
-    for x in items[:10]:
-        seq, coll = x.get("seq"), _collective(x.get("collective"))
-        group = f", group {x['group']}" if x.get("group") else ""
-        if x.get("kind") == "missing":
-            found.append(
-                f"flight recorder: not all ranks joined collective {seq} ({coll}{group}): "
-                f"missing {_set_text(x.get('missing_ranks'))}."
-            )
-        elif x.get("kind") == "errors":
-            found.append(
-                f"flight recorder: collective {seq} ({coll}{group}) does not match across "
-                f"ranks: {str(x.get('error') or '?')[:200]}."
-            )
-        elif x.get("kind") == "size":
-            found.append(f"flight recorder: collective {seq} ({coll}) sizes differ across ranks.")
-        elif x.get("kind") == "undecided":
-            found.append(
-                f"flight recorder: cannot judge collective {seq}: no dumps from "
-                f"{_set_text(x.get('missing_dumps'))} (they are on other nodes)."
-            )
-    if not items:
-        found.append(
-            f"flight recorder: the analyzer found no mismatch in the last collectives of "
-            f"{_set_text(fr.get('dumps') or [])}."
+def ras_finding(text: str, summary: dict[str, Any]) -> Finding:
+    """One RAS sentence with its strength: ranks in different collectives are a MISMATCH,
+    ranks behind, dead or not answering are RAS_BEHIND (who, not where), progress, absence
+    and the rest are CONTEXT."""
+    if "ranks entered different collectives" in text:
+        odd = tuple(summary.get("mismatch_ranks") or ())
+        return Finding(
+            text,
+            Strength.MISMATCH,
+            RAS,
+            ranks=odd,
+            headline="ranks in different collectives (NCCL RAS): "
+            + text.split("different collectives: ", 1)[-1].split(" (a collective-type")[0],
         )
-    return found, {"flightrec": {"findings": items[:10], "dumps": fr.get("dumps") or []}}
+    m = _RANK.match(text)
+    weak = ("behind", "dead", "does not answer", "no answer", "aborted", "reported")
+    if text.startswith("NCCL RAS: ") and any(w in text for w in weak) and "still move" not in text:
+        ranks = (int(m.group(1)),) if m and text.startswith("NCCL RAS: rank") else ()
+        return Finding(text, Strength.RAS_BEHIND, RAS, ranks=ranks)
+    return Finding(text, Strength.CONTEXT, RAS)
 
 
 # ---------------------------------------------------------------- the explainer
@@ -382,7 +370,8 @@ def explain_flightrec(fr: Any) -> tuple[list[str], dict[str, Any]]:
 
 def explain_nccl(record: dict[str, Any], verdict: Verdict, snap: Snapshot | None) -> Evidence:
     """The findings of one `nccl` record, for the verdict of the stalled job."""
-    if not isinstance(record, dict) or record.get("type") != KIND:
+    kind = record.get("type") if isinstance(record, dict) else None
+    if kind not in (KIND, RAS):
         return Evidence(KIND, findings=("NCCL evidence: the record is not an nccl record.",))
     local = {p.pid for p in snap.processes} if snap is not None else set()
     local |= set(verdict.suspect_pids)
@@ -396,7 +385,27 @@ def explain_nccl(record: dict[str, Any], verdict: Verdict, snap: Snapshot | None
         ras_found.append(f"NCCL evidence could not be gathered: {str(record['error'])[:200]}")
     extra = {**ras_json, **fr_json}
     named = _named_local_pids(record, extra, local)
-    return Evidence(KIND, findings=tuple(ras_found + fr_found), extra=extra, suspect_pids=named)
+    ranked = [ras_finding(t, ras_json) for t in ras_found] + fr_found
+    ranked = [_with_pids(f, record) for f in ranked]
+    return Evidence(
+        str(kind),
+        findings=tuple(f.text for f in ranked),
+        ranked=tuple(ranked),
+        extra=extra,
+        suspect_pids=named,
+    )
+
+
+def _with_pids(f: Finding, record: dict[str, Any]) -> Finding:
+    """The local pids of the ranks a finding names (RAS and the analyzer speak in ranks)."""
+    loc = record.get("local")
+    by_rank = {
+        r["rank"]: r["pid"]
+        for r in (loc if isinstance(loc, list) else [])
+        if isinstance(r, dict) and isinstance(r.get("rank"), int) and isinstance(r.get("pid"), int)
+    }
+    pids = tuple(by_rank[r] for r in f.ranks if r in by_rank)
+    return replace(f, pids=pids) if pids and not f.pids else f
 
 
 def _named_local_pids(

@@ -53,6 +53,10 @@ class Verdict:
     # straggler.WaitShares). When this set changes `check --json` prints a line, so that
     # `gputui merge` sees the shares of a node whose ranks all wait for another node.
     waiting_gpus: tuple[int, ...] = ()
+    # The detector's inputs to the next steps, kept so that arriving evidence can redo them
+    # with what is then known (gputui.diagnose.evidence.fold).
+    waiting_pid: int | None = None
+    multi_gpu_process: bool = False
 
     @property
     def alarm(self) -> bool:
@@ -106,6 +110,8 @@ def verdict_to_json(v: Verdict) -> dict[str, Any]:
         d["wait_share"] = {str(i): round(s, 3) for i, s in sorted(v.wait_share.items())}
     if v.slow_why:
         d["why_slow"] = v.slow_why
+    if v.ranked:
+        d["ranked"] = [f.to_json() for f in v.ranked]
     if v.findings or v.stacks or v.culprit_frame:
         d["findings"] = list(v.findings)
         d["culprit_frame"] = v.culprit_frame
@@ -119,6 +125,25 @@ def _gpus(ix: tuple[int, ...] | list[int]) -> str:
     return ("GPU " if len(ix) == 1 else "GPUs ") + ", ".join(map(str, ix))
 
 
+@dataclass(frozen=True)
+class Known:
+    """What the evidence gathered so far says, so the advice never asks for what is done:
+    the ranks' stacks are in, the flight recorder is on, the call sites of a mismatch, the
+    culprit's line and its pid."""
+
+    dumped: bool = False
+    flight_recorder: bool = False
+    mismatch: str | None = None  # "rank 0 in broadcast (train.py:53), rank 1 in ..."
+    culprit: str | None = None  # `func (file:line)`
+    culprit_pid: int | None = None
+
+
+FR = (
+    "PyTorch's flight recorder (TORCH_FR_BUFFER_SIZE=2000, TORCH_NCCL_DUMP_ON_TIMEOUT=1; "
+    "older torch: TORCH_NCCL_TRACE_BUFFER_SIZE) records the last collectives of every rank"
+)
+
+
 def next_steps(
     *,
     suspects: tuple[int, ...],
@@ -126,10 +151,25 @@ def next_steps(
     waiting_pid: int | None,
     vanished: bool,
     multi_gpu_process: bool,
+    known: Known | None = None,
 ) -> tuple[str, ...]:
-    """Advice in the order a person on the node would act on it."""
+    """Advice in the order a person on the node would act on it, given what is known."""
+    k = known or Known()
     steps: list[str] = []
-    if suspect_pids:
+    if k.mismatch:
+        steps.append(
+            f"The ranks called different collectives ({k.mismatch}): read those call sites "
+            "and the branch that sends the ranks down different paths (a condition on the "
+            "rank, a data-dependent branch, an exception caught on one rank only)."
+        )
+    if k.culprit:
+        pid = k.culprit_pid if k.culprit_pid is not None else (suspect_pids or (None,))[0]
+        again = f"`gputui dump {pid}`" if pid is not None else "`gputui dump PID`"
+        steps.append(
+            f"The culprit is at {k.culprit}: {again} shows it again (is it still there, or "
+            "moving?); n adds native frames, g a gdb/cuda-gdb backtrace."
+        )
+    elif suspect_pids:
         pid = suspect_pids[0]
         steps.append(
             f"Python stack of the suspect: select it (j) and press p, or `gputui dump {pid}`; "
@@ -141,18 +181,22 @@ def next_steps(
             "`dmesg`, or a bus error: a container needs a larger `--shm-size` for data "
             "loader workers)."
         )
-    if waiting_pid is not None:
+    if k.dumped:
+        pass  # every local rank's stack is in the findings already
+    elif waiting_pid is not None:
         steps.append(
             f"Compare with a waiting rank: `gputui dump --job {waiting_pid}` dumps every rank "
             "at once and groups identical stacks (a in the dashboard); the odd rank stands out."
         )
     elif not suspects:
         steps.append("Dump every rank at once (a) and look for the group that is elsewhere.")
-    steps.append(
-        "Next run: NCCL_DEBUG=INFO shows which collective each rank entered; PyTorch's flight "
-        "recorder (TORCH_NCCL_TRACE_BUFFER_SIZE=2000, TORCH_NCCL_DUMP_ON_TIMEOUT=1) records "
-        "the last collectives of every rank."
-    )
+    if k.flight_recorder:
+        steps.append(
+            "Next run: NCCL_DEBUG=INFO shows which collective each rank entered (the flight "
+            "recorder is on already)."
+        )
+    else:
+        steps.append(f"Next run: NCCL_DEBUG=INFO shows which collective each rank entered; {FR}.")
     steps.append(
         "TORCH_NCCL_ASYNC_ERROR_HANDLING=1 with a shorter init_process_group(timeout=...) "
         "makes the job fail instead of hanging for the default 10 minutes."

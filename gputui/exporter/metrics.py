@@ -138,7 +138,14 @@ def _job_families(view: View) -> Iterator[Metric]:
         "(rank and pid as last seen on it; empty when unknown)",
         labels=["job", "gpu", "rank", "pid", "host"],
     )
+    mismatch = GaugeMetricFamily(
+        "gputui_job_mismatch",
+        "1 while NCCL RAS says the job's ranks entered different collectives (a "
+        "collective-type mismatch: the ranks took different code paths), else 0",
+        labels=["job", "host"],
+    )
     for j in view.jobs:
+        mismatch.add_metric([j.job, host], 1.0 if j.mismatch else 0.0)
         for s in JOB_STATES:
             state.add_metric([j.job, host, s], 1.0 if j.state == s else 0.0)
         stall.add_metric([j.job, host], j.stall_s)
@@ -156,7 +163,7 @@ def _job_families(view: View) -> Iterator[Metric]:
         rank = "" if slow.rank is None else str(slow.rank)
         pid = "" if slow.pid is None else str(slow.pid)
         straggler.add_metric([slow.job, str(slow.gpu), rank, pid, host], 1.0)
-    yield from (state, stall, suspect, straggler)
+    yield from (state, stall, suspect, straggler, mismatch)
 
 
 def exported_names() -> tuple[str, ...]:
@@ -168,4 +175,5 @@ def exported_names() -> tuple[str, ...]:
     gpu += ["gputui_gpu_owner", "gputui_rank_wait_ratio"]
     job = ["gputui_job_state", "gputui_job_stall_seconds", "gputui_job_suspect"]
     job += ["gputui_job_straggler"]
+    job.append("gputui_job_mismatch")
     return (*gpu, *job, "gputui_sample_age_seconds", "gputui_build_info")

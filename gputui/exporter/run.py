@@ -65,7 +65,11 @@ def serve(
 ) -> int:
     """Serve until SIGTERM/SIGINT (or `stop` is set, for tests). Returns the exit status."""
     log = _Log(out)
-    watch = Watch(Detector(stall_after=stall_after, hang_after=hang_after), host=host)
+    from gputui.exporter.ras_suspects import RasSuspects
+
+    ras = RasSuspects() if source.kind != "replay" else None  # a replay has no job to ask
+    detector = Detector(stall_after=stall_after, hang_after=hang_after)
+    watch = Watch(detector, host=host, ras=ras)
     server = serve_metrics(addr, port, make_registry(watch))  # fails before sampling starts
     stop = stop or threading.Event()
     in_main = threading.current_thread() is threading.main_thread()
@@ -100,6 +104,8 @@ def serve(
             pass
     finally:
         sampler.stop()  # never waits on a sampler blocked inside NVML
+        if ras is not None:
+            ras.close()
         server.shutdown()
         server.server_close()
         closer = threading.Thread(target=source.close, name="gputui-close", daemon=True)

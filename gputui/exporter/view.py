@@ -81,6 +81,7 @@ class JobRow:
     state: str  # ok | stalled | hung
     stall_s: float  # seconds its GPUs have spun, while stalled or hung; 0 when ok
     suspects: tuple[Suspect, ...] = ()
+    mismatch: bool = False  # NCCL RAS: its ranks entered different collectives
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,11 @@ _SEVERITY = {OK: 0, STALLED: 1, HUNG: 2}
 
 
 def job_rows(
-    groups: Mapping[str, Group], verdicts: Mapping[str, Verdict], ranks: Mapping[int, int]
+    groups: Mapping[str, Group],
+    verdicts: Mapping[str, Verdict],
+    ranks: Mapping[int, int],
+    ras: Any = None,
+    snap: Snapshot | None = None,
 ) -> tuple[JobRow, ...]:
     """One row per job the detector follows now. Two groups that map to one label (two lone
     processes on the same GPUs) are merged: the worse state, the longer stall, all suspects."""
@@ -182,12 +187,21 @@ def job_rows(
         state = v.state if v is not None else OK
         stall = v.t - v.since if v is not None and v.since is not None else 0.0
         suspects = _suspects(v, group, ranks) if v is not None else []
+        mismatch = False
+        if v is not None and ras is not None:  # what NCCL RAS names, beyond NVML
+            named = ras.named(key, snap)
+            mismatch = named.mismatch
+            for gpu, rank, pid in named.behind:
+                x = Suspect(gpu if gpu is not None else -1, rank, pid)
+                if gpu is not None and x not in suspects:
+                    suspects.append(x)
         old = rows.get(label)
         if old is not None:
             state = max(state, old.state, key=_SEVERITY.__getitem__)
             stall = max(stall, old.stall_s)
             suspects = list(old.suspects) + [s for s in suspects if s not in old.suspects]
-        rows[label] = JobRow(label, state, stall, tuple(suspects))
+            mismatch = mismatch or old.mismatch
+        rows[label] = JobRow(label, state, stall, tuple(suspects), mismatch)
     return tuple(sorted(rows.values(), key=lambda r: r.job))
 
 
@@ -216,8 +230,10 @@ class Watch:
         detector: Detector,
         host: str,
         clock: Callable[[], float] = time.monotonic,
+        ras: Any = None,
     ) -> None:
         self.detector = detector
+        self.ras = ras  # gputui.exporter.ras_suspects.RasSuspects, or None
         self.host = bounded(host)  # when a snapshot does not name its host (older recordings)
         self.clock = clock
         self.started = clock()
@@ -237,11 +253,13 @@ class Watch:
         self.health.update(snap)
         groups = self.detector.memory.groups
         self._remember_ranks(snap, groups)
+        if self.ras is not None:
+            self.ras.update(snap, self.detector)
         view = View(
             t=snap.t,
             host=bounded(snap.hostname or self.host),
             gpus=gpu_rows(snap, verdict, self.detector),
-            jobs=job_rows(groups, self.detector.job_verdicts, self._ranks),
+            jobs=job_rows(groups, self.detector.job_verdicts, self._ranks, self.ras, snap),
             health=health_rows(self.health, snap, bounded),
             stragglers=straggler_rows(self.detector, self._ranks),
         )

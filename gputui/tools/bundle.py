@@ -201,6 +201,7 @@ class BundleReport:
     notes: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
     failed_dumps: int = 0
+    headline: str | None = None  # the verdict's state and headline, for the summary
 
     outcome = Outcome.DONE
 
@@ -317,6 +318,8 @@ def write_bundle(
     except Exception as e:  # a log of any shape must not lose the bundle
         rep.notes.append(f"lastwords: not written ({type(e).__name__}: {e})")
 
+    if verdict is not None and getattr(verdict, "reason", None):
+        rep.headline = f"{str(getattr(verdict, 'state', '?')).upper()}: {verdict.reason}"
     if verdict is not None:
         try:
             to_json = getattr(verdict, "to_json", None)

@@ -1,7 +1,7 @@
 """The NCCL evidence gatherer: NCCL RAS twice, and the flight recorder where it is on.
 
 `gather_nccl(target, cancel)` is registered in gputui.watch's Watcher as
-`("nccl", gather_nccl, explain_nccl)` (evidence-interface.md). It runs in the Watcher's
+`("nccl", gather_nccl, explain_nccl)`. It runs in the Watcher's
 gathering thread once per stall transition of a job, never on the UI thread, and returns
 one typed record `{"type": "nccl", "t", "job", "trigger", "ras": {...}, "flightrec": {...},
 "local": [...]}` that `gputui record` writes into a recording; gputui.diagnose.nccl
@@ -9,7 +9,9 @@ explains it, live or in a replay. It never raises: failures are data in the reco
 
 RAS is asked twice, `RAS_INTERVAL_S` apart, because a rank that is alive but launches
 nothing shows only as a count that stays behind. The flight recorder (a dump takes seconds)
-runs in parallel with the two RAS queries.
+runs in parallel with the two RAS queries. The Watcher passes `ras=False`: its RAS poller
+(gputui.ras_poll) asks RAS from the start of the spin and every few seconds after, reusing
+`ras_setup`/`ras_query` here, so the stall transition only triggers the flight recorder.
 """
 
 from __future__ import annotations
@@ -37,6 +39,21 @@ class Target(Protocol):
 
     key: str
     trigger: str
+
+
+def local_ranks(ranks: Sequence[ProcessInfo]) -> list[dict[str, Any]]:
+    """The record's `local` part: pid, rank and GPUs of each live rank here."""
+    out = []
+    for p in ranks:
+        proc = _same_process(p) if p.live else None
+        if proc is None:
+            continue
+        try:
+            env = proc.environ()
+        except psutil.Error:
+            env = {}
+        out.append({"pid": p.pid, "rank": _rank_number(p, env), "gpus": list(p.gpus)})
+    return out
 
 
 def _ranks_of(target: Any) -> Sequence[ProcessInfo]:
@@ -73,21 +90,35 @@ def _query(addr: str | None, cancel: threading.Event) -> dict[str, Any]:
     }
 
 
-def _ras(env: dict[str, str], libs: dict[str, Any], cancel: threading.Event, interval: float):
+def ras_setup(env: dict[str, str], libs: dict[str, Any], interval: float) -> dict[str, Any]:
+    """The `ras` part of a record before any query: the job's RAS settings and its NCCL."""
     nccl = libs.get("nccl")
-    ras: dict[str, Any] = {
+    return {
         "env": {k: env[k] for k in _ENV_KEYS if k in env},
         "nccl": {"loaded": nccl is not None, "version": (nccl or {}).get("version")},
         "interval_s": interval,
         "queries": [],
     }
+
+
+def ras_enabled(env: dict[str, str], libs: dict[str, Any]) -> bool:
+    """Whether asking RAS can answer: NCCL is loaded and RAS is not turned off."""
+    return env.get("NCCL_RAS_ENABLE", "").strip() != "0" and libs.get("nccl") is not None
+
+
+def ras_query(env: dict[str, str], cancel: threading.Event) -> dict[str, Any]:
+    """One bounded RAS query at the job's address, as a record's query entry."""
+    return _query(env.get("NCCL_RAS_ADDR") or None, cancel)
+
+
+def _ras(env: dict[str, str], libs: dict[str, Any], cancel: threading.Event, interval: float):
+    ras = ras_setup(env, libs, interval)
     if env.get("NCCL_RAS_ENABLE", "").strip() == "0":
         return ras
-    addr = env.get("NCCL_RAS_ADDR") or None
-    first = _query(addr, cancel)
+    first = ras_query(env, cancel)
     ras["queries"].append(first)
     if first["outcome"] == "done" and not cancel.wait(interval):
-        ras["queries"].append(_query(addr, cancel))
+        ras["queries"].append(ras_query(env, cancel))
     return ras
 
 
@@ -98,8 +129,11 @@ def gather_nccl(
     ras_interval: float = RAS_INTERVAL_S,
     fr_wait_s: float | None = None,
     analyzer_timeout_s: float | None = None,
+    ras: bool = True,
 ) -> dict[str, Any] | None:
-    """The `nccl` record for a stalled job's local ranks, or None when none is alive here."""
+    """The `nccl` record for a stalled job's local ranks, or None when none is alive here.
+
+    `ras=False` leaves RAS out (the Watcher's RAS poller asks it from the spin's start)."""
     record: dict[str, Any] = {
         "type": KIND,
         "t": time.time(),
@@ -131,7 +165,8 @@ def gather_nccl(
         fr_result: dict[str, Any] = {}
         fr_thread = _start_flightrec(live, cancel, fr_result, fr_wait_s, analyzer_timeout_s)
         env0 = live[0][2]
-        record["ras"] = _ras(env0, process_libraries(live[0][0].pid), cancel, ras_interval)
+        if ras:
+            record["ras"] = _ras(env0, process_libraries(live[0][0].pid), cancel, ras_interval)
         if fr_thread is not None:
             fr_thread.join()  # bounded by the flight recorder's own wait and analyzer limits
             record["flightrec"] = fr_result.get("result") or {

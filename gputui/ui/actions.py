@@ -178,19 +178,18 @@ class ProcessActions:
             self.notify("no sample yet: nothing to bundle", timeout=3)
             return
         replay = self.source.kind == "replay"
-        self.push_screen(
-            bundle_pane(
-                list(self.recent_snapshots),
-                verdict=self.verdict,
-                out_dir=self.bundle_dir,
-                stall_after=self.stall_after,
-                hang_after=self.hang_after,
-                # A replay's pids are not processes of this node: samples and verdict only,
-                # named for the recorded node, with its recorded stacks.
-                processes=[] if replay else None,
-                recorded_node=(getattr(self.source, "node", "") or "recording") if replay else None,
-            )
+        pane = bundle_pane(
+            list(self.recent_snapshots),
+            verdict=self.verdict,
+            out_dir=self.bundle_dir,
+            stall_after=self.stall_after,
+            hang_after=self.hang_after,
+            # A replay's pids are not processes of this node: samples and verdict only.
+            processes=[] if replay else None,
+            recorded_node=(getattr(self.source, "node", "") or "recording") if replay else None,
         )
+        self.last_bundle = pane  # the way out (X) needs the evidence saved first
+        self.push_screen(pane)
 
     def action_probe(self: GputuiApp) -> None:
         if self.source.kind == "replay" and not self.probe_args:

@@ -39,6 +39,7 @@ from gputui.ui.story import DemoStory, StoryBar, StoryKeys
 from gputui.ui.straggler_view import slow_flags
 from gputui.ui.strips import LineView, text_line
 from gputui.ui.table_actions import TableActions
+from gputui.ui.way_out import WayOut
 from gputui.watch import Watcher
 
 NO_GPU_HINT = "Try `gputui --demo` to replay a real NCCL hang recorded on 2 x H200."
@@ -74,7 +75,7 @@ class NoGpuNote(LineView):
         return [*(text_line(f" {ln}", width, "bold yellow") for ln in why), text_line(hint, width)]
 
 
-class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, App[None]):
+class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App[None]):
     TITLE = "gputui"
     CSS = "Screen { layout: vertical; }"
     BINDINGS = [
@@ -90,6 +91,13 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, App[None]):
         Binding("k", "kill", "Send a signal (asks first)", id="kill"),
         Binding("e", "environment", "Its environment (secrets redacted)", id="environment"),
         Binding("b", "bundle", "Write an incident bundle", id="bundle"),
+        Binding(
+            "X",
+            "end_job",
+            "End the stuck job's ranks here (after b; asks first)",
+            key_display="X",
+            id="end_job",
+        ),
         Binding("P", "probe", "Pairwise GPU probe", key_display="P", id="probe"),
         Binding("w", "profile", "Where its time goes: py-spy record, top functions", id="profile"),
         Binding("t", "tree", "Tree view: jobs and their ranks", id="tree"),
@@ -280,7 +288,9 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, App[None]):
         assert snap is not None
         self.banner.show(self.verdict, snap.t)
         board = self.board
-        board.reserved = 2 + banner_height(self.verdict) + self.story_bar.line_count
+        board.reserved = (
+            2 + banner_height(self.verdict, self.size.width or 80) + self.story_bar.line_count
+        )
         if self.story is not None:
             self.story_bar.redraw()
         board.show(

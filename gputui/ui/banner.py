@@ -1,8 +1,12 @@
-"""The verdict banner: one line when all is well, three at a stall, details behind `d`.
+"""The verdict banner: one line when all is well, three or more at a stall, details behind `d`.
 
 At a stall the banner answers first (who is the suspect, where it is stuck), then says what
-to press. Three lines leave room at 80x24 for one line per GPU and the suspect's row; the
-full reason, every finding and the next steps are on the details screen (`d`).
+to press. The answer is the verdict's headline, the strongest evidence (ranked once, in
+gputui.diagnose.ranking): it wraps onto as many lines as it needs (up to MAX_ANSWER_LINES)
+rather than being cut, because "rank 0 in broadcast (train.py:53), rank 1 in all_reduce
+(train.py:57)" cut after "rank 1" says nothing; the process table's empty rows give up
+the room first (it takes what is left). Every finding and the next steps are on the details
+screen (`d`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,10 @@ from typing import Any
 from textual.strip import Strip
 
 from gputui.ui.strips import Line, LineView, fit
+
+MAX_ANSWER_LINES = 6  # 80 columns: ~470 characters of headline, still leaving the GPUs room
+NVML_LEVEL = 10  # gputui.diagnose.ranking.Strength.NVML (not imported: the UI starts fast)
+MISMATCH_LEVEL = 40  # Strength.MISMATCH
 
 OK_STYLE = "bold black on green"
 SLOW_STYLE = "bold white on magenta"
@@ -30,6 +38,8 @@ def headline(v: Any, now: float) -> tuple[str, str]:
         parts.append(f"suspect GPU {', '.join(map(str, v.suspects))}{pids}")
     elif v.suspect_pids:  # named by the stacks or NCCL, where NVML could not
         parts.append(f"suspect pid {', '.join(map(str, v.suspect_pids))}")
+    elif _top(v) >= MISMATCH_LEVEL:  # no one suspect: the ranks disagree (said below)
+        parts.append("the ranks disagree")
     else:
         parts.append("no suspect on this node")
     if v.spinning:
@@ -39,11 +49,17 @@ def headline(v: Any, now: float) -> tuple[str, str]:
     return badge, "  " + " · ".join(parts)
 
 
+def _top(v: Any) -> int:
+    """The strength of the verdict's strongest finding (0 when there is none)."""
+    ranked = getattr(v, "ranked", ()) or ()
+    return int(getattr(ranked[0], "strength", 0)) if ranked else 0
+
+
 def answer(v: Any) -> str:
-    """The second line: the culprit's frame when stacks say it, else the detector's why."""
-    findings = list(getattr(v, "findings", ()) or ())
-    if findings:
-        return "▶ " + findings[0]
+    """The answer line: the headline when evidence beats the NVML picture (the reason is
+    then the strongest finding's sentence), else the detector's why."""
+    if _top(v) > NVML_LEVEL:
+        return "▶ " + v.reason
     reason = v.reason
     for marker in ("; not spinning: ", "; every GPU", "; its peers"):
         i = reason.find(marker)
@@ -52,10 +68,34 @@ def answer(v: Any) -> str:
     return "▶ " + reason
 
 
-def banner_height(v: Any | None) -> int:
-    """Lines the banner takes for this verdict (known before it is drawn, so the GPU board
-    can choose its form in the same pass)."""
-    return 0 if v is None else 3 if v.alarm else 1
+def wrap(text: str, width: int, limit: int = MAX_ANSWER_LINES) -> list[str]:
+    """`text` in lines of at most `width` cells, broken at spaces, continuation lines
+    indented by two; the last line ends in … when `limit` lines do not hold it all."""
+    if width <= 4:
+        return [fit(text, max(0, width))]
+    lines: list[str] = []
+    rest = text
+    while rest and len(lines) < limit:
+        room = width if not lines else width - 2
+        if len(rest) <= room:
+            lines.append(rest)
+            rest = ""
+            break
+        cut = rest.rfind(" ", 0, room + 1)
+        cut = cut if cut > room // 2 else room
+        lines.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+    if rest:
+        lines[-1] = fit(lines[-1] + " " + rest, width if len(lines) == 1 else width - 2)
+    return [ln if i == 0 else "  " + ln for i, ln in enumerate(lines)]
+
+
+def banner_height(v: Any | None, width: int = 80) -> int:
+    """Lines the banner takes for this verdict at this width (known before it is drawn, so
+    the GPU board can choose its form in the same pass)."""
+    if v is None:
+        return 0
+    return 2 + len(wrap(answer(v), width)) if v.alarm else 1
 
 
 def banner_lines(v: Any | None, now: float, width: int) -> list[Strip]:
@@ -70,9 +110,10 @@ def banner_lines(v: Any | None, now: float, width: int) -> list[Strip]:
     badge, text = headline(v, now)
     first = Line().add(badge, HUNG_STYLE if v.state == "hung" else STALLED_STYLE)
     first.add(fit(text, max(0, width - first.length)), "bold")
-    second = Line().add(fit(answer(v), width), "bold red" if v.findings else "")
+    style = "bold red" if v.findings else ""
+    answers = [Line().add(fit(a, width), style).strip(width) for a in wrap(answer(v), width)]
     third = Line().add(fit(KEYS, width), "italic")
-    return [first.strip(width), second.strip(width), third.strip(width)]
+    return [first.strip(width), *answers, third.strip(width)]
 
 
 class VerdictBanner(LineView):

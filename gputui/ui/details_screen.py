@@ -46,7 +46,12 @@ def verdict_text(v: Any | None, snap: Any | None) -> Text:
     if v.culprit_frame:
         t.append("\nCulprit frame: ", style="bold").append(v.culprit_frame, style="bold red")
         t.append("\n")
-    if v.findings:
+    ranked = getattr(v, "ranked", ()) or ()
+    if ranked:  # strongest first, each with its strength (gputui.diagnose.ranking)
+        t.append("\nWhat the evidence says, strongest first:\n", style="bold")
+        for f in ranked:
+            t.append(f"  · [{f.strength.name.lower()}] ", style="dim").append(f"{f.text}\n")
+    elif v.findings:
         t.append("\nWhat the evidence says:\n", style="bold")
         for f in v.findings:
             t.append(f"  · {f}\n")

@@ -20,6 +20,11 @@
  *   bad_name            GPU 0's name is not UTF-8
  *   init_error          nvmlInit fails with Unknown Error (a driver that is there but broken)
  *   no_driver           nvmlInit fails with Driver Not Loaded
+ *   spin                both GPUs spin in a collective: util 100 %, no memory traffic, idle
+ *                       power (the hang pattern the detector looks for)
+ *
+ * With GPUTUI_STANDIN_PIDS=P0,P1, GPU i runs process Pi (a real process a test started, e.g.
+ * a rank of a gloo job), so gputui reads its command line and environment like a rank's.
  *
  * GPU health (each GPU is healthy unless one of these names it):
  *
@@ -91,7 +96,8 @@ static int parsed, initialized, log_fd = -1;
 static long util_reads;  /* calls of nvmlDeviceGetUtilizationRates so far */
 
 static struct {
-    int hang_init, hang_shutdown, lost, bad_name, init_error, no_driver;
+    int hang_init, hang_shutdown, lost, bad_name, init_error, no_driver, spin;
+    unsigned int pids[NGPU];
     long hang_read_after, lost_after;  /* -1: never */
     int xid_gpu, xid, ecc[NGPU], remap_pending[NGPU], lost_gpu, no_events;  /* gpu -1: none */
 } mode;
@@ -131,6 +137,12 @@ static void parse_mode(void) {
             long g = atol(tok + 14);
             if (g >= 0 && g < NGPU) mode.remap_pending[g] = 1;
         } else if (!strncmp(tok, "lost_gpu:", 9)) mode.lost_gpu = atoi(tok + 9);
+        else if (!strcmp(tok, "spin")) mode.spin = 1;
+    }
+    const char *pids = getenv("GPUTUI_STANDIN_PIDS");
+    for (int i = 0; pids && *pids && i < NGPU; i++) {
+        mode.pids[i] = (unsigned int)strtoul(pids, (char **)&pids, 10);
+        if (*pids == ',') pids++;
     }
 }
 
@@ -271,7 +283,7 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u)
     util_reads++;  /* counted before the gate: call N+1 is the one that fails */
     nvmlReturn_t g = gate(d);
     if (g) LEAVE(g);
-    u->gpu = 0;
+    u->gpu = mode.spin ? 100 : 0;
     u->memory = 0;
     LEAVE(NVML_SUCCESS);
 }
@@ -323,9 +335,20 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d, unsigned 
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count,
                                                      nvmlProcessInfo_t *infos) {
-    (void)infos;
     DEVICE_CALL(d);
-    *count = 0;  /* idle GPUs: no process */
+    unsigned int pid = mode.pids[d->index];
+    if (!pid) {
+        *count = 0;  /* idle GPUs: no process */
+        LEAVE(NVML_SUCCESS);
+    }
+    if (!infos || *count < 1) {
+        *count = 1;
+        LEAVE(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    *count = 1;
+    infos[0].pid = pid;
+    infos[0].usedGpuMemory = 1024 * MIB;
+    infos[0].gpuInstanceId = infos[0].computeInstanceId = 0xFFFFFFFF;
     LEAVE(NVML_SUCCESS);
 }
 
