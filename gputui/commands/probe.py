@@ -111,6 +111,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", type=Path, default=None, metavar="FILE", help="also write the JSON results to FILE"
     )
+    from gputui.commands.probe_world import add_world_options
+
+    add_world_options(p)
     p.set_defaults(func=run)
 
 
@@ -152,6 +155,15 @@ def run(args: argparse.Namespace) -> int:
     from gputui.probe.analysis import report_text
     from gputui.probe.runner import ProbeConfig, Progress, run_probe, torch_installed
 
+    if getattr(args, "hosts", None) is not None or getattr(args, "world_worker", None) is not None:
+        from gputui.commands.probe_world import run_hidden, run_hosts
+
+        hidden = run_hidden(args)
+        return hidden if hidden is not None else run_hosts(args)
+    if getattr(args, "world_reap", None) is not None:
+        from gputui.commands.probe_world import run_hidden
+
+        return run_hidden(args) or 0
     if not torch_installed():
         raise GputuiError(INSTALL_HINT)
     backend, devices = select_devices(args)

@@ -1,0 +1,194 @@
+"""`gputui probe --hosts LIST`: the whole world's communication, checked from one command.
+
+Options (added to `probe` by `add_world_options`) mirror `gputui fleet`'s: the same host
+lists, launchers (ssh, srun, pdsh) and ssh options. `--host-timeout` bounds each host (probe's
+`--timeout` stays the per-pair bound of the intra-node probe). Exit status: 0 every host and
+link passed; 1 a host or link failed (or hung, or left something running, since killed);
+2 usage or error (bad host list, launcher missing), before anything ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from gputui.commands.common import positive_float
+from gputui.diagnose import exitcodes
+from gputui.errors import GputuiError
+
+LAUNCHERS = ("ssh", "srun", "pdsh", "local")
+WORLD_SIZES = (1 << 20, 16 << 20, 64 << 20)
+GLOO_SIZES = (1 << 16, 1 << 20)  # CPU ranks: small, or the check costs more than it tells
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65000:
+        raise argparse.ArgumentTypeError(f"must be a port 1 to 65000: {text!r}")
+    return int(text)
+
+
+def _count(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise argparse.ArgumentTypeError(f"must be 1 to 64: {text!r}")
+    return int(text)
+
+
+def add_world_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("across hosts (gputui probe --hosts LIST)")
+    g.add_argument("--hosts", metavar="LIST", default=None,
+                   help="probe the whole world over these hosts: node[01-16], a,b,c or @file")  # fmt: skip
+    g.add_argument("--launcher", choices=LAUNCHERS, default="ssh",
+                   help="how to reach the hosts (default ssh; local: every host is this "
+                   "machine, for testing)")  # fmt: skip
+    g.add_argument("--ssh-config", metavar="FILE", default=None, help="ssh -F FILE")
+    g.add_argument("--ssh-option", action="append", default=[], metavar="OPT",
+                   help="an ssh -o option (repeatable)")  # fmt: skip
+    g.add_argument("--remote-gputui", default="gputui", metavar="PATH",
+                   help="gputui on the hosts (default: gputui on their PATH)")  # fmt: skip
+    g.add_argument("--host-timeout", type=positive_float, default=60.0, metavar="S",
+                   help="seconds allowed per host and world, rendezvous included (default 60)")  # fmt: skip
+    g.add_argument("--connect-timeout", type=positive_float, default=10.0, metavar="S",
+                   help="ssh ConnectTimeout (default 10)")  # fmt: skip
+    g.add_argument("--port", type=_port, default=29500, metavar="P",
+                   help="rendezvous port on the first host (default 29500; bisect uses P+1...)")  # fmt: skip
+    g.add_argument("--gpus-per-host", type=_count, default=None, metavar="N",
+                   help="ranks per host (default: one per GPU; one gloo rank on a host without)")  # fmt: skip
+    g.add_argument("--bisect", action="store_true",
+                   help="test each host alone and every host pair even when the world passes")  # fmt: skip
+    g.add_argument("--force", action="store_true",
+                   help="run on GPUs that a job is using (refused otherwise, naming the job)")  # fmt: skip
+    g.add_argument("--jobid", default=None, metavar="J", help="srun --jobid J")
+    g.add_argument("--world-worker", default=None, help=argparse.SUPPRESS)
+    g.add_argument("--world-reap", default=None, help=argparse.SUPPRESS)
+
+
+def _hosts(text: str) -> list[str]:
+    from gputui.collect.hostlist import expand_hosts
+
+    try:
+        hosts = expand_hosts(text)
+    except ValueError as e:
+        raise GputuiError(f"probe --hosts: {e}") from None
+    if not hosts:
+        raise GputuiError("probe --hosts: no hosts given")
+    bad = next((h for h in hosts if h.startswith("-")), None)
+    if bad:
+        raise GputuiError(f"probe --hosts: not a host name: {bad!r}")
+    return hosts
+
+
+def _options(args: argparse.Namespace):
+    from gputui.probe.world import WorldOptions
+
+    if args.launcher != "local" and shutil.which(args.launcher) is None:
+        raise GputuiError(f"probe --hosts: the launcher {args.launcher} is not installed")
+    gloo = args.backend == "gloo"
+    sizes = [args.size] if args.size else list(GLOO_SIZES if gloo else WORLD_SIZES)
+    return WorldOptions(
+        launcher=args.launcher,
+        remote_gputui=args.remote_gputui,
+        ssh_config=args.ssh_config,
+        ssh_options=tuple(args.ssh_option),
+        connect_timeout=args.connect_timeout,
+        host_timeout=args.host_timeout,
+        port=args.port,
+        gpus_per_host=args.gpus_per_host,
+        backend=args.backend or "auto",
+        sizes=sizes,
+        iters=5,
+        force=args.force,
+        jobid=args.jobid,
+    )
+
+
+def _reap_all(hosts: list[str], opts) -> tuple[dict[str, str], dict[str, str]]:
+    """The final check over the launcher: anything of this run still on a host is killed and
+    reported. ({host: what was left}, {host: why it could not be checked})."""
+    import json
+
+    from gputui.probe import world as w
+
+    args = ["probe", "--world-reap", opts.token]
+    left: dict[str, str] = {}
+    unchecked: dict[str, str] = {}
+
+    def one(h: str):
+        if opts.launcher == "local":
+            argv, env = w._local_argv(args)
+        elif opts.launcher == "ssh":
+            import shlex
+
+            env = None
+            argv = w.fleet.ssh_argv(h, shlex.join([opts.remote_gputui, *args]),
+                                    connect_timeout=opts.connect_timeout,
+                                    options=opts.ssh_options, config=opts.ssh_config)  # fmt: skip
+        else:
+            return h, None, "checked only by the launcher's own cleanup (srun/pdsh)"
+        res = w.subproc.run_bounded(argv, timeout=opts.connect_timeout + 20,
+                                    cancel=threading.Event(), env=env)  # fmt: skip
+        for line in res[2].splitlines():
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if ev.get("event") == "reap":
+                return h, ev.get("found") or [], None
+        return h, None, w.fleet._last_line(res[3]) or f"{res[0]}, exit {res[1]}"
+
+    seen: set[int] = set()  # `local`: every host is this machine, one process list
+    with ThreadPoolExecutor(max_workers=max(1, min(opts.fanout, len(hosts)))) as pool:
+        for h, found, why in pool.map(one, hosts):
+            if why:
+                unchecked[h] = why
+            elif found and not (opts.launcher == "local" and seen.issuperset(found)):
+                seen.update(found)
+                left[h] = f"{len(found)} process(es): pid {', '.join(map(str, found[:8]))}"
+    return left, unchecked
+
+
+def run_hosts(args: argparse.Namespace) -> int:
+    from gputui.probe.bisect import run_bisect
+    from gputui.probe.world import resolve_address, run_world
+    from gputui.probe.world_report import WorldReport, json_lines, text
+
+    hosts = _hosts(args.hosts)
+    opts = _options(args)
+    start = time.monotonic()
+    with ThreadPoolExecutor(max_workers=max(1, min(16, len(hosts)))) as pool:
+        addresses = dict(zip(hosts, pool.map(lambda h: resolve_address(h, opts), hosts)))
+    show = not args.json and sys.stderr.isatty()
+    if show:
+        print(f"world: {len(hosts)} hosts, rendezvous {addresses[hosts[0]]}:{opts.port}",
+              file=sys.stderr)  # fmt: skip
+    world = run_world(hosts, opts, master=addresses[hosts[0]])
+    rep = WorldReport(world, addresses)
+    if not world.ok or args.bisect:
+        if show:
+            print("bisect: each host alone, then host pairs", file=sys.stderr)
+        rep.bisect = run_bisect(hosts, opts, addresses)
+    rep.leftovers, rep.unchecked = _reap_all(hosts, opts)
+    rep.wall_s = time.monotonic() - start
+    code = exitcodes.OK if rep.ok else exitcodes.HANG  # 1: a host or link is broken
+    if args.json:
+        for line in json_lines(rep, code):
+            print(line, flush=True)
+    else:
+        print(text(rep))
+    return code
+
+
+def run_hidden(args: argparse.Namespace) -> int | None:
+    """The remote halves (`--world-worker SPEC`, `--world-reap TOKEN`), or None."""
+    if args.world_worker is not None:
+        from gputui.probe.world_worker import main
+
+        return main(args.world_worker)
+    if args.world_reap is not None:
+        from gputui.probe.world_worker import reap
+
+        return reap(args.world_reap)
+    return None
