@@ -21,8 +21,6 @@ from gputui.diagnose import exitcodes
 from gputui.errors import GputuiError
 
 LAUNCHERS = ("ssh", "srun", "pdsh", "local")
-WORLD_SIZES = (1 << 20, 16 << 20, 64 << 20)
-GLOO_SIZES = (1 << 16, 1 << 20)  # CPU ranks: small, or the check costs more than it tells
 
 
 def _port(text: str) -> int:
@@ -86,8 +84,7 @@ def _options(args: argparse.Namespace):
 
     if args.launcher != "local" and shutil.which(args.launcher) is None:
         raise GputuiError(f"probe --hosts: the launcher {args.launcher} is not installed")
-    gloo = args.backend == "gloo"
-    sizes = [args.size] if args.size else list(GLOO_SIZES if gloo else WORLD_SIZES)
+    sized = {"sizes": [args.size], "gloo_sizes": [args.size]} if args.size else {}
     return WorldOptions(
         launcher=args.launcher,
         remote_gputui=args.remote_gputui,
@@ -98,10 +95,10 @@ def _options(args: argparse.Namespace):
         port=args.port,
         gpus_per_host=args.gpus_per_host,
         backend=args.backend or "auto",
-        sizes=sizes,
         iters=5,
         force=args.force,
         jobid=args.jobid,
+        **sized,
     )
 
 

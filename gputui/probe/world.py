@@ -51,7 +51,8 @@ class WorldOptions:
     port: int = 29500
     gpus_per_host: int | None = None
     backend: str = "auto"  # auto: nccl where every host has GPUs, else gloo
-    sizes: Sequence[int] = (1 << 20, 16 << 20, 64 << 20)
+    sizes: Sequence[int] = (1 << 20, 16 << 20, 64 << 20)  # GPU worlds (NCCL)
+    gloo_sizes: Sequence[int] = (1 << 16, 1 << 20)  # CPU worlds: small, or it costs more than it tells
     iters: int = 5
     force: bool = False
     fanout: int = 64
@@ -154,6 +155,7 @@ def spec_for(hosts: list[str], i: int | None, master: str, port: int, opts: Worl
         "rdzv_timeout": opts.rdzv_timeout,
         "pg_timeout": opts.pg_timeout,
         "sizes": list(opts.sizes),
+        "gloo_sizes": list(opts.gloo_sizes),
         "iters": opts.iters,
         "backend": opts.backend,
         "gpus_per_host": opts.gpus_per_host,

@@ -24,7 +24,9 @@ _VERSION = re.compile(r"NCCL version ([0-9][0-9.]*[0-9](?:\+\S+)?)")
 _NETWORK = re.compile(r"Using network (\S+)")
 _USING = re.compile(r"NET/(IB|Socket)\s*:\s*Using (.+)$")
 _IFACE = re.compile(r"\[\d+\]([A-Za-z0-9_.:\-]+?)(?::[0-9a-fA-F.:%]+)?(?:<\d+>|/\S+)?(?=\s|$)")
-_CHANNEL = re.compile(r"Channel \d+/\d+ : (\d+)\[\d+\] -> (\d+)\[\d+\] (?:\[\w+\] )?via (\S+)")
+_CHANNEL = re.compile(
+    r"Channel \d+(?:/\d+)? : (\d+)\[[0-9a-f]+\] -> (\d+)\[[0-9a-f]+\] (?:\[\w+\] )?via (\S+)"
+)
 _ENV = re.compile(r"(NCCL_[A-Z0-9_]+) set by environment to (.*?)\.?$")
 
 

@@ -10,6 +10,7 @@ reported, but never blamed.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from gputui.probe.world import HostResult, WorldOptions
@@ -34,9 +35,18 @@ def _events(stdout: str) -> list[dict[str, Any]]:
     return out
 
 
+_SOURCE = re.compile(r"\[/[^\]]*\.(?:cc|cpp|h):\d+\]\s*")
+_ADVICE = re.compile(r"\s*This is typically caused by.*$")
+
+
+def short_error(why: str) -> str:
+    """gloo/NCCL errors without the source path and the stock advice: the part that names."""
+    return _ADVICE.sub("", _SOURCE.sub("", why)).strip()
+
+
 def _rank_why(r: dict[str, Any], gpus: int) -> str:
     where = f"GPU {r.get('local')}" if gpus else "CPU"
-    return f"rank {r.get('rank')} ({where}): {r.get('why') or 'failed'}"
+    return f"rank {r.get('rank')} ({where}): {short_error(str(r.get('why') or 'failed'))}"
 
 
 def _launch_why(run: HostRun, opts: WorldOptions) -> str:

@@ -74,7 +74,9 @@ def _nccl(world: WorldRun) -> dict[str, Any]:
 def _status(r: HostResult) -> str:
     if r.ok:
         return "ok"
-    return ("waited" if r.victim else "FAILED") + f" {r.stage}: {r.why}"
+    if r.victim:
+        return f"peer failed ({r.why})"
+    return f"FAILED {r.stage}: {r.why}"
 
 
 def _bw(run: WorldRun | None) -> str:
@@ -139,7 +141,7 @@ def json_lines(rep: WorldReport, exit_code: int) -> list[str]:
     for r in w.results:
         out.append({
             "kind": "host", "host": r.host, "address": rep.addresses.get(r.host),
-            "ok": r.ok and r.host not in bad, "stage": r.stage,
+            "ok": r.host not in bad and (r.ok or r.victim), "stage": r.stage,
             "why": bad.get(r.host) or r.why, "victim": r.victim and r.host not in bad,
             "ranks": r.ranks, "gpus": r.gpus, "backend": r.backend, "joined_s": r.joined_s,
             "torch": r.torch, "wall_s": r.wall_s,

@@ -150,7 +150,7 @@ def _rank_main(torch: Any, spec: dict[str, Any], rank: int, local: int, world: d
             torch.cuda.synchronize()
         out["barrier_s"] = round(time.monotonic() - t0, 4)
         w = world["size"]
-        for size in spec["sizes"]:
+        for size in spec["sizes"] if nccl else spec.get("gloo_sizes") or spec["sizes"]:
             n = max(1, size // 4)
             x = torch.full((n,), float(rank + 1), device=device)
             dist.all_reduce(x)
