@@ -49,8 +49,20 @@ def hosts(sshd, tmp_path_factory):  # noqa: F811 - the fixture of the same name
 
 
 def _probe(cfg: Path, wrapper: Path, hostlist: str, *extra: str, env=None):
-    args = ["probe", "--hosts", hostlist, "--ssh-config", str(cfg), "--remote-gputui",
-            str(wrapper), "--host-timeout", "20", "--port", str(_free_port()), *extra]  # fmt: skip
+    args = [
+        "probe",
+        "--hosts",
+        hostlist,
+        "--ssh-config",
+        str(cfg),
+        "--remote-gputui",
+        str(wrapper),
+        "--host-timeout",
+        "20",
+        "--port",
+        str(_free_port()),
+        *extra,
+    ]
     t0 = time.monotonic()
     res = run_cli(*args, timeout=BOUND_S + 30, env=env)
     return res, time.monotonic() - t0

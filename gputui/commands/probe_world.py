@@ -37,28 +37,70 @@ def _count(text: str) -> int:
 
 def add_world_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("across hosts (gputui probe --hosts LIST)")
-    g.add_argument("--hosts", metavar="LIST", default=None,
-                   help="probe the whole world over these hosts: node[01-16], a,b,c or @file")  # fmt: skip
-    g.add_argument("--launcher", choices=LAUNCHERS, default="ssh",
-                   help="how to reach the hosts (default ssh; local: every host is this "
-                   "machine, for testing)")  # fmt: skip
+    g.add_argument(
+        "--hosts",
+        metavar="LIST",
+        default=None,
+        help="probe the whole world over these hosts: node[01-16], a,b,c or @file",
+    )
+    g.add_argument(
+        "--launcher",
+        choices=LAUNCHERS,
+        default="ssh",
+        help="how to reach the hosts (default ssh; local: every host is this machine, for testing)",
+    )
     g.add_argument("--ssh-config", metavar="FILE", default=None, help="ssh -F FILE")
-    g.add_argument("--ssh-option", action="append", default=[], metavar="OPT",
-                   help="an ssh -o option (repeatable)")  # fmt: skip
-    g.add_argument("--remote-gputui", default="gputui", metavar="PATH",
-                   help="gputui on the hosts (default: gputui on their PATH)")  # fmt: skip
-    g.add_argument("--host-timeout", type=positive_float, default=60.0, metavar="S",
-                   help="seconds allowed per host and world, rendezvous included (default 60)")  # fmt: skip
-    g.add_argument("--connect-timeout", type=positive_float, default=10.0, metavar="S",
-                   help="ssh ConnectTimeout (default 10)")  # fmt: skip
-    g.add_argument("--port", type=_port, default=29500, metavar="P",
-                   help="rendezvous port on the first host (default 29500; bisect uses P+1...)")  # fmt: skip
-    g.add_argument("--gpus-per-host", type=_count, default=None, metavar="N",
-                   help="ranks per host (default: one per GPU; one gloo rank on a host without)")  # fmt: skip
-    g.add_argument("--bisect", action="store_true",
-                   help="test each host alone and every host pair even when the world passes")  # fmt: skip
-    g.add_argument("--force", action="store_true",
-                   help="run on GPUs that a job is using (refused otherwise, naming the job)")  # fmt: skip
+    g.add_argument(
+        "--ssh-option",
+        action="append",
+        default=[],
+        metavar="OPT",
+        help="an ssh -o option (repeatable)",
+    )
+    g.add_argument(
+        "--remote-gputui",
+        default="gputui",
+        metavar="PATH",
+        help="gputui on the hosts (default: gputui on their PATH)",
+    )
+    g.add_argument(
+        "--host-timeout",
+        type=positive_float,
+        default=60.0,
+        metavar="S",
+        help="seconds allowed per host and world, rendezvous included (default 60)",
+    )
+    g.add_argument(
+        "--connect-timeout",
+        type=positive_float,
+        default=10.0,
+        metavar="S",
+        help="ssh ConnectTimeout (default 10)",
+    )
+    g.add_argument(
+        "--port",
+        type=_port,
+        default=29500,
+        metavar="P",
+        help="rendezvous port on the first host (default 29500; bisect uses P+1...)",
+    )
+    g.add_argument(
+        "--gpus-per-host",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="ranks per host (default: one per GPU; one gloo rank on a host without)",
+    )
+    g.add_argument(
+        "--bisect",
+        action="store_true",
+        help="test each host alone and every host pair even when the world passes",
+    )
+    g.add_argument(
+        "--force",
+        action="store_true",
+        help="run on GPUs that a job is using (refused otherwise, naming the job)",
+    )
     g.add_argument("--jobid", default=None, metavar="J", help="srun --jobid J")
     g.add_argument("--world-worker", default=None, help=argparse.SUPPRESS)
     g.add_argument("--world-reap", default=None, help=argparse.SUPPRESS)
@@ -84,8 +126,7 @@ def _options(args: argparse.Namespace):
 
     if args.launcher != "local" and shutil.which(args.launcher) is None:
         raise GputuiError(f"probe --hosts: the launcher {args.launcher} is not installed")
-    sized = {"sizes": [args.size], "gloo_sizes": [args.size]} if args.size else {}
-    return WorldOptions(
+    opts = WorldOptions(
         launcher=args.launcher,
         remote_gputui=args.remote_gputui,
         ssh_config=args.ssh_config,
@@ -98,8 +139,10 @@ def _options(args: argparse.Namespace):
         iters=5,
         force=args.force,
         jobid=args.jobid,
-        **sized,
     )
+    if args.size:
+        opts.sizes = opts.gloo_sizes = (args.size,)
+    return opts
 
 
 def _reap_all(hosts: list[str], opts) -> tuple[dict[str, str], dict[str, str]]:
@@ -120,13 +163,18 @@ def _reap_all(hosts: list[str], opts) -> tuple[dict[str, str], dict[str, str]]:
             import shlex
 
             env = None
-            argv = w.fleet.ssh_argv(h, shlex.join([opts.remote_gputui, *args]),
-                                    connect_timeout=opts.connect_timeout,
-                                    options=opts.ssh_options, config=opts.ssh_config)  # fmt: skip
+            argv = w.fleet.ssh_argv(
+                h,
+                shlex.join([opts.remote_gputui, *args]),
+                connect_timeout=opts.connect_timeout,
+                options=opts.ssh_options,
+                config=opts.ssh_config,
+            )
         else:
             return h, None, "checked only by the launcher's own cleanup (srun/pdsh)"
-        res = w.subproc.run_bounded(argv, timeout=opts.connect_timeout + 20,
-                                    cancel=threading.Event(), env=env)  # fmt: skip
+        res = w.subproc.run_bounded(
+            argv, timeout=opts.connect_timeout + 20, cancel=threading.Event(), env=env
+        )
         for line in res[2].splitlines():
             try:
                 ev = json.loads(line)
@@ -156,11 +204,14 @@ def run_hosts(args: argparse.Namespace) -> int:
     opts = _options(args)
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(hosts)))) as pool:
-        addresses = dict(zip(hosts, pool.map(lambda h: resolve_address(h, opts), hosts)))
+        found = pool.map(lambda h: resolve_address(h, opts), hosts)
+        addresses = dict(zip(hosts, found, strict=True))
     show = not args.json and sys.stderr.isatty()
     if show:
-        print(f"world: {len(hosts)} hosts, rendezvous {addresses[hosts[0]]}:{opts.port}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"world: {len(hosts)} hosts, rendezvous {addresses[hosts[0]]}:{opts.port}",
+            file=sys.stderr,
+        )
     world = run_world(hosts, opts, master=addresses[hosts[0]])
     rep = WorldReport(world, addresses)
     if not world.ok or args.bisect:
@@ -185,7 +236,7 @@ def run_hidden(args: argparse.Namespace) -> int | None:
 
         return main(args.world_worker)
     if args.world_reap is not None:
-        from gputui.probe.world_worker import reap
+        from gputui.probe.world_reap import reap
 
         return reap(args.world_reap)
     return None

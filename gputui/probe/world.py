@@ -15,7 +15,6 @@ an ssh alias, the name itself for srun and pdsh.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shlex
 import signal
@@ -38,6 +37,7 @@ exit: the host worker exits before joining). Read here and passed in that host's
 reaches the host through any launcher."""
 GRACE_S = 3.0  # after one host failed early: time the others get to say why, then stopped
 MAX_EVENTS_OUT = 8 << 20
+Outcome = tuple[str, "int | None", str, str, float]  # as subproc.run_bounded
 
 
 @dataclass
@@ -52,7 +52,10 @@ class WorldOptions:
     gpus_per_host: int | None = None
     backend: str = "auto"  # auto: nccl where every host has GPUs, else gloo
     sizes: Sequence[int] = (1 << 20, 16 << 20, 64 << 20)  # GPU worlds (NCCL)
-    gloo_sizes: Sequence[int] = (1 << 16, 1 << 20)  # CPU worlds: small, or it costs more than it tells
+    gloo_sizes: Sequence[int] = (
+        1 << 16,
+        1 << 20,
+    )  # CPU worlds: small, or it costs more than it tells
     iters: int = 5
     force: bool = False
     fanout: int = 64
@@ -114,8 +117,9 @@ class WorldRun:
                 for s in rr.get("sizes", []):
                     if s.get("busbw_gbps") is not None:
                         sizes.setdefault(s["bytes"], []).append(s["busbw_gbps"])
-        return [{"bytes": b, "busbw_gbps": min(v), "max_gbps": max(v)}
-                for b, v in sorted(sizes.items())]  # fmt: skip
+        return [
+            {"bytes": b, "busbw_gbps": min(v), "max_gbps": max(v)} for b, v in sorted(sizes.items())
+        ]
 
     def failed(self) -> list[HostResult]:
         return [r for r in self.results if not r.ok]
@@ -198,11 +202,12 @@ def _launch_one(
     raise ValueError(opts.launcher)
 
 
-def _run(argv: list[str], timeout: float, cancel: threading.Event, env, *, stdin: bool):
+def _run(argv: list[str], timeout: float, cancel: threading.Event, env, *, stdin: bool) -> Outcome:
     """subproc.run_bounded, but with stdin a pipe held open: its EOF tells the worker to stop."""
     if not stdin:
-        return subproc.run_bounded(argv, timeout=timeout, cancel=cancel, env=env,
-                                   max_stdout=MAX_EVENTS_OUT)  # fmt: skip
+        return subproc.run_bounded(
+            argv, timeout=timeout, cancel=cancel, env=env, max_stdout=MAX_EVENTS_OUT
+        )
     r, w = os.pipe()
     try:
         return _run_with_stdin(argv, timeout, cancel, env, r)
@@ -210,7 +215,7 @@ def _run(argv: list[str], timeout: float, cancel: threading.Event, env, *, stdin
         os.close(w)
 
 
-def _run_with_stdin(argv, timeout, cancel, env, stdin_fd: int):
+def _run_with_stdin(argv, timeout, cancel, env, stdin_fd: int) -> Outcome:
     import subprocess
     import tempfile
 
@@ -253,21 +258,22 @@ def _launch_all(hosts, args_for, opts: WorldOptions, cancel) -> list[fleet.HostR
 
     tool = opts.launcher
     if shutil.which(tool) is None:
-        return [fleet.HostRun(h, "failed", None, "", f"{tool} is not installed", 0.0)
-                for h in hosts]  # fmt: skip
+        return [
+            fleet.HostRun(h, "failed", None, "", f"{tool} is not installed", 0.0) for h in hosts
+        ]
     bound = opts.host_timeout + opts.connect_timeout + 5.0
     args = args_for(None)
     if tool == "pdsh":
         cmd = shlex.join([opts.remote_gputui, *args])
-        argv = fleet.pdsh_argv(hosts, cmd, fanout=opts.fanout,
-                               connect_timeout=opts.connect_timeout, timeout=bound)  # fmt: skip
+        argv = fleet.pdsh_argv(
+            hosts, cmd, fanout=opts.fanout, connect_timeout=opts.connect_timeout, timeout=bound
+        )
         ssh_opts = ["-o", "BatchMode=yes"] + (["-F", opts.ssh_config] if opts.ssh_config else [])
         for o in opts.ssh_options:
             ssh_opts += ["-o", o]
         env = {**os.environ, "PDSH_SSH_ARGS_APPEND": " ".join(ssh_opts)}
     else:
-        argv = fleet.srun_argv(hosts, [opts.remote_gputui, *args], jobid=opts.jobid,
-                               timeout=bound)  # fmt: skip
+        argv = fleet.srun_argv(hosts, [opts.remote_gputui, *args], jobid=opts.jobid, timeout=bound)
         env = None
     outcome, rc, out, err, secs = _run(argv, bound, cancel, env, stdin=False)
     per_host = fleet.split_pdsh(out, hosts) if tool == "pdsh" else _split_events(out, hosts)
@@ -275,8 +281,16 @@ def _launch_all(hosts, args_for, opts: WorldOptions, cancel) -> list[fleet.HostR
     for h in hosts:
         lines = per_host.get(h, [])
         why = next((ln.strip() for ln in reversed(err.splitlines()) if f"{h}:" in ln), None)
-        runs.append(fleet.HostRun(h, outcome, rc, "\n".join(lines),
-                                  None if lines else (why or f"no output through {tool}"), secs))
+        runs.append(
+            fleet.HostRun(
+                h,
+                outcome,
+                rc,
+                "\n".join(lines),
+                None if lines else (why or f"no output through {tool}"),
+                secs,
+            )
+        )
     return runs
 
 
@@ -294,8 +308,9 @@ def _split_events(out: str, hosts: list[str]) -> dict[str, list[str]]:
     return per
 
 
-def run_world(hosts: list[str], opts: WorldOptions, *, port: int | None = None,
-              master: str | None = None) -> WorldRun:  # fmt: skip
+def run_world(
+    hosts: list[str], opts: WorldOptions, *, port: int | None = None, master: str | None = None
+) -> WorldRun:
     """One world over `hosts`; never raises for a failing host, never waits past the bounds."""
     from gputui.probe.world_parse import host_result
 
@@ -304,8 +319,9 @@ def run_world(hosts: list[str], opts: WorldOptions, *, port: int | None = None,
     master = master or resolve_address(hosts[0], opts)
     cancel = threading.Event()
     if opts.launcher in ("srun", "pdsh"):
-        runs = _launch_all(hosts, lambda i: worker_args(spec_for(hosts, i, master, port, opts)),
-                           opts, cancel)  # fmt: skip
+        runs = _launch_all(
+            hosts, lambda i: worker_args(spec_for(hosts, i, master, port, opts)), opts, cancel
+        )
     else:
         runs = _fan_out(hosts, master, port, opts, cancel)
     results = [host_result(run, opts) for run in runs]

@@ -40,8 +40,13 @@ def transport_kind(via: str) -> str:
 
 def parse_lines(lines: Iterable[str]) -> dict[str, Any]:
     """The explanation from NCCL INFO lines (any number of ranks' logs, concatenated)."""
-    out: dict[str, Any] = {"version": None, "network": None, "ifaces": [], "transports": {},
-                           "env": {}}  # fmt: skip
+    out: dict[str, Any] = {
+        "version": None,
+        "network": None,
+        "ifaces": [],
+        "transports": {},
+        "env": {},
+    }
     for raw in lines:
         if "NCCL" not in raw:
             continue

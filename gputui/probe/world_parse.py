@@ -71,7 +71,11 @@ def host_result(run: HostRun, opts: WorldOptions) -> HostResult:
             res.joined_s = ev.get("joined_s")
             if ev.get("ok"):
                 res.stage = "ranks"
-                res.base, res.ranks, res.gpus = ev.get("base"), ev.get("ranks", 0), ev.get("gpus", 0)
+                res.base, res.ranks, res.gpus = (
+                    ev.get("base"),
+                    ev.get("ranks", 0),
+                    ev.get("gpus", 0),
+                )
                 res.backend = ev.get("backend")
                 res.torch, res.nccl_version = ev.get("torch"), ev.get("nccl")
             else:
@@ -110,5 +114,14 @@ def host_result(run: HostRun, opts: WorldOptions) -> HostResult:
 def _peer_failure(why: str) -> bool:
     """A rank error that says a *peer* went away (gloo/NCCL), not that this rank broke."""
     w = why.lower()
-    return any(s in w for s in ("connection closed by peer", "connection reset", "broken pipe",
-                                "remote process exited", "timed out", "timeout"))  # fmt: skip
+    return any(
+        s in w
+        for s in (
+            "connection closed by peer",
+            "connection reset",
+            "broken pipe",
+            "remote process exited",
+            "timed out",
+            "timeout",
+        )
+    )

@@ -88,8 +88,11 @@ def text(rep: WorldReport) -> str:
     w = rep.world
     backend = next((r.backend for r in w.results if r.backend), "?")
     head = "ok" if rep.ok else "FAILED"
-    lines = [f"world probe: {len(w.hosts)} hosts, {w.size} ranks ({backend}), rendezvous on "
-             f"{w.master}:{w.port}: {head} in {rep.wall_s:.1f} s", ""]  # fmt: skip
+    lines = [
+        f"world probe: {len(w.hosts)} hosts, {w.size} ranks ({backend}), rendezvous on "
+        f"{w.master}:{w.port}: {head} in {rep.wall_s:.1f} s",
+        "",
+    ]
     width = max(4, *(len(h) for h in w.hosts))
     lines.append(f"{'host':<{width}}  {'address':<15} ranks  joined  status")
     for r in w.results:
@@ -101,14 +104,16 @@ def text(rep: WorldReport) -> str:
     bw = w.busbw()
     if bw:
         barrier = max((x.get("barrier_s") or 0) for r in w.results for x in r.rank_results)
-        lines += ["", f"barrier: {barrier * 1000:.1f} ms; all_reduce bus bandwidth "
-                      "(slowest rank):"]  # fmt: skip
+        lines += ["", f"barrier: {barrier * 1000:.1f} ms; all_reduce bus bandwidth (slowest rank):"]
         lines += [f"  {_size(s['bytes']):>9}: {s['busbw_gbps']:.3g} GB/s" for s in bw]
     b = rep.bisect
     if b is not None:
         lines += ["", "bisect, each host alone (all_reduce GB/s at the largest size):"]
         for h, run in b.alone.items():
-            lines.append(f"  {clean(h):<{width}}  " + (_bw(run) if run.ok else f"FAIL: {b.bad_hosts.get(h, '')}"))
+            lines.append(
+                f"  {clean(h):<{width}}  "
+                + (_bw(run) if run.ok else f"FAIL: {b.bad_hosts.get(h, '')}")
+            )
         if b.pairs:
             hs = [h for h in w.hosts if any(h in p for p in b.pairs)]
             cw = max(7, *(len(h) for h in hs))
@@ -117,8 +122,8 @@ def text(rep: WorldReport) -> str:
             for a in hs:
                 cells = []
                 for c in hs:
-                    run = b.pairs.get((a, c)) or b.pairs.get((c, a))
-                    cells.append(f"{'-' if a == c else _bw(run):>{cw}}")
+                    cell = b.pairs.get((a, c)) or b.pairs.get((c, a))
+                    cells.append(f"{'-' if a == c else _bw(cell):>{cw}}")
                 lines.append(f"{clean(a):<{width}}  " + "".join(cells))
     found = rep.findings()
     if found:
@@ -139,31 +144,73 @@ def json_lines(rep: WorldReport, exit_code: int) -> list[str]:
     bad = rep.failed_hosts()
     out: list[dict[str, Any]] = []
     for r in w.results:
-        out.append({
-            "kind": "host", "host": r.host, "address": rep.addresses.get(r.host),
-            "ok": r.host not in bad and (r.ok or r.victim), "stage": r.stage,
-            "why": bad.get(r.host) or r.why, "victim": r.victim and r.host not in bad,
-            "ranks": r.ranks, "gpus": r.gpus, "backend": r.backend, "joined_s": r.joined_s,
-            "torch": r.torch, "wall_s": r.wall_s,
-        })  # fmt: skip
-    barrier = max((x.get("barrier_s") or 0 for r in w.results for x in r.rank_results), default=None)
-    out.append({"kind": "world", "ok": w.ok, "hosts": w.hosts, "ranks": w.size,
-                "master": f"{w.master}:{w.port}", "barrier_s": barrier,
-                "rendezvous_s": max((r.joined_s or 0 for r in w.results), default=None),
-                "sizes": w.busbw(), "wall_s": w.wall_s})  # fmt: skip
+        out.append(
+            {
+                "kind": "host",
+                "host": r.host,
+                "address": rep.addresses.get(r.host),
+                "ok": r.host not in bad and (r.ok or r.victim),
+                "stage": r.stage,
+                "why": bad.get(r.host) or r.why,
+                "victim": r.victim and r.host not in bad,
+                "ranks": r.ranks,
+                "gpus": r.gpus,
+                "backend": r.backend,
+                "joined_s": r.joined_s,
+                "torch": r.torch,
+                "wall_s": r.wall_s,
+            }
+        )
+    barrier = max(
+        (x.get("barrier_s") or 0 for r in w.results for x in r.rank_results), default=None
+    )
+    out.append(
+        {
+            "kind": "world",
+            "ok": w.ok,
+            "hosts": w.hosts,
+            "ranks": w.size,
+            "master": f"{w.master}:{w.port}",
+            "barrier_s": barrier,
+            "rendezvous_s": max((r.joined_s or 0 for r in w.results), default=None),
+            "sizes": w.busbw(),
+            "wall_s": w.wall_s,
+        }
+    )
     b = rep.bisect
     if b is not None:
         for h, run in b.alone.items():
-            out.append({"kind": "alone", "host": h, "ok": run.ok, "why": b.bad_hosts.get(h),
-                        "sizes": run.busbw()})  # fmt: skip
+            out.append(
+                {
+                    "kind": "alone",
+                    "host": h,
+                    "ok": run.ok,
+                    "why": b.bad_hosts.get(h),
+                    "sizes": run.busbw(),
+                }
+            )
         for p, run in b.pairs.items():
-            out.append({"kind": "pair", "hosts": list(p), "ok": run.ok and p not in b.bad_pairs,
-                        "why": b.bad_pairs.get(p), "sizes": run.busbw()})  # fmt: skip
+            out.append(
+                {
+                    "kind": "pair",
+                    "hosts": list(p),
+                    "ok": run.ok and p not in b.bad_pairs,
+                    "why": b.bad_pairs.get(p),
+                    "sizes": run.busbw(),
+                }
+            )
     out += [{"kind": "finding", "text": f} for f in rep.findings()]
     nc = _nccl(w)
     if nc:
         out.append({"kind": "nccl", **nc})
     out.append({"kind": "cleanup", "left": rep.leftovers, "unchecked": rep.unchecked})
-    out.append({"kind": "summary", "ok": rep.ok, "exit": exit_code, "failed_hosts": bad,
-                "wall_s": round(rep.wall_s, 3)})  # fmt: skip
+    out.append(
+        {
+            "kind": "summary",
+            "ok": rep.ok,
+            "exit": exit_code,
+            "failed_hosts": bad,
+            "wall_s": round(rep.wall_s, 3),
+        }
+    )
     return [dumps(o) for o in out]

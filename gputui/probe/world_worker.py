@@ -29,9 +29,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from gputui.probe.world_nccl import parse_nccl_log
 from gputui.probe.worker import emit as _emit
 from gputui.probe.worker import one_line
+from gputui.probe.world_nccl import parse_nccl_log
 
 EXIT_FAILED = 1
 EXIT_NO_TORCH = 3
@@ -95,21 +95,19 @@ def _wait_keys(store: Any, keys: list[str], timeout: float) -> list[str]:
 def _connect(dist: Any, spec: dict[str, Any], master: bool) -> Any:
     kw = {"timeout": timedelta(seconds=spec["rdzv_timeout"])}
     if master:
-        return dist.TCPStore(
-            spec["master"], spec["port"], None, True, wait_for_workers=False, **kw
-        )
+        return dist.TCPStore(spec["master"], spec["port"], None, True, wait_for_workers=False, **kw)
     return dist.TCPStore(spec["master"], spec["port"], None, False, **kw)
 
 
 def _store_error(e: BaseException, spec: dict[str, Any], master: bool) -> str:
-    text = one_line(e, 400).lower()
+    text = one_line(str(e), 400).lower()
     where = f"{spec['master']}:{spec['port']}"
     if master and ("in use" in text or "eaddrinuse" in text):
         return f"port {spec['port']} is in use on this host (rendezvous cannot listen)"
     if master:
-        return f"cannot listen on {where}: {one_line(e, 200)}"
+        return f"cannot listen on {where}: {one_line(str(e), 200)}"
     why = "connection refused" if "refused" in text else "timed out" if "time" in text else ""
-    return f"cannot reach {where} ({why or one_line(e, 200)})"
+    return f"cannot reach {where} ({why or one_line(str(e), 200)})"
 
 
 # ----------------------------------------------------------------------- one rank
@@ -167,9 +165,14 @@ def _rank_main(torch: Any, spec: dict[str, Any], rank: int, local: int, world: d
             algbw = 4 * n / dt / 1e9
             bus = algbw * (2 * (w - 1) / w if w > 1 else 1.0)
             out["sizes"].append(
-                {"bytes": 4 * n, "busbw_gbps": round(bus, 3), "time_us": round(dt * 1e6, 1),
-                 "ok": bad == 0, "wrong": bad}
-            )  # fmt: skip
+                {
+                    "bytes": 4 * n,
+                    "busbw_gbps": round(bus, 3),
+                    "time_us": round(dt * 1e6, 1),
+                    "ok": bad == 0,
+                    "wrong": bad,
+                }
+            )
         dist.destroy_process_group()
         out["ok"] = all(s["ok"] for s in out["sizes"])
         if not out["ok"]:
@@ -309,9 +312,20 @@ def host_main(spec: dict[str, Any]) -> int:
     base = sum(i["ranks"] for i in infos[:idx])
     gpu_world = spec["backend"] != "gloo" and all(i["gpus"] for i in infos)
     world = {"size": sum(i["ranks"] for i in infos), "backend": "nccl" if gpu_world else "gloo"}
-    emit({"event": "rendezvous", "ok": True, "joined_s": joined_s, "base": base, "ranks": n,
-          "gpus": ngpu, "world": world["size"], "backend": world["backend"],
-          "torch": torch.__version__, "nccl": _nccl_version(torch, world["backend"])})  # fmt: skip
+    emit(
+        {
+            "event": "rendezvous",
+            "ok": True,
+            "joined_s": joined_s,
+            "base": base,
+            "ranks": n,
+            "gpus": ngpu,
+            "world": world["size"],
+            "backend": world["backend"],
+            "torch": torch.__version__,
+            "nccl": _nccl_version(torch, world["backend"]),
+        }
+    )
     if world["backend"] == "nccl":
         os.environ.setdefault("NCCL_DEBUG", "INFO")
         os.environ.setdefault("NCCL_DEBUG_SUBSYS", "INIT,NET,GRAPH,ENV")
@@ -356,36 +370,10 @@ def main(spec_text: str) -> int:
         for k in ("token", "hosts", "master", "port", "deadline", "rdzv_timeout", "sizes"):
             spec[k]  # noqa: B018 - a KeyError here is a bad spec
     except (ValueError, KeyError, TypeError) as e:
-        print(f"gputui: bad world-worker spec: {one_line(e, 200)}", file=sys.stderr)
+        print(f"gputui: bad world-worker spec: {one_line(str(e), 200)}", file=sys.stderr)
         return 2
     try:
         return host_main(spec)
     except Exception as e:
         emit({"event": "error", "stage": "host", "why": one_line(f"{type(e).__name__}: {e}")})
         return EXIT_FAILED
-
-
-def reap(token: str) -> int:
-    """`--world-reap TOKEN`: kill any process of that run still here; print what was found.
-
-    The final check of the parent, run over the same launcher on every host: a run's ranks
-    are forks of its host worker, so they all carry `--world-worker` and the token in argv.
-    """
-    found = []
-    me = os.getpid()
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == me:
-            continue
-        try:
-            with (d / "cmdline").open("rb") as f:
-                cmd = f.read(1 << 16)
-        except OSError:
-            continue
-        if b"--world-worker" in cmd and token.encode() in cmd:
-            found.append(int(d.name))
-            try:
-                os.kill(int(d.name), signal.SIGKILL)
-            except OSError:
-                pass
-    print(json.dumps({"event": "reap", "found": found}))
-    return 0
