@@ -35,6 +35,10 @@ FAULT_ENV = "GPUTUI_WORLD_FAULT"
 """Test-only: `HOST:KIND` (kill: the host's first rank dies after joining; hang: it blocks;
 exit: the host worker exits before joining). Read here and passed in that host's spec, so it
 reaches the host through any launcher."""
+HOSTID_ENV = "GPUTUI_WORLD_HOSTID"
+"""Test-only: when 1, every host's ranks get NCCL_HOSTID=<its name in the list>, so aliases of
+one machine (loopback ssh on a GPU node) count as separate hosts for NCCL. The `local`
+launcher always does this: there every host is this machine."""
 GRACE_S = 3.0  # after one host failed early: time the others get to say why, then stopped
 MAX_EVENTS_OUT = 8 << 20
 Outcome = tuple[str, "int | None", str, str, float]  # as subproc.run_bounded
@@ -166,8 +170,12 @@ def spec_for(hosts: list[str], i: int | None, master: str, port: int, opts: Worl
         "force": opts.force,
         "watch_stdin": opts.launcher in ("ssh", "local"),
         "fault": fault if me is not None and fault_host == me else None,
-        "env": {"NCCL_HOSTID": me} if opts.launcher == "local" and me else {},
+        "env": {"NCCL_HOSTID": me} if me and _hostid(opts) else {},
     }
+
+
+def _hostid(opts: WorldOptions) -> bool:
+    return opts.launcher == "local" or os.environ.get(HOSTID_ENV) == "1"
 
 
 def worker_args(spec: dict) -> list[str]:

@@ -29,6 +29,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from gputui.probe.runner import GPU_ENV
 from gputui.probe.worker import emit as _emit
 from gputui.probe.worker import one_line
 from gputui.probe.world_nccl import parse_nccl_log
@@ -326,6 +327,8 @@ def host_main(spec: dict[str, Any]) -> int:
             "nccl": _nccl_version(torch, world["backend"]),
         }
     )
+    for k, v in GPU_ENV.items():  # NVLink multicast off, CUDA order = NVML order, as the probe
+        os.environ.setdefault(k, v)
     if world["backend"] == "nccl":
         os.environ.setdefault("NCCL_DEBUG", "INFO")
         os.environ.setdefault("NCCL_DEBUG_SUBSYS", "INIT,NET,GRAPH,ENV")
