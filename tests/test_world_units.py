@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 
+from gputui.jsonout import dumps
 from gputui.probe.bisect import Bisect, _judge_pairs
 from gputui.probe.world import HostResult, WorldOptions, WorldRun, spec_for, worker_args
 from gputui.probe.world_nccl import parse_lines, summary, transport_kind
@@ -140,3 +141,18 @@ def test_the_remote_command_survives_the_remote_shell_intact():
     args = worker_args(spec_for(["a", "b"], 1, "10.0.0.1", 29500, opts))
     cmd = shlex.join(["/opt/my gputui", *args])
     assert shlex.split(cmd) == ["/opt/my gputui", *args]
+
+
+def test_a_failing_node_probe_names_the_gpu_that_fails_with_every_peer():
+    """Bisect runs `gputui probe --json` on a multi-GPU host that failed alone; its JSON (the
+    node probe's own report) names the GPU."""
+    from gputui.probe.bisect import node_finding
+    from gputui.probe.result import PairResult, ProbeReport
+
+    rep = ProbeReport(devices=[0, 1, 2, 5], backend="nccl", size=1, timeout_s=30.0)
+    for a, c in ((0, 1), (0, 2), (0, 5), (1, 2), (1, 5), (2, 5)):
+        ok = 5 not in (a, c)
+        rep.pairs.append(PairResult((a, c), ok=ok, reason=None if ok else "NCCL error: unhandled"))
+    text = node_finding(dumps(rep.to_json()))
+    assert text is not None and text.startswith("GPU 5 is the broken GPU: all its 3 pairs failed")
+    assert node_finding("not json") is None

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -139,6 +138,7 @@ def _options(args: argparse.Namespace):
         iters=5,
         force=args.force,
         jobid=args.jobid,
+        pair_timeout=args.timeout,
     )
     if args.size:
         opts.sizes = opts.gloo_sizes = (args.size,)
@@ -157,30 +157,13 @@ def _reap_all(hosts: list[str], opts) -> tuple[dict[str, str], dict[str, str]]:
     unchecked: dict[str, str] = {}
 
     def one(h: str):
-        if opts.launcher == "local":
-            argv, env = w._local_argv(args)
-        elif opts.launcher == "ssh":
-            import shlex
-
-            env = None
-            argv = w.fleet.ssh_argv(
-                h,
-                shlex.join([opts.remote_gputui, *args]),
-                connect_timeout=opts.connect_timeout,
-                options=opts.ssh_options,
-                config=opts.ssh_config,
-            )
-        else:
-            return h, None, "checked only by the launcher's own cleanup (srun/pdsh)"
-        res = w.subproc.run_bounded(
-            argv, timeout=opts.connect_timeout + 20, cancel=threading.Event(), env=env
-        )
+        res = w.run_on_host(h, args, opts, 20.0)
         for line in res[2].splitlines():
             try:
                 ev = json.loads(line)
             except ValueError:
                 continue
-            if ev.get("event") == "reap":
+            if isinstance(ev, dict) and ev.get("event") == "reap":
                 return h, ev.get("found") or [], None
         return h, None, w.fleet._last_line(res[3]) or f"{res[0]}, exit {res[1]}"
 

@@ -11,12 +11,13 @@ so worlds that share a host (or, in tests, a machine) never collide.
 
 from __future__ import annotations
 
+import json
 import statistics
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from gputui.probe.schedule import round_robin
-from gputui.probe.world import WorldOptions, WorldRun, resolve_address, run_world
+from gputui.probe.world import WorldOptions, WorldRun, resolve_address, run_on_host, run_world
 
 SLOW_SHARE = 0.5  # a pair under half the median pair bandwidth is slow
 
@@ -58,6 +59,7 @@ def run_bisect(hosts: list[str], opts: WorldOptions, addresses: dict[str, str]) 
         if not run.ok:
             b.bad_hosts[h] = run.results[0].why or "failed"
             b.findings.append(f"host {h}: {b.bad_hosts[h]}")
+    _node_probes(b, opts)
     good = [h for h in hosts if h not in b.bad_hosts]
     if len(good) >= 2:
         for rnd in round_robin(list(range(len(good)))):
@@ -74,6 +76,49 @@ def run_bisect(hosts: list[str], opts: WorldOptions, addresses: dict[str, str]) 
             port += len(rnd)
     _judge_pairs(b, good)
     return b
+
+
+def node_finding(stdout: str) -> str | None:
+    """The worst GPU or link of `gputui probe --json` output (None when it passed or said
+    nothing readable): "GPU 5 is the broken GPU: all its 7 pairs failed (...)"."""
+    try:
+        data = json.loads(stdout)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("ok", True):
+        return None
+    worst = data.get("worst") or {}
+    return str(worst.get("text") or "") or None
+
+
+def _node_probes(b: Bisect, opts: WorldOptions) -> None:
+    """A host with several GPUs that failed alone: its pairwise node probe names the GPU."""
+    todo = []
+    for h, run in b.alone.items():
+        r = run.results[0] if run.results else None
+        if r is not None and not run.ok and r.gpus >= 2 and r.backend == "nccl":
+            todo.append((h, min(r.gpus, opts.gpus_per_host or r.gpus)))
+    if not todo:
+        return
+
+    def one(item: tuple[str, int]) -> tuple[str, str | None]:
+        h, n = item
+        rounds = n if n % 2 else n - 1
+        args = [
+            "probe",
+            "--json",
+            "--timeout",
+            f"{opts.pair_timeout:g}",
+            "--gpus",
+            ",".join(map(str, range(n))),
+        ]
+        res = run_on_host(h, args, opts, opts.host_timeout + rounds * opts.pair_timeout)
+        return h, node_finding(res[2])
+
+    with ThreadPoolExecutor(max_workers=max(1, min(opts.fanout, len(todo)))) as pool:
+        for h, text in pool.map(one, todo):
+            if text:
+                b.findings.append(f"host {h} (node probe): {text}")
 
 
 def _self_address(opts: WorldOptions) -> str:

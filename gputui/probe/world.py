@@ -62,6 +62,7 @@ class WorldOptions:
     )  # CPU worlds: small, or it costs more than it tells
     iters: int = 5
     force: bool = False
+    pair_timeout: float = 30.0  # the node probe's per-pair bound (probe --timeout), in bisect
     fanout: int = 64
     jobid: str | None = None
     token: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
@@ -258,6 +259,49 @@ def _run_with_stdin(argv, timeout, cancel, env, stdin_fd: int) -> Outcome:
         text = out.read(MAX_EVENTS_OUT).decode("utf-8", "replace")
         etext = err.read(64 << 10).decode("utf-8", "replace")
     return outcome, proc.returncode, text, etext, secs
+
+
+def run_on_host(host: str, args: list[str], opts: WorldOptions, timeout: float) -> Outcome:
+    """Run `gputui ARGS` on one host through the launcher, bounded: (outcome, rc, out, err, s).
+    For the bisect's node probe and the cleanup check (plain output, no world)."""
+    cancel = threading.Event()
+    env = None
+    if opts.launcher == "local":
+        argv, env = _local_argv(args)
+    elif opts.launcher == "ssh":
+        cmd = shlex.join([opts.remote_gputui, *args])
+        argv = fleet.ssh_argv(
+            host,
+            cmd,
+            connect_timeout=opts.connect_timeout,
+            options=opts.ssh_options,
+            config=opts.ssh_config,
+        )
+    elif opts.launcher == "srun":
+        argv = fleet.srun_argv(
+            [host], [opts.remote_gputui, *args], jobid=opts.jobid, timeout=timeout
+        )
+    else:
+        cmd = shlex.join([opts.remote_gputui, *args])
+        argv = fleet.pdsh_argv(
+            [host], cmd, fanout=1, connect_timeout=opts.connect_timeout, timeout=timeout
+        )
+    res = subproc.run_bounded(
+        argv,
+        timeout=timeout + opts.connect_timeout,
+        cancel=cancel,
+        env=env,
+        max_stdout=MAX_EVENTS_OUT,
+    )
+    if opts.launcher == "pdsh":
+        res = (
+            res[0],
+            res[1],
+            "\n".join(fleet.split_pdsh(res[2], [host]).get(host, [])),
+            res[3],
+            res[4],
+        )
+    return res
 
 
 def _launch_all(hosts, args_for, opts: WorldOptions, cancel) -> list[fleet.HostRun]:

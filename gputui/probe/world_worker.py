@@ -241,7 +241,7 @@ def _collect(kids: dict, limit: float) -> list[dict[str, Any]]:
         if not line:
             last = _last_line(err)
             if code is None:
-                msg["why"] = f"no result within {limit:g} s (killed)"
+                msg["why"] = f"no result within {limit:.1f} s (killed)"
             elif code < 0:
                 msg["why"] = f"killed by {signal.Signals(-code).name}"
             else:
