@@ -10,6 +10,7 @@ then the pair that is left), exit 1, leave no worker running, and come within 60
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -108,10 +109,13 @@ def test_a_rank_killed_after_joining_is_named_by_host_and_rank(hosts):
     assert _workers_left() == []
 
 
-def test_all_hosts_passing_exit_0_with_every_size_measured(hosts):
-    """a and b over ssh: rendezvous, barrier and every size measured; exit 0, no bisect."""
+def test_all_hosts_passing_through_pdsh_exit_0_with_every_size_measured(hosts):
+    """a and b through pdsh (its exec module, each worker told its name): every size measured,
+    the cleanup check run on both; exit 0, no bisect."""
+    if shutil.which("pdsh") is None:
+        pytest.skip("pdsh is not installed")
     cfg, wrapper = hosts
-    res, _ = _probe(cfg, wrapper, "a,b", "--json")
+    res, _ = _probe(cfg, wrapper, "a,b", "--json", "--launcher", "pdsh")
     assert res.returncode == 0, res.stdout + res.stderr
     lines = [json.loads(ln) for ln in res.stdout.splitlines()]
     world = next(ln for ln in lines if ln["kind"] == "world")
@@ -119,6 +123,7 @@ def test_all_hosts_passing_exit_0_with_every_size_measured(hosts):
     assert [s["bytes"] for s in world["sizes"]] == [1 << 16, 1 << 20]
     assert all(s["busbw_gbps"] > 0 for s in world["sizes"])
     assert world["rendezvous_s"] is not None and world["barrier_s"] is not None
+    assert lines[-2] == {"kind": "cleanup", "left": {}, "unchecked": {}}
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):

@@ -15,6 +15,7 @@ an ssh alias, the name itself for srun and pdsh.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import signal
@@ -131,10 +132,11 @@ class WorldRun:
 
 
 def resolve_address(host: str, opts: WorldOptions) -> str:
-    """The address the other hosts use to reach `host`: ssh's HostName for an alias."""
+    """The address the other hosts use to reach `host`: ssh's HostName for an alias (pdsh
+    reaches hosts through ssh too); the name itself under srun."""
     if opts.launcher == "local":
         return "127.0.0.1"
-    if opts.launcher != "ssh":
+    if opts.launcher == "srun":
         return host
     argv = ["ssh", "-G"] + (["-F", opts.ssh_config] if opts.ssh_config else [])
     for o in opts.ssh_options:
@@ -152,7 +154,7 @@ def resolve_address(host: str, opts: WorldOptions) -> str:
 
 def spec_for(hosts: list[str], i: int | None, master: str, port: int, opts: WorldOptions) -> dict:
     fault_host, _, fault = os.environ.get(FAULT_ENV, "").partition(":")
-    me = hosts[i] if i is not None else None
+    me = hosts[i] if i is not None else "%h" if opts.launcher == "pdsh" else None
     return {
         "token": opts.token,
         "hosts": hosts,
@@ -170,8 +172,9 @@ def spec_for(hosts: list[str], i: int | None, master: str, port: int, opts: Worl
         "gpus_per_host": opts.gpus_per_host,
         "force": opts.force,
         "watch_stdin": opts.launcher in ("ssh", "local"),
-        "fault": fault if me is not None and fault_host == me else None,
-        "env": {"NCCL_HOSTID": me} if me and _hostid(opts) else {},
+        "fault_host": fault_host if fault and fault_host in hosts else None,
+        "fault": fault or None,
+        "hostid": _hostid(opts),
     }
 
 
@@ -261,6 +264,20 @@ def _run_with_stdin(argv, timeout, cancel, env, stdin_fd: int) -> Outcome:
     return outcome, proc.returncode, text, etext, secs
 
 
+def pdsh_exec_argv(hosts: list[str], args: list[str], opts: WorldOptions, timeout: float):
+    """pdsh's exec module: it runs `ssh ... %h CMD` per host and puts the host's own name
+    wherever `%h` appears, so each worker knows which host of the list it is."""
+    ssh = fleet.ssh_argv(
+        "%h",
+        shlex.join([opts.remote_gputui, *args]),
+        connect_timeout=opts.connect_timeout,
+        options=opts.ssh_options,
+        config=opts.ssh_config,
+    )
+    return ["pdsh", "-R", "exec", "-S", "-f", str(opts.fanout), "-u", str(math.ceil(timeout)),
+            "-w", ",".join(hosts), *ssh]  # fmt: skip
+
+
 def run_on_host(host: str, args: list[str], opts: WorldOptions, timeout: float) -> Outcome:
     """Run `gputui ARGS` on one host through the launcher, bounded: (outcome, rc, out, err, s).
     For the bisect's node probe and the cleanup check (plain output, no world)."""
@@ -282,10 +299,7 @@ def run_on_host(host: str, args: list[str], opts: WorldOptions, timeout: float) 
             [host], [opts.remote_gputui, *args], jobid=opts.jobid, timeout=timeout
         )
     else:
-        cmd = shlex.join([opts.remote_gputui, *args])
-        argv = fleet.pdsh_argv(
-            [host], cmd, fanout=1, connect_timeout=opts.connect_timeout, timeout=timeout
-        )
+        argv = pdsh_exec_argv([host], args, opts, timeout)
     res = subproc.run_bounded(
         argv,
         timeout=timeout + opts.connect_timeout,
@@ -315,18 +329,11 @@ def _launch_all(hosts, args_for, opts: WorldOptions, cancel) -> list[fleet.HostR
         ]
     bound = opts.host_timeout + opts.connect_timeout + 5.0
     args = args_for(None)
+    env = None
     if tool == "pdsh":
-        cmd = shlex.join([opts.remote_gputui, *args])
-        argv = fleet.pdsh_argv(
-            hosts, cmd, fanout=opts.fanout, connect_timeout=opts.connect_timeout, timeout=bound
-        )
-        ssh_opts = ["-o", "BatchMode=yes"] + (["-F", opts.ssh_config] if opts.ssh_config else [])
-        for o in opts.ssh_options:
-            ssh_opts += ["-o", o]
-        env = {**os.environ, "PDSH_SSH_ARGS_APPEND": " ".join(ssh_opts)}
+        argv = pdsh_exec_argv(hosts, args, opts, bound)
     else:
         argv = fleet.srun_argv(hosts, [opts.remote_gputui, *args], jobid=opts.jobid, timeout=bound)
-        env = None
     outcome, rc, out, err, secs = _run(argv, bound, cancel, env, stdin=False)
     per_host = fleet.split_pdsh(out, hosts) if tool == "pdsh" else _split_events(out, hosts)
     runs = []

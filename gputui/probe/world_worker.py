@@ -71,10 +71,18 @@ def _watchdog(deadline: float, watch_stdin: bool) -> None:
     threading.Thread(target=run, daemon=True).start()
 
 
+def _fault(spec: dict[str, Any]) -> str:
+    """The injected fault for this host (tests only: GPUTUI_WORLD_FAULT in the parent)."""
+    return str(spec.get("fault") or "") if spec.get("fault_host") == spec.get("name") else ""
+
+
 def _my_index(spec: dict[str, Any]) -> int | None:
-    """The host's place in the list: given (ssh), else found from this host's names."""
+    """The host's place in the list: given (ssh), or its name as the launcher put it in
+    (pdsh's %h), else found from this host's own names (srun)."""
     if spec.get("index") is not None:
         return int(spec["index"])
+    if spec.get("name") in spec["hosts"]:
+        return int(spec["hosts"].index(spec["name"]))
     names = {socket.gethostname(), socket.gethostname().split(".")[0], socket.getfqdn()}
     names.add(os.environ.get("SLURMD_NODENAME", ""))
     for i, h in enumerate(spec["hosts"]):
@@ -121,7 +129,7 @@ def _rank_main(torch: Any, spec: dict[str, Any], rank: int, local: int, world: d
     out: dict[str, Any] = {"rank": rank, "local": local, "ok": False, "sizes": []}
     nccl = world["backend"] == "nccl"
     try:
-        fault = spec.get("fault") or ""
+        fault = _fault(spec)
         device = torch.device("cuda", local) if nccl else torch.device("cpu")
         if nccl:
             torch.cuda.set_device(device)
@@ -273,7 +281,7 @@ def host_main(spec: dict[str, Any]) -> int:
     if idx is None:
         emit({"event": "error", "stage": "launch", "why": "this host is not in the host list"})
         return EXIT_FAILED
-    if spec.get("fault") == "exit":
+    if _fault(spec) == "exit":
         emit({"event": "error", "stage": "launch", "why": "injected fault: the host exits"})
         return EXIT_FAILED
     warnings.filterwarnings("ignore")
@@ -332,8 +340,8 @@ def host_main(spec: dict[str, Any]) -> int:
     if world["backend"] == "nccl":
         os.environ.setdefault("NCCL_DEBUG", "INFO")
         os.environ.setdefault("NCCL_DEBUG_SUBSYS", "INIT,NET,GRAPH,ENV")
-    for k, v in (spec.get("env") or {}).items():
-        os.environ[k] = v
+    if spec.get("hostid"):  # aliases of one machine count as separate hosts (tests only)
+        os.environ["NCCL_HOSTID"] = host
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="gputui-world-") as tmp:
