@@ -90,6 +90,8 @@ def test_a_host_whose_ssh_port_is_closed_is_named_and_the_rest_measured(hosts):
     assert pairs[0]["sizes"] and pairs[0]["sizes"][-1]["busbw_gbps"] > 0
     summary = lines[-1]
     assert summary["kind"] == "summary" and list(summary["failed_hosts"]) == ["c"]
+    cleanup = lines[-2]  # a and b, stopped when c failed, ended themselves (ssh closed)
+    assert cleanup["left"] == {} and list(cleanup["unchecked"]) == ["c"]
     assert took < BOUND_S
     assert _workers_left() == []
 

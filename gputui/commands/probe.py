@@ -70,7 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="probe every GPU pair: peer copy and NCCL all_reduce, as a matrix",
         description="For every pair of GPUs: a peer copy each way and a 2-rank all_reduce, "
         "each checked and timed, pairs isolated in their own processes with a timeout. "
-        "Exit 0 when all pairs pass, 1 when any fails. Needs torch (gputui[probe]).",
+        "Exit 0 when all pairs pass, 1 when any fails. Needs torch (gputui[probe]). "
+        "With --hosts LIST: the whole world across hosts (one rank per GPU, rendezvous, "
+        "barrier, all_reduce), bisected to the failing host or link when it fails.",
     )
     p.add_argument(
         "--gpus",

@@ -123,6 +123,8 @@ def _hosts(text: str) -> list[str]:
 def _options(args: argparse.Namespace):
     from gputui.probe.world import WorldOptions
 
+    if args.gpus is not None or args.cpu is not None:
+        raise GputuiError("probe --hosts: --gpus and --cpu are for one node; use --gpus-per-host")
     if args.launcher != "local" and shutil.which(args.launcher) is None:
         raise GputuiError(f"probe --hosts: the launcher {args.launcher} is not installed")
     opts = WorldOptions(
@@ -204,8 +206,14 @@ def run_hosts(args: argparse.Namespace) -> int:
     rep.leftovers, rep.unchecked = _reap_all(hosts, opts)
     rep.wall_s = time.monotonic() - start
     code = exitcodes.OK if rep.ok else exitcodes.HANG  # 1: a host or link is broken
+    lines = json_lines(rep, code)
+    if args.out is not None:
+        try:
+            args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        except OSError as e:
+            print(f"gputui: cannot write {args.out}: {e.strerror or e}", file=sys.stderr)
     if args.json:
-        for line in json_lines(rep, code):
+        for line in lines:
             print(line, flush=True)
     else:
         print(text(rep))
