@@ -149,3 +149,18 @@ def test_a_host_that_does_not_resolve_is_named(hosts):
     alone = {ln["host"]: ln["ok"] for ln in lines if ln["kind"] == "alone"}
     assert alone == {"a": True, "nosuchhost.invalid": False}
     assert took < BOUND_S
+
+
+def test_gpus_a_job_is_using_are_refused_naming_the_job(spawn, tmp_path):
+    """NVML (the stand-in driver) shows a Slurm job's rank on GPU 0: the host refuses before
+    importing torch, naming the process and its job, and says how to go ahead anyway."""
+    from nvml_standin.build import build_standin, standin_env
+
+    job = spawn(env={"SLURM_JOB_ID": "4242", "RANK": "3"})
+    env = standin_env(build_standin(), f"busy_pid:{job.pid}")
+    res = run_cli("probe", "--hosts", "h1", "--launcher", "local", "--port", str(_free_port()),
+                  "--host-timeout", "20", env=env)  # fmt: skip
+    assert res.returncode == 1, res.stdout + res.stderr
+    finding = res.stdout.split("findings:")[1]
+    assert f"GPU 0 is in use by pid {job.pid}" in finding
+    assert "Slurm job 4242 rank 3" in finding and "--force" in finding

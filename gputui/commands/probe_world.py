@@ -20,6 +20,7 @@ from gputui.diagnose import exitcodes
 from gputui.errors import GputuiError
 
 LAUNCHERS = ("ssh", "srun", "pdsh", "local")
+SELF_STAGES = ("launch", "torch", "busy")  # failures a host has on its own, before any peer
 
 
 def _port(text: str) -> int:
@@ -199,10 +200,15 @@ def run_hosts(args: argparse.Namespace) -> int:
         )
     world = run_world(hosts, opts, master=addresses[hosts[0]])
     rep = WorldReport(world, addresses)
-    if not world.ok or args.bisect:
+    if (not world.ok and len(hosts) > 1) or args.bisect:
         if show:
             print("bisect: each host alone, then host pairs", file=sys.stderr)
-        rep.bisect = run_bisect(hosts, opts, addresses)
+        known = {
+            r.host: r.why or r.stage
+            for r in world.results
+            if not r.ok and not r.victim and r.stage in SELF_STAGES
+        }
+        rep.bisect = run_bisect(hosts, opts, addresses, known)
     rep.leftovers, rep.unchecked = _reap_all(hosts, opts)
     rep.wall_s = time.monotonic() - start
     code = exitcodes.OK if rep.ok else exitcodes.HANG  # 1: a host or link is broken

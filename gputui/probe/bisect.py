@@ -44,14 +44,26 @@ def _first_why(run: WorldRun) -> str:
     return f"{r.host}: {r.why}" if len(run.hosts) > 1 else (r.why or "failed")
 
 
-def run_bisect(hosts: list[str], opts: WorldOptions, addresses: dict[str, str]) -> Bisect:
-    """Alone, then pairs of the hosts that passed alone; findings name the culprits."""
+def run_bisect(
+    hosts: list[str],
+    opts: WorldOptions,
+    addresses: dict[str, str],
+    known: dict[str, str] | None = None,
+) -> Bisect:
+    """Alone, then pairs of the hosts that passed alone; findings name the culprits.
+
+    `known`: hosts the world already showed broken on their own, before any peer was
+    involved (unreachable, no torch, GPUs busy): named as they are, not tried again."""
     b = Bisect()
+    for h, why in (known or {}).items():
+        b.bad_hosts[h] = why
+        b.findings.append(f"host {h}: {why}")
+    todo = [h for h in hosts if h not in b.bad_hosts]
     port = opts.port + 1
-    with ThreadPoolExecutor(max_workers=max(1, min(opts.fanout, len(hosts)))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(opts.fanout, len(todo) or 1))) as pool:
         futs = {
             h: pool.submit(run_world, [h], opts, port=port + i, master=_self_address(opts))
-            for i, h in enumerate(hosts)
+            for i, h in enumerate(todo)
         }
         b.alone = {h: f.result() for h, f in futs.items()}
     port += len(hosts)

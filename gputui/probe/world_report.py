@@ -88,9 +88,11 @@ def text(rep: WorldReport) -> str:
     w = rep.world
     backend = next((r.backend for r in w.results if r.backend), "?")
     head = "ok" if rep.ok else "FAILED"
+    hosts = f"{len(w.hosts)} host{'s' if len(w.hosts) > 1 else ''}"
+    ranks = f"{w.size} ranks ({backend})" if w.size else "no ranks started"
     lines = [
-        f"world probe: {len(w.hosts)} hosts, {w.size} ranks ({backend}), rendezvous on "
-        f"{w.master}:{w.port}: {head} in {rep.wall_s:.1f} s",
+        f"world probe: {hosts}, {ranks}, rendezvous on {w.master}:{w.port}: "
+        f"{head} in {rep.wall_s:.1f} s",
         "",
     ]
     width = max(4, *(len(h) for h in w.hosts))
@@ -109,11 +111,14 @@ def text(rep: WorldReport) -> str:
     b = rep.bisect
     if b is not None:
         lines += ["", "bisect, each host alone (all_reduce GB/s at the largest size):"]
-        for h, run in b.alone.items():
-            lines.append(
-                f"  {clean(h):<{width}}  "
-                + (_bw(run) if run.ok else f"FAIL: {b.bad_hosts.get(h, '')}")
-            )
+        for h in w.hosts:
+            run = b.alone.get(h)
+            if run is not None and run.ok:
+                cell = _bw(run)
+            else:
+                again = "" if run is not None else " (as in the world; not tried again)"
+                cell = f"FAIL: {clean(b.bad_hosts.get(h, ''))}{again}"
+            lines.append(f"  {clean(h):<{width}}  {cell}")
         if b.pairs:
             hs = [h for h in w.hosts if any(h in p for p in b.pairs)]
             cw = max(7, *(len(h) for h in hs))
@@ -179,7 +184,20 @@ def json_lines(rep: WorldReport, exit_code: int) -> list[str]:
     )
     b = rep.bisect
     if b is not None:
-        for h, run in b.alone.items():
+        for h in w.hosts:
+            run = b.alone.get(h)
+            if run is None:
+                out.append(
+                    {
+                        "kind": "alone",
+                        "host": h,
+                        "ok": False,
+                        "why": b.bad_hosts.get(h),
+                        "sizes": [],
+                        "tried": False,
+                    }
+                )
+                continue
             out.append(
                 {
                     "kind": "alone",

@@ -284,13 +284,6 @@ def host_main(spec: dict[str, Any]) -> int:
     if _fault(spec) == "exit":
         emit({"event": "error", "stage": "launch", "why": "injected fault: the host exits"})
         return EXIT_FAILED
-    warnings.filterwarnings("ignore")
-    try:
-        import torch
-        import torch.distributed as dist
-    except ModuleNotFoundError as e:
-        emit({"event": "error", "stage": "torch", "why": f"no torch on this host ({e.name})"})
-        return EXIT_NO_TORCH
     from gputui.probe.topology import gpu_count
     from gputui.probe.world_busy import busy_gpus
 
@@ -299,9 +292,16 @@ def host_main(spec: dict[str, Any]) -> int:
     mine = list(range(n)) if ngpu else []
     busy = {} if spec.get("force") else busy_gpus(mine, spec["token"])
     if busy:
-        who = "; ".join(f"GPU {g}: {', '.join(w)}" for g, w in sorted(busy.items()))
-        emit({"event": "error", "stage": "busy", "why": f"in use by a job ({who}); --force"})
+        who = "; ".join(f"GPU {g} is in use by {', '.join(w)}" for g, w in sorted(busy.items()))
+        emit({"event": "error", "stage": "busy", "why": f"{who}; --force to probe anyway"})
         return EXIT_FAILED
+    warnings.filterwarnings("ignore")
+    try:  # after the refusal: a busy host is told without waiting seconds for torch
+        import torch
+        import torch.distributed as dist
+    except ModuleNotFoundError as e:
+        emit({"event": "error", "stage": "torch", "why": f"no torch on this host ({e.name})"})
+        return EXIT_NO_TORCH
     t0 = time.monotonic()
     try:
         store = _connect(dist, spec, idx == 0)

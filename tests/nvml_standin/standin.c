@@ -20,6 +20,7 @@
  *   bad_name            GPU 0's name is not UTF-8
  *   init_error          nvmlInit fails with Unknown Error (a driver that is there but broken)
  *   no_driver           nvmlInit fails with Driver Not Loaded
+ *   busy_pid:N          GPU 0 runs process N (1 GiB), a job's rank for the probe to refuse
  *
  * With GPUTUI_STANDIN_LOG=FILE, the name of every entry point is appended to FILE as it is
  * entered (before any hang), so a test can tell which calls were made, and which never were.
@@ -79,6 +80,7 @@ static long util_reads;  /* calls of nvmlDeviceGetUtilizationRates so far */
 static struct {
     int hang_init, hang_shutdown, lost, bad_name, init_error, no_driver;
     long hang_read_after, lost_after;  /* -1: never */
+    long busy_pid;  /* 0: no process */
 } mode;
 
 static void parse_mode(void) {
@@ -101,6 +103,7 @@ static void parse_mode(void) {
         else if (!strcmp(tok, "bad_name")) mode.bad_name = 1;
         else if (!strcmp(tok, "init_error")) mode.init_error = 1;
         else if (!strcmp(tok, "no_driver")) mode.no_driver = 1;
+        else if (!strncmp(tok, "busy_pid:", 9)) mode.busy_pid = atol(tok + 9);
     }
 }
 
@@ -291,8 +294,15 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d, unsigned 
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count,
                                                      nvmlProcessInfo_t *infos) {
-    (void)infos;
     DEVICE_CALL(d);
+    if (mode.busy_pid > 0 && d->index == 0) {
+        if (!infos || *count < 1) { *count = 1; LEAVE(NVML_ERROR_INSUFFICIENT_SIZE); }
+        infos[0].pid = (unsigned int)mode.busy_pid;
+        infos[0].usedGpuMemory = 1024 * MIB;
+        infos[0].gpuInstanceId = infos[0].computeInstanceId = 0xFFFFFFFF;
+        *count = 1;
+        LEAVE(NVML_SUCCESS);
+    }
     *count = 0;  /* idle GPUs: no process */
     LEAVE(NVML_SUCCESS);
 }
