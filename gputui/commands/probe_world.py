@@ -153,7 +153,7 @@ def _reap_all(hosts: list[str], opts) -> tuple[dict[str, str], dict[str, str]]:
     reported. ({host: what was left}, {host: why it could not be checked})."""
     import json
 
-    from gputui.probe import world as w
+    from gputui.probe import world_launch as w
 
     args = ["probe", "--world-reap", opts.token]
     left: dict[str, str] = {}

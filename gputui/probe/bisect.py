@@ -17,7 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from gputui.probe.schedule import round_robin
-from gputui.probe.world import WorldOptions, WorldRun, resolve_address, run_on_host, run_world
+from gputui.probe.world import WorldOptions, WorldRun, resolve_address, run_world
+from gputui.probe.world_launch import run_on_host
 
 SLOW_SHARE = 0.5  # a pair under half the median pair bandwidth is slow
 

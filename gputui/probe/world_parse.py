@@ -85,6 +85,7 @@ def host_result(run: HostRun, opts: WorldOptions) -> HostResult:
                 res.victim = True
         elif kind == "rank":
             res.rank_results.append(ev)
+            res.nccl_version = res.nccl_version or ev.get("nccl")
         elif kind == "nccl":
             res.nccl = {k: v for k, v in ev.items() if k not in ("event", "i")}
         elif kind == "done":

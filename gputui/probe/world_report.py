@@ -42,10 +42,10 @@ class WorldReport:
         return self.world.ok and not (b and (b.bad_hosts or b.bad_pairs)) and not self.leftovers
 
     def findings(self) -> list[str]:
-        if self.bisect is not None and self.bisect.findings:
-            out = list(self.bisect.findings)
-        else:
-            out = [f"host {h}: {why}" for h, why in self.failed_hosts().items()]
+        b = self.bisect
+        out = list(b.findings) if b is not None else []
+        named = set(b.bad_hosts) if b is not None else set()
+        out += [f"host {h}: {why}" for h, why in self.failed_hosts().items() if h not in named]
         if not self.world.ok and not out:
             out.append("every host and host pair passes alone; only the whole world fails")
         for h, what in self.leftovers.items():
@@ -127,8 +127,8 @@ def text(rep: WorldReport) -> str:
             for a in hs:
                 cells = []
                 for c in hs:
-                    cell = b.pairs.get((a, c)) or b.pairs.get((c, a))
-                    cells.append(f"{'-' if a == c else _bw(cell):>{cw}}")
+                    pair_run = b.pairs.get((a, c)) or b.pairs.get((c, a))
+                    cells.append(f"{'-' if a == c else _bw(pair_run):>{cw}}")
                 lines.append(f"{clean(a):<{width}}  " + "".join(cells))
     found = rep.findings()
     if found:
@@ -163,6 +163,7 @@ def json_lines(rep: WorldReport, exit_code: int) -> list[str]:
                 "backend": r.backend,
                 "joined_s": r.joined_s,
                 "torch": r.torch,
+                "nccl": r.nccl_version,
                 "wall_s": r.wall_s,
             }
         )

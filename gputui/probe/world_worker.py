@@ -145,6 +145,9 @@ def _rank_main(torch: Any, spec: dict[str, Any], rank: int, local: int, world: d
             timeout=timedelta(seconds=spec["pg_timeout"]),
         )
         out["init_s"] = round(time.monotonic() - t0, 3)
+        if nccl:  # here, after CUDA is up in this rank: never in the forking host process
+            v = torch.cuda.nccl.version()
+            out["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
         if fault == "kill" and local == 0:
             os.kill(os.getpid(), signal.SIGKILL)
         if fault == "hang" and local == 0:
@@ -211,6 +214,7 @@ def _fork_ranks(torch: Any, spec: dict, base: int, n: int, world: dict, tmp: Pat
                 os.close(r)
                 fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 os.dup2(fd, 2)
+                os.dup2(fd, 1)  # NCCL's INFO lines go to stdout: the log, not the event stream
                 code = _rank_main(torch, spec, base + local, local, world, w)
             finally:
                 sys.stderr.flush()
@@ -332,7 +336,6 @@ def host_main(spec: dict[str, Any]) -> int:
             "world": world["size"],
             "backend": world["backend"],
             "torch": torch.__version__,
-            "nccl": _nccl_version(torch, world["backend"]),
         }
     )
     for k, v in GPU_ENV.items():  # NVLink multicast off, CUDA order = NVML order, as the probe
@@ -363,16 +366,6 @@ def host_main(spec: dict[str, Any]) -> int:
         pass
     emit({"event": "done", "ok": ok, "wall_s": round(time.monotonic() - start, 3)})
     return 0 if ok else EXIT_FAILED
-
-
-def _nccl_version(torch: Any, backend: str) -> str | None:
-    if backend != "nccl":
-        return None
-    try:
-        v = torch.cuda.nccl.version()
-        return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-    except Exception:
-        return None
 
 
 def main(spec_text: str) -> int:
