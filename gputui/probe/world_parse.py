@@ -94,6 +94,7 @@ def host_result(run: HostRun, opts: WorldOptions) -> HostResult:
     bad = [r for r in res.rank_results if not r.get("ok")]
     if res.stage == "done" and bad:
         res.ok = False
+        res.stage = "ranks"
         res.why = "; ".join(_rank_why(r, res.gpus) for r in bad[:4])
         res.victim = all(_peer_failure(r.get("why") or "") for r in bad)
     elif res.stage in ("launch", "started") and res.why is None:
