@@ -10,7 +10,9 @@ then the pair that is left), exit 1, leave no worker running, and come within 60
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -164,3 +166,28 @@ def test_gpus_a_job_is_using_are_refused_naming_the_job(spawn, tmp_path):
     finding = res.stdout.split("findings:")[1]
     assert f"GPU 0 is in use by pid {job.pid}" in finding
     assert "Slurm job 4242 rank 3" in finding and "--force" in finding
+
+
+def test_sigterm_stops_a_hung_world_at_once_and_leaves_nothing():
+    """A host hangs inside the world; SIGTERM to gputui ends it (exit 130) within seconds, not
+    at --host-timeout, and every worker and rank is gone."""
+    env = {**os.environ, "GPUTUI_WORLD_FAULT": "h2:hang", "PYTHONPATH": str(REPO)}
+    argv = [sys.executable, "-m", "gputui", "probe", "--hosts", "h1,h2", "--launcher", "local",
+            "--host-timeout", "120", "--port", str(_free_port())]  # fmt: skip
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_workers_left()) < 4:  # two host workers and their two ranks
+            assert proc.poll() is None and time.monotonic() < deadline, "the world never formed"
+            time.sleep(0.1)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 130
+        assert time.monotonic() - t0 < 5
+        deadline = time.monotonic() + 5
+        while _workers_left():
+            assert time.monotonic() < deadline, _workers_left()
+            time.sleep(0.1)
+    finally:
+        proc.kill()
+        proc.wait()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -182,6 +183,27 @@ def _reap_all(hosts: list[str], opts) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def run_hosts(args: argparse.Namespace) -> int:
+    """Ctrl-C or SIGTERM stops every launch in flight at once (their process groups killed;
+    under ssh the workers see their stdin close and kill their ranks), then exits 130."""
+    import signal
+
+    from gputui.probe.world_launch import STOP
+
+    def on_signal(signum: int, frame: object) -> None:
+        STOP.set()
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        return _run_hosts(args)
+    saved = signal.signal(signal.SIGINT, on_signal), signal.signal(signal.SIGTERM, on_signal)
+    try:
+        return _run_hosts(args)
+    finally:
+        signal.signal(signal.SIGINT, saved[0])
+        signal.signal(signal.SIGTERM, saved[1])
+
+
+def _run_hosts(args: argparse.Namespace) -> int:
     from gputui.probe.bisect import run_bisect
     from gputui.probe.world import resolve_address, run_world
     from gputui.probe.world_report import WorldReport, json_lines, text

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.collect import subproc
-from gputui.probe.world_launch import _launch_all, _launch_one
+from gputui.probe.world_launch import STOP, _launch_all, _launch_one
 from gputui.tools import fleet
 
 FAULT_ENV = "GPUTUI_WORLD_FAULT"
@@ -136,7 +136,7 @@ def resolve_address(host: str, opts: WorldOptions) -> str:
     for o in opts.ssh_options:
         argv += ["-o", o]
     outcome, rc, out, _err, _s = subproc.run_bounded(
-        [*argv, "--", host], timeout=10.0, cancel=threading.Event(), max_stdout=1 << 20
+        [*argv, "--", host], timeout=10.0, cancel=STOP, max_stdout=1 << 20
     )
     if outcome == "done" and rc == 0:
         for line in out.splitlines():
@@ -191,6 +191,7 @@ def run_world(
     master = master or resolve_address(hosts[0], opts)
     cancel = threading.Event()
     if opts.launcher in ("srun", "pdsh"):
+        cancel = STOP  # one launcher run for all: only Ctrl-C stops it early
         runs = _launch_all(
             hosts, lambda i: worker_args(spec_for(hosts, i, master, port, opts)), opts, cancel
         )

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from gputui.probe.world import WorldOptions
 
 MAX_EVENTS_OUT = 8 << 20
+STOP = threading.Event()
+"""Set on Ctrl-C or SIGTERM: every launch in flight kills its process group within a poll,
+so the command ends at once instead of when the last host's bound runs out."""
 Outcome = tuple[str, "int | None", str, str, float]  # as subproc.run_bounded
 
 
@@ -89,8 +92,8 @@ def _run_with_stdin(argv, timeout, cancel, env, stdin_fd: int) -> Outcome:
                 break
             except subprocess.TimeoutExpired:
                 pass
-            if cancel.is_set() or time.monotonic() - start > timeout:
-                outcome = "cancelled" if cancel.is_set() else "timeout"
+            if cancel.is_set() or STOP.is_set() or time.monotonic() - start > timeout:
+                outcome = "timeout" if time.monotonic() - start > timeout else "cancelled"
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
                 except OSError:
@@ -122,7 +125,7 @@ def pdsh_exec_argv(hosts: list[str], args: list[str], opts: WorldOptions, timeou
 def run_on_host(host: str, args: list[str], opts: WorldOptions, timeout: float) -> Outcome:
     """Run `gputui ARGS` on one host through the launcher, bounded: (outcome, rc, out, err, s).
     For the bisect's node probe and the cleanup check (plain output, no world)."""
-    cancel = threading.Event()
+    cancel = STOP  # nothing else cancels a single call
     env = None
     if opts.launcher == "local":
         argv, env = _local_argv(args)
