@@ -13,15 +13,12 @@ import argparse
 import shutil
 import sys
 import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 
 from gputui.commands.common import positive_float
 from gputui.diagnose import exitcodes
 from gputui.errors import GputuiError
 
 LAUNCHERS = ("ssh", "srun", "pdsh", "local")
-SELF_STAGES = ("launch", "torch", "busy")  # failures a host has on its own, before any peer
 
 
 def _port(text: str) -> int:
@@ -149,39 +146,6 @@ def _options(args: argparse.Namespace):
     return opts
 
 
-def _reap_all(hosts: list[str], opts) -> tuple[dict[str, str], dict[str, str]]:
-    """The final check over the launcher: anything of this run still on a host is killed and
-    reported. ({host: what was left}, {host: why it could not be checked})."""
-    import json
-
-    from gputui.probe import world_launch as w
-
-    args = ["probe", "--world-reap", opts.token]
-    left: dict[str, str] = {}
-    unchecked: dict[str, str] = {}
-
-    def one(h: str):
-        res = w.run_on_host(h, args, opts, 20.0)
-        for line in res[2].splitlines():
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(ev, dict) and ev.get("event") == "reap":
-                return h, ev.get("found") or [], None
-        return h, None, w.fleet._last_line(res[3]) or f"{res[0]}, exit {res[1]}"
-
-    seen: set[int] = set()  # `local`: every host is this machine, one process list
-    with ThreadPoolExecutor(max_workers=max(1, min(opts.fanout, len(hosts)))) as pool:
-        for h, found, why in pool.map(one, hosts):
-            if why:
-                unchecked[h] = why
-            elif found and not (opts.launcher == "local" and seen.issuperset(found)):
-                seen.update(found)
-                left[h] = f"{len(found)} process(es): pid {', '.join(map(str, found[:8]))}"
-    return left, unchecked
-
-
 def run_hosts(args: argparse.Namespace) -> int:
     """Ctrl-C or SIGTERM stops every launch in flight at once (their process groups killed;
     under ssh the workers see their stdin close and kill their ranks), then exits 130."""
@@ -204,35 +168,18 @@ def run_hosts(args: argparse.Namespace) -> int:
 
 
 def _run_hosts(args: argparse.Namespace) -> int:
-    from gputui.probe.bisect import run_bisect
-    from gputui.probe.world import resolve_address, run_world
-    from gputui.probe.world_report import WorldReport, json_lines, text
+    from gputui.probe.world_check import check_world
+    from gputui.probe.world_report import json_lines, text
 
     hosts = _hosts(args.hosts)
     opts = _options(args)
-    start = time.monotonic()
-    with ThreadPoolExecutor(max_workers=max(1, min(16, len(hosts)))) as pool:
-        found = pool.map(lambda h: resolve_address(h, opts), hosts)
-        addresses = dict(zip(hosts, found, strict=True))
     show = not args.json and sys.stderr.isatty()
-    if show:
-        print(
-            f"world: {len(hosts)} hosts, rendezvous {addresses[hosts[0]]}:{opts.port}",
-            file=sys.stderr,
-        )
-    world = run_world(hosts, opts, master=addresses[hosts[0]])
-    rep = WorldReport(world, addresses)
-    if (not world.ok and len(hosts) > 1) or args.bisect:
+
+    def stage(what: str) -> None:
         if show:
-            print("bisect: each host alone, then host pairs", file=sys.stderr)
-        known = {
-            r.host: r.why or r.stage
-            for r in world.results
-            if not r.ok and not r.victim and r.stage in SELF_STAGES
-        }
-        rep.bisect = run_bisect(hosts, opts, addresses, known)
-    rep.leftovers, rep.unchecked = _reap_all(hosts, opts)
-    rep.wall_s = time.monotonic() - start
+            print(what, file=sys.stderr)
+
+    rep = check_world(hosts, opts, bisect=args.bisect, on_stage=stage)
     code = exitcodes.OK if rep.ok else exitcodes.HANG  # 1: a host or link is broken
     lines = json_lines(rep, code)
     if args.out is not None:
