@@ -97,6 +97,7 @@ SLOW_MODULES = {
     "test_multi_rank",
     "test_bench_quick",
     "test_world_probe",
+    "test_world_screen",
 }
 
 
