@@ -248,19 +248,30 @@ def _collect(kids: dict, limit: float) -> list[dict[str, Any]]:
             raw += chunk
         os.close(fd)
         line = raw.decode("utf-8", "replace").strip()
-        msg = json.loads(line) if line else {"rank": rank, "local": local, "ok": False}
+        try:
+            msg = json.loads(line) if line else {}
+        except ValueError:
+            line, msg = "", {}
+        msg = msg or {"rank": rank, "local": local, "ok": False}
         code = status.get(pid)
         if not line:
             last = _last_line(err)
             if code is None:
                 msg["why"] = f"no result within {limit:.1f} s (killed)"
             elif code < 0:
-                msg["why"] = f"killed by {signal.Signals(-code).name}"
+                msg["why"] = f"killed by {_signal_name(-code)}"
             else:
                 msg["why"] = f"exited {code}" + (f": {last}" if last else "")
         msg["nccl_log"] = str(err)
         out.append(msg)
     return out
+
+
+def _signal_name(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
 
 
 def _last_line(path: Path) -> str:
@@ -292,6 +303,9 @@ def host_main(spec: dict[str, Any]) -> int:
     from gputui.probe.world_busy import busy_gpus
 
     ngpu = 0 if spec["backend"] == "gloo" else gpu_count()[0]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and ngpu:  # ranks use CUDA indices: only the visible ones exist
+        ngpu = min(ngpu, len([v for v in visible.split(",") if v.strip()]))
     n = min(ngpu, spec.get("gpus_per_host") or ngpu) if ngpu else 1
     mine = list(range(n)) if ngpu else []
     busy = {} if spec.get("force") else busy_gpus(mine, spec["token"])
