@@ -96,6 +96,8 @@ SLOW_MODULES = {
     "test_probe_screen",
     "test_multi_rank",
     "test_bench_quick",
+    "test_world_probe",
+    "test_world_screen",
 }
 
 

@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+LOOPBACKS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+"""Where the server listens: three loopback addresses, so tests can have three "hosts" that
+are each reached (and rendezvous) at an address of their own."""
 
 
 @dataclass
@@ -77,8 +80,9 @@ def sshd(tmp_path_factory) -> Iterator[Sshd]:
         os.environ.get("USER")
         or subprocess.run(["id", "-un"], capture_output=True, text=True, check=True).stdout.strip()
     )
+    listen = "".join(f"ListenAddress {a}\n" for a in LOOPBACKS)
     (d / "sshd_config").write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host'}\n"
+        f"Port {port}\n{listen}HostKey {d / 'host'}\n"
         f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / 'sshd.pid'}\n"
         "StrictModes no\nUsePAM no\nPasswordAuthentication no\nPermitRootLogin yes\n"
         "PermitUserEnvironment no\nAcceptEnv LANG LC_*\nPrintMotd no\n"

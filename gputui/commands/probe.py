@@ -70,7 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="probe every GPU pair: peer copy and NCCL all_reduce, as a matrix",
         description="For every pair of GPUs: a peer copy each way and a 2-rank all_reduce, "
         "each checked and timed, pairs isolated in their own processes with a timeout. "
-        "Exit 0 when all pairs pass, 1 when any fails. Needs torch (gputui[probe]).",
+        "Exit 0 when all pairs pass, 1 when any fails. Needs torch (gputui[probe]). "
+        "With --hosts LIST: the whole world across hosts (one rank per GPU, rendezvous, "
+        "barrier, all_reduce), bisected to the failing host or link when it fails.",
     )
     p.add_argument(
         "--gpus",
@@ -111,6 +113,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", type=Path, default=None, metavar="FILE", help="also write the JSON results to FILE"
     )
+    from gputui.commands.probe_world import add_world_options
+
+    add_world_options(p)
     p.set_defaults(func=run)
 
 
@@ -152,6 +157,15 @@ def run(args: argparse.Namespace) -> int:
     from gputui.probe.analysis import report_text
     from gputui.probe.runner import ProbeConfig, Progress, run_probe, torch_installed
 
+    if getattr(args, "hosts", None) is not None or getattr(args, "world_worker", None) is not None:
+        from gputui.commands.probe_world import run_hidden, run_hosts
+
+        hidden = run_hidden(args)
+        return hidden if hidden is not None else run_hosts(args)
+    if getattr(args, "world_reap", None) is not None:
+        from gputui.commands.probe_world import run_hidden
+
+        return run_hidden(args) or 0
     if not torch_installed():
         raise GputuiError(INSTALL_HINT)
     backend, devices = select_devices(args)

@@ -38,6 +38,8 @@
  * Retired pages and NVLink answer Not Supported (an H100 VM without NVLink); the PCI bus
  * of GPU G is 0000:1G:00 (GPU 0 at PCI:0000:10:00, GPU 1 at PCI:0000:11:00).
  *
+ *   busy_pid:N          GPU 0 runs process N (1 GiB), a job's rank for the probe to refuse
+ *
  * With GPUTUI_STANDIN_LOG=FILE, the name of every entry point is appended to FILE as it is
  * entered (before any hang), so a test can tell which calls were made, and which never were.
  *
@@ -138,6 +140,7 @@ static void parse_mode(void) {
             if (g >= 0 && g < NGPU) mode.remap_pending[g] = 1;
         } else if (!strncmp(tok, "lost_gpu:", 9)) mode.lost_gpu = atoi(tok + 9);
         else if (!strcmp(tok, "spin")) mode.spin = 1;
+        else if (!strncmp(tok, "busy_pid:", 9)) mode.pids[0] = (unsigned int)atol(tok + 9);
     }
     const char *pids = getenv("GPUTUI_STANDIN_PIDS");
     for (int i = 0; pids && *pids && i < NGPU; i++) {

@@ -1,0 +1,144 @@
+"""The world probe as a screen: the stage while it runs, then the host table, the host-pair
+matrix and the findings, failures in red.
+
+It runs `check_world` (the same check as `gputui probe --hosts`) in a thread worker; stages
+come back through `app.call_from_thread`. c or escape cancels a run (every launch in flight is
+killed, and the workers on the hosts see their stdin close and kill their ranks); q or escape
+closes the screen once it is done. The answer is the CLI's text, so both read the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.css.query import NoMatches
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Static
+
+from gputui.probe.world import WorldOptions
+from gputui.probe.world_launch import STOP
+from gputui.probe.world_report import WorldReport, text
+
+_BAD = r"\bFAIL(ED)?\b|\bpeer failed\b|^findings:|not checked on .*"
+_GOOD = r"\bok\b"
+
+
+def colored(report_text: str) -> Text:
+    """The report, failures red and passes green (the words, not the lines: easy to scan)."""
+    t = Text(report_text)
+    t.highlight_regex(_BAD, "bold red")
+    t.highlight_regex(_GOOD, "green")
+    return t
+
+
+class WorldScreen(ModalScreen[None]):
+    """Runs the world probe over `hosts` inside the app."""
+
+    BINDINGS = [
+        Binding("c", "cancel", "Cancel the probe", id="world.cancel"),
+        Binding("escape", "cancel_or_close", "Cancel, or close when done", id="world.escape"),
+        Binding("q", "close", "Close (cancels a running probe)", id="world.close"),
+    ]
+    DEFAULT_CSS = """
+    WorldScreen { align: center middle; }
+    WorldScreen > Vertical { width: 95%; height: 90%; border: round $primary;
+        background: $surface; }
+    WorldScreen #world-title { height: 1; padding: 0 1; text-style: bold;
+        background: $primary-background; }
+    WorldScreen #world-stage { height: auto; padding: 0 1; }
+    WorldScreen VerticalScroll { height: 1fr; padding: 0 1; }
+    """
+
+    def __init__(self, hosts: list[str], opts: WorldOptions, *, bisect: bool = False) -> None:
+        super().__init__()
+        self.hosts = list(hosts)
+        self.opts = opts
+        self.bisect = bisect
+        self.report: WorldReport | None = None
+        self.error: str | None = None
+        self.stages: list[str] = []
+        self.finished = False
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(f"World probe: {len(self.hosts)} hosts", id="world-title", markup=False)
+            yield Static("starting...  (c or escape cancels)", id="world-stage", markup=False)
+            with VerticalScroll():
+                yield Static("", id="world-report")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._run()
+
+    def _from_thread(self, fn: Callable[..., None], *args: object) -> None:
+        def guarded() -> None:
+            try:
+                fn(*args)
+            except NoMatches:
+                pass  # the screen was dismissed while the probe finished
+
+        try:
+            self.app.call_from_thread(guarded)
+        except RuntimeError:
+            pass  # the app is closing; the run is being stopped anyway
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="world")
+    def _run(self) -> None:
+        from gputui.probe.world_check import check_world
+
+        STOP.clear()
+        try:
+            rep = check_world(self.hosts, self.opts, bisect=self.bisect, on_stage=self._stage)
+            self.report = rep
+            self._from_thread(self._show, rep)
+        except Exception as e:  # a bug: a message in the screen, not a crash
+            self.error = f"{type(e).__name__}: {e}"
+            self._from_thread(self._show_error, self.error)
+        finally:
+            self.finished = True
+
+    def _stage(self, what: str) -> None:
+        self.stages.append(what)
+        self._from_thread(self._show_stage, what)
+
+    def _show_stage(self, what: str) -> None:
+        self.query_one("#world-stage", Static).update(f"{what}...  (c or escape cancels)")
+
+    def _show(self, rep: WorldReport) -> None:
+        verdict = "all hosts and links passed" if rep.ok else "FAILED: see the findings"
+        if STOP.is_set():
+            verdict = "cancelled"
+        self.query_one("#world-stage", Static).update(
+            f"done in {rep.wall_s:.1f} s: {verdict}  (q or escape closes)"
+        )
+        self.query_one("#world-report", Static).update(colored(text(rep)))
+
+    def _show_error(self, message: str) -> None:
+        self.query_one("#world-stage", Static).update(
+            f"world probe did not run: {message}  (q or escape closes)"
+        )
+
+    def action_cancel(self) -> None:
+        if not self.finished:
+            STOP.set()
+            self.query_one("#world-stage", Static).update("cancelling...")
+
+    def action_cancel_or_close(self) -> None:
+        if self.finished:
+            self.dismiss(None)
+        else:
+            self.action_cancel()
+
+    def action_close(self) -> None:
+        if not self.finished:
+            STOP.set()
+        self.dismiss(None)
+
+    def on_unmount(self) -> None:
+        if not self.finished:
+            STOP.set()  # closed or the app is quitting: leave nothing running on the hosts
