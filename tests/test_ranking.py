@@ -107,10 +107,10 @@ def test_two_sources_naming_different_ranks_are_both_shown_and_the_disagreement_
     stacks = Finding("rank 1 is in f (a.py:3)", Strength.CULPRIT_LINE, "stacks", ranks=(1,))
     ras = Finding("NCCL RAS: rank 0 is behind", Strength.RAS_BEHIND, "ras", ranks=(0,))
     out = fold(v, [Evidence("stacks", ranked=(stacks,)), Evidence("ras", ranked=(ras,))])
-    assert out.findings == (
+    assert out.findings == (  # each source, then the disagreement: it never leads
         stacks.text,
-        "sources disagree: the stacks name rank 1, NCCL RAS names rank 0",
         ras.text,
+        "sources disagree: the stacks name rank 1, NCCL RAS names rank 0",
     )
     assert out.reason == stacks.text
 
@@ -189,3 +189,21 @@ def test_the_flight_recorders_type_mismatch_is_a_mismatch_with_its_line():
     assert out.culprit_frame == "train_step (train.py:57)"
     steps = " ".join(out.next_steps)
     assert "flight recorder is on already" in steps and "TORCH_FR_BUFFER_SIZE" not in steps
+
+
+def test_a_disagreement_between_two_mismatches_never_takes_the_headline():
+    """Seen on the GPU machine: RAS said rank 1 is ahead in Broadcast, the flight recorder
+    named rank 0 for the same mismatch; the headline stays RAS's sentence."""
+    v = stalled()
+    ras = Finding(
+        "ranks in different collectives (NCCL RAS): rank 1 ...",
+        Strength.MISMATCH,
+        "ras",
+        ranks=(1,),
+    )
+    fr = Finding(
+        "flight recorder: collective 49 does not match", Strength.MISMATCH, "flightrec", ranks=(0,)
+    )
+    out = fold(v, [Evidence("nccl", ranked=(ras, fr))])
+    assert out.reason == ras.text
+    assert out.findings[-1].startswith("sources disagree: ")

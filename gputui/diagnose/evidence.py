@@ -67,7 +67,7 @@ def fold(verdict: Verdict, evidence: Sequence[Evidence], known: Known | None = N
         if p not in pids:
             pids.append(p)
     found = [f for e in evidence for f in e.all_findings()]
-    ordered = rank([*disagreements(found), *found])
+    ordered = rank([*found, *disagreements(found)])  # a disagreement after the sources
     nvml = Finding(verdict.reason, Strength.NVML, "nvml") if verdict.reason else None
     top = strongest(ordered)
     framed = next((f.frame for f in ordered if f.frame and f.strength > Strength.NVML), None)
