@@ -243,3 +243,15 @@ def test_merge_names_a_nodes_failed_gpu_first_in_the_job_wide_verdict():
     assert merged_to_json(m)["sick_gpus"] == ["n2:1 (rank 3) failed: Xid 79: GPU fell off the bus"]
     bad = line_from_json({**n2, "health": {"gpus": {"x": 1, "2": {"health": 5}}}}, "x")
     assert bad.sick == {}  # a malformed health key is skipped
+
+
+
+def test_a_recent_program_fault_of_another_process_is_context_never_the_headline():
+    """Seen on the GPU machine: a job died of DDP's error while the kernel log held an Xid 31
+    of an earlier, unrelated process on the same GPU, 64 s before. The kernel names that
+    pid; it is not a rank of this job, so it is said as context, never as the headline."""
+    ev = XidEvent(995.0, 31, "kernel", gpu=1, pid=4242)  # just before the job, another pid
+    v = watch(rank1_dies(health(1000.0, ev)))[-1]
+    assert "has exited" in v.reason
+    said = [f for f in v.ranked if "4242" in f.text]
+    assert said and all(f.strength == Strength.CONTEXT for f in said)

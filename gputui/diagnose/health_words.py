@@ -99,7 +99,12 @@ def job_findings(
             action = f"the driver asks: {what}"
         who = _who(rank, pid if i.kind == X.PROGRAM else ev.pid, ev.gpu)
         text = f"{who} hit Xid {ev.xid}: {i.meaning}; {action}{age}"
-        strength = Strength.HARDWARE if i.kind == X.HARDWARE else Strength.RANK_GONE
+        if i.kind == X.HARDWARE:
+            strength = Strength.HARDWARE  # the GPU under the job failed, whoever ran on it
+        elif mine or not ev.pid:
+            strength = Strength.RANK_GONE  # a rank's own fault (or NVML's, naming no pid)
+        else:  # the kernel names another program's pid: said, never the job's headline
+            strength = Strength.CONTEXT
         out.append(
             Finding(
                 text,
