@@ -31,6 +31,7 @@ from gputui.commands.common import (
     positive_float,
 )
 from gputui.errors import GputuiError
+from gputui.textsafe import clean, clean_lines
 
 if TYPE_CHECKING:
     from gputui.collect.model import Snapshot
@@ -218,14 +219,15 @@ def run(args: argparse.Namespace) -> int:
         span = last.t - first.t
         where = "no GPUs" if not first.gpus else f"{len(first.gpus)} GPU(s)"
         host = f" on {report.host}" if report is not None else ""
-        print(f"gputui check: {n} samples over {span:.1f} s, {where}{host}")
-        print("\n".join(human))
-        print(f"final: {last.state}: {last.reason}")
+        # Reasons and findings quote recordings and stacks: other people's text.
+        print(clean(f"gputui check: {n} samples over {span:.1f} s, {where}{host}"))
+        print(clean_lines("\n".join(human)))
+        print(clean(f"final: {last.state}: {last.reason}"))
         if last_alarm is not None:
             cleared = "" if last.alarm else f" ({alarms} alarm(s), all cleared)"
             print(f"next steps{cleared}:")
             for step in last_alarm.next_steps:
-                print(f"  - {step}")
+                print(clean(f"  - {step}"))
     sys.stdout.flush()
     if why := _nvml_problem(source):
         raise GputuiError(why)  # e.g. nvmlShutdown did not answer: the driver is not well

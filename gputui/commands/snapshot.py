@@ -116,10 +116,11 @@ def _fmt(v: float | None, unit: str = "", nd: int = 0) -> str:
 
 def snapshot_to_text(snap: Snapshot) -> str:
     from gputui.collect.nvml import GPU_UNREADABLE
+    from gputui.textsafe import clean  # names, users, command lines: other people's text
 
     lines = []
     if snap.gpu_error:
-        lines.append(f"{'GPU trouble' if snap.gpus else 'No GPUs'}: {snap.gpu_error}")
+        lines.append(f"{'GPU trouble' if snap.gpus else 'No GPUs'}: {clean(snap.gpu_error)}")
     if snap.gpus:
         lines.append(
             f"{'GPU':>3} {'name':<22} {'util':>5} {'mem%':>5} {'power/limit W':>14} "
@@ -127,13 +128,13 @@ def snapshot_to_text(snap: Snapshot) -> str:
         )
     for g in snap.gpus:
         if GPU_UNREADABLE in g.na:
-            why = g.na[GPU_UNREADABLE]
-            lines.append(f"{g.index:>3} {(g.name or '?')[:22]:<22} CANNOT BE READ: {why}")
+            why = clean(g.na[GPU_UNREADABLE])
+            lines.append(f"{g.index:>3} {clean(g.name or '?')[:22]:<22} CANNOT BE READ: {why}")
             continue
         power = f"{_fmt(g.power_w)}/{_fmt(g.power_limit_w)}"
         mem = f"{_fmt(g.mem_used_mb)}/{_fmt(g.mem_total_mb)}"
         lines.append(
-            f"{g.index:>3} {(g.name or '?')[:22]:<22} {_fmt(g.util, '%'):>5} "
+            f"{g.index:>3} {clean(g.name or '?')[:22]:<22} {_fmt(g.util, '%'):>5} "
             f"{_fmt(g.mem_util, '%'):>5} {power:>14} {mem:>17} {_fmt(g.temp_c, 'C'):>5} "
             f"{_fmt(g.sm_mhz):>7} {','.join(map(str, g.pids)) or '-'}"
         )
@@ -147,12 +148,12 @@ def snapshot_to_text(snap: Snapshot) -> str:
             rank = p.rank.rank if p.rank and p.rank.rank is not None else "-"
             gpus = ",".join(map(str, p.gpus)) or "-"
             lines.append(
-                f"{p.pid:>7} {gpus:>5} {rank!s:>4} {(p.user or '?')[:10]:<10} "
+                f"{p.pid:>7} {gpus:>5} {rank!s:>4} {clean(p.user or '?')[:10]:<10} "
                 f"{_fmt(p.cpu_percent, '', 1):>6} {_fmt(p.rss_mb):>8} "
-                f"{(p.state or '?'):<9} {p.command[:80]}"
+                f"{clean(p.state or '?'):<9} {clean(p.command, limit=80)}"
             )
     for j in snap.jobs:
-        lines.append(f"job {j.label}: GPUs {','.join(map(str, j.gpus))} ({j.how})")
+        lines.append(f"job {clean(j.label)}: GPUs {','.join(map(str, j.gpus))} ({j.how})")
     return "\n".join(lines)
 
 

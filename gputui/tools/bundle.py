@@ -29,6 +29,7 @@ from gputui.collect.trace import TraceWriter
 from gputui.errors import GputuiError
 from gputui.jsonout import dumps
 from gputui.redact import redact_argv, redact_env, redact_text
+from gputui.textsafe import clean
 from gputui.tools import ptrace
 from gputui.tools.dumpall import DumpAll, dump_all, group_dumps, stacks_record
 from gputui.tools.ptrace import Target
@@ -244,6 +245,8 @@ def write_bundle(
     def write(name: str, text: str) -> None:
         path = out / name
         path.parent.mkdir(parents=True, exist_ok=True)
+        if name.endswith(".txt"):  # stacks quote command lines: no raw escapes in files
+            text = clean(text, keep_newlines=True, keep_tabs=True)
         path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
         rep.files.append(name)
 
