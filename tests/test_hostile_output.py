@@ -24,6 +24,7 @@ import pytest
 from conftest import REPO, run_cli
 from hostile_corpus import corpus, materialize
 from hostile_harness import raw_control
+from test_fleet import sshd  # noqa: F401 - the real sshd fixture
 
 OSC = "\x1b]0;owned\x07"
 ARGV_TAIL = f"x{OSC}y\nz"
@@ -129,3 +130,26 @@ def test_the_dashboard_never_writes_a_command_lines_escape_to_the_terminal(escap
         os.close(fd)
     assert b"owned" in data  # the command line reached the screen, as text
     assert OSC.encode() not in data and b"\x1b]0;owned" not in data
+
+
+def test_fleet_shows_a_remotes_escapes_escaped(sshd, tmp_path):  # noqa: F811
+    """A remote (here a stand-in for gputui on the far side of a real ssh) that prints an
+    OSC sequence: `fleet` prefixes each line with the host and shows the escape."""
+    evil = tmp_path / "evil-gputui"
+    evil.write_text("#!/bin/sh\nprintf 'x\\033]0;owned\\007y\\n'\n")
+    evil.chmod(0o755)
+    r = run_cli(
+        "fleet",
+        "a",
+        "--ssh-config",
+        str(sshd / "ssh_config"),
+        "--remote-gputui",
+        str(evil),
+        "--timeout",
+        "20",
+        "--",
+        "snapshot",
+        timeout=120,
+    )
+    assert "a: x\\x1b]0;owned\\x07y" in r.stdout, (r.stdout, r.stderr)
+    assert raw_control(r.stdout + r.stderr) is None
