@@ -82,3 +82,21 @@ def test_a_reader_that_stops_early_is_quiet():
     )
     assert r.stderr.strip() == "rc=0", r.stderr
     assert r.stdout.startswith("GPU")
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_merge_and_bundle_output_on_an_unwritable_stdout_is_one_line(way, tmp_path):
+    report = tmp_path / "a.jsonl"
+    with open(os.devnull, "rb") as nothing:
+        lines = subprocess.run(
+            [sys.executable, "-m", "gputui", "check", "--json", "--demo", "--host", "a"],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdin=nothing,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
+    report.write_text(lines)
+    assert_one_line(run_with_stdout(way, "merge", str(report)), way)
+    assert_one_line(run_with_stdout(way, "bundle", "--demo", "--out", str(tmp_path / "b")), way)
