@@ -8,11 +8,14 @@ and `serve_metrics` in-process where a test needs a short deadline or the server
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
+from conftest import REPO
 from slow_clients import SlowClients, scrape_once, scrape_while
-from test_exporter_cli import start_exporter
+from test_exporter_cli import read_line, start_exporter
 
 from gputui.diagnose.detector import Detector
 from gputui.exporter import server as srv
@@ -155,3 +158,20 @@ def test_head_gets_headers_without_a_body():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_port_reachable_from_other_hosts_is_told_to_get_a_proxy():
+    """No TLS and no auth of its own: on a non-loopback address it says so, once."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gputui", "exporter", "--demo", "--listen", "0.0.0.0:0"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert "serving http://0.0.0.0:" in read_line(proc.stderr, time.monotonic() + 60)
+        warning = read_line(proc.stderr, time.monotonic() + 30)
+        assert "no TLS or authentication" in warning and "docs/hostile.md" in warning
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
