@@ -23,7 +23,7 @@ import os
 import select
 import sys
 
-from gputui import __version__
+from gputui import __version__, stdout_guard
 from gputui.errors import GputuiError
 
 # Subcommand modules, in the order `gputui --help` lists them.
@@ -131,6 +131,7 @@ def _flush_all() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     code: int | None = None
+    stdout_guard.guard()
     try:
         code = _dispatch(argv)
         sys.stdout.flush()  # here, not at interpreter exit, so a closed pipe is caught
@@ -141,6 +142,15 @@ def main(argv: list[str] | None = None) -> int:
         # An error already told on stderr keeps its status; anything else was cut short
         # by a reader who chose to stop reading.
         code = code if code == 2 else STDOUT_CLOSED
+    except OSError as e:  # closed, full or read-only stdout: one line, not a traceback
+        why = stdout_guard.why(e)
+        if why is None:
+            raise
+        print(f"gputui: {why}", file=sys.stderr)
+        _silence_stdout()
+        code = 2
+    finally:
+        stdout_guard.unguard()
     nvml = sys.modules.get("gputui.collect.nvml_thread")
     if nvml is not None and nvml.stuck():  # type: ignore[attr-defined]
         _flush_all()

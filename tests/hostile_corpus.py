@@ -536,6 +536,23 @@ def _record_cases() -> Iterator[Case]:
     half = good.splitlines(keepends=True)
     lag = "".join(half[:4]) + dump_line(dict(stacks, t=T0)) + "\n" + "".join(half[4:])
     yield Case("record_lagging", writes("reclag.jsonl", lag), OK)
+    # A stall whose stacks record quotes frames and a command line full of escapes: `check`
+    # explains the stall with them, and must show them escaped (issue 23).
+    spin = base_lines(samples=360, spin=True)
+    for x in spin:
+        x["procs"][0]["cmdline"] = ["python3", "\x1b]0;owned\x07train.py", "one\ntwo"]
+    nasty = "\x1b]0;owned\x07\x1b[2J"
+    frames = [[f"step{nasty}", f"t{nasty}.py", 3], ["main", "t.py", 9]]
+    ranks = [
+        {"pid": 815, "rank": 0, "gpu": 0, "outcome": "done", "frames": frames[1:]},
+        {"pid": 816, "rank": 1, "gpu": 1, "outcome": "done", "frames": frames},
+    ]
+    rec = dict(stacks, t=T0 + 80, job="", trigger="stalled", tool="py-spy", ranks=ranks)
+    yield Case(
+        "stall_with_escaped_frames",
+        writes("escframes.jsonl", text_of(spin) + dump_line(rec) + "\n"),
+        OK,
+    )
     yield Case(
         "unknown_record_type",
         writes("ras.jsonl", good + '{"type":"ras","t":1795338073,"body":[1,2,3]}\n'),

@@ -118,6 +118,17 @@ def json_problem(cmd: tuple[str, ...], out: str) -> str | None:
     return None
 
 
+def raw_control(text: str) -> str | None:
+    """The first control character a text output lets through raw (a newline ends a line
+    and is fine), with what is around it; None when the text is safe for a terminal."""
+    from gputui.textsafe import clean
+
+    for line in text.split("\n"):
+        if clean(line) != line:
+            return f"raw control character in {line[:120]!r}"
+    return None
+
+
 def judge(
     case: Case, cmd: tuple[str, ...], rc: int | None, out: str, err: str, hung: bool
 ) -> tuple[str, str]:
@@ -127,6 +138,8 @@ def judge(
         return "hang", "ran past its bound"
     if "Traceback (most recent call last)" in err or rc not in (0, 1, 2):
         return "traceback", err.strip().splitlines()[-1] if err.strip() else f"exit {rc}"
+    if "--json" not in cmd and (raw := raw_control(out + err)):
+        return "raw escape", raw
     bad_json = json_problem(cmd, out)
     if bad_json:
         return "invalid JSON", bad_json
@@ -142,4 +155,12 @@ def judge(
     return "clean run", f"exit {rc}"
 
 
-FAILURES = ("hang", "traceback", "bad exit", "invalid JSON", "bad error line", "wrong outcome")
+FAILURES = (
+    "hang",
+    "traceback",
+    "raw escape",
+    "bad exit",
+    "invalid JSON",
+    "bad error line",
+    "wrong outcome",
+)

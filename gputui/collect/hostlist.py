@@ -11,7 +11,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from gputui.collect.capped import read_capped
+
 MAX_HOSTS = 100_000
+MAX_HOSTFILE_BYTES = 16 << 20  # 100,000 names of up to ~160 characters
 _SUFFIXES = (".gz", ".jsonl", ".json", ".ndjson", ".txt")
 _NAME = re.compile(r"^[A-Za-z0-9._:@\-\[\],]+$")
 
@@ -79,10 +82,8 @@ def expand_hosts(text: str, *, _depth: int = 0) -> list[str]:
         if item.startswith("@"):
             if _depth:
                 raise ValueError(f"{item}: a host file cannot name another host file")
-            try:
-                content = Path(item[1:]).read_text(encoding="utf-8", errors="replace")
-            except OSError as e:
-                raise ValueError(f"{item[1:]}: {e.strerror or e}") from None
+            raw = read_capped(item[1:], MAX_HOSTFILE_BYTES)  # @/dev/zero: one line, not GBs
+            content = raw.decode("utf-8", errors="replace")
             words = [w for ln in content.splitlines() for w in ln.split("#", 1)[0].split()]
             names = expand_hosts(",".join(words), _depth=1) if words else []
         else:

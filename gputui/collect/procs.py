@@ -63,7 +63,7 @@ class ProcessReader:
                 except (psutil.Error, KeyError):
                     user = None
                 try:
-                    cmd = tuple(redact_argv(p.cmdline()))  # shown, recorded, bundled
+                    cmd = tuple(redact_argv(p.cmdline(), name))  # shown, recorded, bundled
                 except psutil.AccessDenied:
                     cmd = ()
         except psutil.Error:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import sys
 import zlib
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from gputui.collect.capped import loads_bounded
 from gputui.collect.hostlist import host_from_name
 from gputui.errors import GputuiError
 
@@ -80,8 +80,8 @@ def read_reports(names: list[str], stats: ReadStats) -> Iterator[tuple[str, dict
                     host, _, text = text.partition(": ")
                     host = host.strip() or default
                 try:
-                    obj = json.loads(text)
-                except json.JSONDecodeError:
+                    obj = loads_bounded(text)  # too deep, 5,000 digits: skipped, not a crash
+                except ValueError:
                     obj = None
                 if not isinstance(obj, dict):
                     stats.skipped += 1

@@ -123,7 +123,10 @@ class _Lines:
     def __init__(self, path: str | Path, raw: IO[bytes]) -> None:
         self.name = shown(path)
         self.raw = raw
-        head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+        try:
+            head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+        except OSError as e:  # /proc/PID/mem and a failing disk: EIO on the first read
+            raise GputuiError(f"{self.name}: read failed ({e.strerror or e})") from None
         self.gzip = head == _GZIP_MAGIC
         if not self.gzip and str(path).endswith(".gz") and head:
             raise GputuiError(f"{self.name}: not a gzip file (the name ends in .gz)")
@@ -144,9 +147,8 @@ class _Lines:
         except EOFError:
             return None  # a gzip recording cut short, as by a kill: keep what came before
         except (OSError, zlib.error) as e:  # BadGzipFile is an OSError
-            raise GputuiError(
-                f"{self.where(self.n + 1)}: not a readable gzip stream ({e})"
-            ) from None
+            what = "not a readable gzip stream" if self.gzip else "read failed"
+            raise GputuiError(f"{self.where(self.n + 1)}: {what} ({e})") from None
         if not line:
             return None
         self.n += 1

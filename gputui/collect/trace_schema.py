@@ -36,6 +36,7 @@ from gputui.collect.jobs import RANK_ENV_VARS, rank_from_env
 from gputui.collect.model import GpuSample, ProcessInfo
 from gputui.collect.owner import owner_from_json
 from gputui.errors import GputuiError
+from gputui.redact.recorded import recorded_argv, recorded_text
 
 # ---------------------------------------------------------------- bounds
 
@@ -352,19 +353,20 @@ def process(d: Any, gpu: int, where: str) -> ProcessInfo:
     if not isinstance(d, dict):
         raise GputuiError(f"{where}: 'procs' holds {_kind(d)}, expected objects")
     ppid = number(d.get("ppid"), "ppid", where)
+    name = text(d, "name", where)
     return ProcessInfo(
         pid=pid(d.get("pid"), "procs[].pid", where),
         create_time=_optional_reading(d, "create_time", where, 0, T_MAX),
         user=text(d, "user", where),
-        name=text(d, "name", where),
-        cmdline=_cmdline(d, where),
+        name=name,
+        cmdline=recorded_argv(_cmdline(d, where), name),  # a recording is anyone's file
         state=text(d, "state", where),
         cpu_percent=_optional_reading(d, "cpu", where, 0, 100 * 8192),  # 100 per CPU
         rss_mb=_optional_reading(d, "rss_mb", where, 0, MIB_MAX),
         ppid=int(ppid)
         if ppid is not None and in_range(ppid, 0, PID_MAX_LIMIT, True) is None
         else None,
-        parent_cmd=text(d, "parent_cmd", where, MAX_CMDLINE_CHARS),
+        parent_cmd=recorded_text(text(d, "parent_cmd", where, MAX_CMDLINE_CHARS)),
         gpus=(gpu,),
         gpu_mem_mb=_optional_reading(d, "gpu_mem_mb", where, 0, MIB_MAX),
         rank=rank_from_env(_env(d, where)),

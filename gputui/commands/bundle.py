@@ -159,8 +159,11 @@ def run(args: argparse.Namespace) -> int:
         on_line=lambda ln: print(f"  {ln}", file=sys.stderr, flush=True),
     )
     if nvml_problem:
-        with open(rep.path / "README.txt", "a", encoding="utf-8") as f:
-            f.write(f"note: NVML: {nvml_problem}\n")
+        try:
+            with open(rep.path / "README.txt", "a", encoding="utf-8") as f:
+                f.write(f"note: NVML: {nvml_problem}\n")
+        except OSError as e:  # a disk that filled up just now: the bundle itself is whole
+            print(f"gputui: README.txt: note not added ({e.strerror or e})", file=sys.stderr)
     first, *notes = rep.summary_lines()
     for n in notes:
         print(f"gputui: {n}", file=sys.stderr)

@@ -40,6 +40,7 @@ from gputui.commands.common import (
 )
 from gputui.diagnose import exitcodes
 from gputui.errors import GputuiError
+from gputui.textsafe import clean, clean_lines
 
 if TYPE_CHECKING:
     from gputui.collect.model import Snapshot
@@ -268,18 +269,19 @@ def run(args: argparse.Namespace) -> int:
         span = last.t - first.t
         where = "no GPUs" if not first.gpus else f"{len(first.gpus)} GPU(s)"
         host = f" on {report.host}" if report is not None else ""
-        print(f"gputui check: {n} samples over {span:.1f} s, {where}{host}")
-        print("\n".join(human))
+        # Reasons and findings quote recordings and stacks: other people's text.
+        print(clean(f"gputui check: {n} samples over {span:.1f} s, {where}{host}"))
+        print(clean_lines("\n".join(human)))
         sick_now = watcher.health.sick(last_snap.gpus if last_snap is not None else ())
         state = "sick GPU" if sick_now and not last.alarm else last.state
         for line in health_text(watcher.health, last_snap):
-            print(line)
-        print(f"final: {state}: {last.reason}")
+            print(clean(line))
+        print(clean(f"final: {state}: {last.reason}"))
         if last_alarm is not None:
             cleared = "" if last.alarm else f" ({alarms} alarm(s), all cleared)"
             print(f"next steps{cleared}:")
             for step in last_alarm.next_steps:
-                print(f"  - {step}")
+                print(clean(f"  - {step}"))
     sys.stdout.flush()
     if why := _nvml_problem(source):
         raise GputuiError(why)  # e.g. nvmlShutdown did not answer: the driver is not well

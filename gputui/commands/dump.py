@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from gputui.commands.common import parse_pids, positive_float
 from gputui.errors import GputuiError
+from gputui.textsafe import clean, clean_lines
 
 if TYPE_CHECKING:
     from gputui.collect.model import Snapshot
@@ -98,7 +99,7 @@ def _fail_lines(results: list[ToolResult]) -> int:
 
     bad = [r for r in results if not r.ok]
     for r in bad:
-        print(f"gputui: {redact_text(r.summary())}", file=sys.stderr)
+        print(f"gputui: {clean(redact_text(r.summary()))}", file=sys.stderr)
     return 1 if bad else 0
 
 
@@ -118,7 +119,7 @@ def _run_job(args: argparse.Namespace, pid: int) -> int:
         print(dumps(doc, indent=2))
     else:
         for text, _kind in res.render():
-            print(text)  # tool output arrives redacted (gputui.tools.runner)
+            print(clean_lines(text))  # redacted in gputui.tools.runner; escapes here
     status = _fail_lines([d.result for d in res.dumps])
     if nvml_problem:
         found = "" if snap is not None else "; the ranks were found from host processes"
@@ -173,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
         for pid in pids:  # one at a time: cuda-gdb is heavy (11-14 s on a hung rank)
             if len(pids) > 1 and not args.json:
                 print(f"==> pid {pid} <==", flush=True)
-            on_line = None if args.json else (lambda ln: print(ln, flush=True))
+            on_line = None if args.json else (lambda ln: print(clean(ln), flush=True))
             kw: dict[str, Any] = {"on_line": on_line}
             if args.timeout:
                 kw["timeout"] = args.timeout
@@ -188,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
                 if len(pids) > 1:
                     print(f"==> pid {pid} <==")
                 for ln in r.lines:
-                    print(ln)
+                    print(clean(ln))  # py-spy's header names the target's command line
     if args.json:
         out = [r.to_json() for r in results]
         print(dumps({"results": out}, indent=2))

@@ -255,18 +255,20 @@ def run(args: argparse.Namespace) -> int:
     import json
     import sys
 
+    from gputui.textsafe import clean
+
     hosts, remote = _targets(args)
     runs = _runs(args, hosts, remote)
     if remote[0] != "check":
         answered = [r for r in runs if r.stdout.strip()]
         for r in runs:
             if r.host != "*" and not r.stdout.strip():
-                print(f"gputui: {r.host}: silent ({r.outcome}: {r.error})", file=sys.stderr)
+                print(clean(f"gputui: {r.host}: silent ({r.outcome}: {r.error})"), file=sys.stderr)
         if not answered:
             raise GputuiError(f"fleet: none of the {len(hosts)} host(s) answered")
         for r in answered:
             for line in r.stdout.splitlines():
-                print(f"{r.host}: {line}" if r.host != "*" else line)
+                print(clean(f"{r.host}: {line}" if r.host != "*" else line))  # a remote's text
         return 1 if any(r.rc not in (0, None) for r in answered) else 0
     return _merge(args, hosts, runs, json, sys.stderr)
 

@@ -51,6 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def text_report(steps: list[Merged]) -> str:
     """What `merge` prints without --json: the changes, then the final verdict in full."""
     from gputui.diagnose.merge import ranks_text
+    from gputui.textsafe import clean
 
     t0 = steps[0].t
     out = [f"gputui merge: {steps[-1].hosts} host(s), {len(steps)} step(s)"]
@@ -73,7 +74,7 @@ def text_report(steps: list[Merged]) -> str:
     if last.next_steps:
         out.append("next steps:")
         out += [f"  - {s}" for s in last.next_steps]
-    return "\n".join(out)
+    return "\n".join(clean(line) for line in out)  # host and job names are anyone's
 
 
 def merge_inputs(files: list[str], expect: str | None, window: float) -> list[Merged]:

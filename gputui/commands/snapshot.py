@@ -147,10 +147,11 @@ def _fmt(v: float | None, unit: str = "", nd: int = 0) -> str:
 
 def snapshot_to_text(snap: Snapshot, health: Any = None, straggles: Sequence[Straggle] = ()) -> str:
     from gputui.collect.nvml import GPU_UNREADABLE
+    from gputui.textsafe import clean  # names, users, command lines: other people's text
 
     lines = []
     if snap.gpu_error:
-        lines.append(f"{'GPU trouble' if snap.gpus else 'No GPUs'}: {snap.gpu_error}")
+        lines.append(f"{'GPU trouble' if snap.gpus else 'No GPUs'}: {clean(snap.gpu_error)}")
     if snap.gpus:
         lines.append(
             f"{'GPU':>3} {'name':<22} {'util':>5} {'mem%':>5} {'power/limit W':>14} "
@@ -158,13 +159,13 @@ def snapshot_to_text(snap: Snapshot, health: Any = None, straggles: Sequence[Str
         )
     for g in snap.gpus:
         if GPU_UNREADABLE in g.na:
-            why = g.na[GPU_UNREADABLE]
-            lines.append(f"{g.index:>3} {(g.name or '?')[:22]:<22} CANNOT BE READ: {why}")
+            why = clean(g.na[GPU_UNREADABLE])
+            lines.append(f"{g.index:>3} {clean(g.name or '?')[:22]:<22} CANNOT BE READ: {why}")
             continue
         power = f"{_fmt(g.power_w)}/{_fmt(g.power_limit_w)}"
         mem = f"{_fmt(g.mem_used_mb)}/{_fmt(g.mem_total_mb)}"
         lines.append(
-            f"{g.index:>3} {(g.name or '?')[:22]:<22} {_fmt(g.util, '%'):>5} "
+            f"{g.index:>3} {clean(g.name or '?')[:22]:<22} {_fmt(g.util, '%'):>5} "
             f"{_fmt(g.mem_util, '%'):>5} {power:>14} {mem:>17} {_fmt(g.temp_c, 'C'):>5} "
             f"{_fmt(g.sm_mhz):>7} {','.join(map(str, g.pids)) or '-'}"
             + (
@@ -183,21 +184,21 @@ def snapshot_to_text(snap: Snapshot, health: Any = None, straggles: Sequence[Str
             rank = p.rank.rank if p.rank and p.rank.rank is not None else "-"
             gpus = ",".join(map(str, p.gpus)) or "-"
             lines.append(
-                f"{p.pid:>7} {gpus:>5} {rank!s:>4} {(p.user or '?')[:10]:<10} "
+                f"{p.pid:>7} {gpus:>5} {rank!s:>4} {clean(p.user or '?')[:10]:<10} "
                 f"{_fmt(p.cpu_percent, '', 1):>6} {_fmt(p.rss_mb):>8} "
-                f"{(p.state or '?'):<9} "
-                + (f"[{p.owner.short()}] " if p.owner is not None else "")
-                + p.command[:80]
+                f"{clean(p.state or '?'):<9} "
+                + (f"[{clean(p.owner.short())}] " if p.owner is not None else "")
+                + clean(p.command, limit=80)
             )
     waits = _wait_words(straggles)
     for j in snap.jobs:
         wait = f"; {waits.pop(j.key)}" if j.key in waits else ""
-        lines.append(f"job {j.label}: GPUs {','.join(map(str, j.gpus))} ({j.how}){wait}")
-    lines += [f"job {key}: {words}" for key, words in waits.items()]  # jobs NVML alone saw
+        lines.append(f"job {clean(j.label)}: GPUs {','.join(map(str, j.gpus))} ({j.how}){wait}")
+    lines += [f"job {clean(key)}: {words}" for key, words in waits.items()]  # NVML alone saw
     if health is not None:
         from gputui.diagnose.health_report import health_text
 
-        lines += health_text(health, snap)
+        lines += [clean(x) for x in health_text(health, snap)]
     return "\n".join(lines)
 
 

@@ -26,6 +26,16 @@ from gputui.exporter.view import Watch
 CLOSE_TIMEOUT_S = 2.0  # closing NVML may block when NVML is wedged: do not wait longer
 
 
+def _loopback(addr: str) -> bool:
+    """Whether `addr` is a loopback address (a name counts only as `localhost`)."""
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(addr).is_loopback
+    except ValueError:
+        return addr == "localhost"
+
+
 def make_registry(watch: Watch) -> CollectorRegistry:
     """gputui's families and the standard process_* series of the exporter itself (its CPU
     and memory, so a fleet can see that it is not a load); no other default collector."""
@@ -99,6 +109,11 @@ def serve(
         f"serving http://{where}:{bound_port(server)}/metrics from {source.description} "
         "(Ctrl-C or SIGTERM to stop)"
     )
+    if not _loopback(addr):
+        log.say(
+            "this address is reachable from other hosts and the exporter has no TLS or "
+            "authentication: put a proxy with TLS and basic auth in front (docs/hostile.md)"
+        )
     try:
         while not stop.wait(1.0):
             pass

@@ -1,30 +1,52 @@
-"""ADDR:PORT parsing and a bounded HTTP server for prometheus_client's WSGI app.
+"""ADDR:PORT parsing and an HTTP server for the metrics that a hostile client cannot starve.
 
-prometheus_client's own `start_http_server` starts a thread per connection and never times
-a connection out, so a client that connects and sends nothing holds a thread for good, and
-a burst of them holds as many. This server has a fixed pool of worker threads and a short
-queue: a connection beyond it is closed at once, and each connection has a socket timeout.
-The exposition itself (text format, OpenMetrics negotiation, gzip) is prometheus_client's.
+Anyone who can reach the port can connect. The earlier server (a pool of 4 threads, a
+queue of 16, a timeout per read) was starved by four sockets sending one byte a second:
+every worker held, and `/metrics` unanswered for as long as they kept going, which blinds
+a fleet's hang alerts. This one is an asyncio server in one daemon thread, so a waiting
+connection costs a coroutine, not a thread, and:
+
+- one deadline covers the whole exchange, from accept to the last byte of the answer
+  (`conn_timeout`, default 10 s, the Prometheus scrape timeout): trickling a byte a second
+  does not extend it;
+- the request head is at most `MAX_HEAD` bytes (else 431);
+- at most `MAX_WAITING` connections may be waiting for their request; one more evicts the
+  OLDEST waiting one. Loopback clients all share one address, so a cap per address would
+  lock the local Prometheus out with the attacker; evicting the oldest instead means a
+  scraper, which sends its whole request as soon as it connects, always gets in, however
+  many slow clients keep reconnecting;
+- `MAX_CONNECTIONS` in all, and the exposition is formatted on a pool of `RENDERERS`
+  threads, so neither memory nor threads grow with the number of clients.
+
+The exposition itself (text format, OpenMetrics negotiation, gzip) is prometheus_client's
+WSGI app, called with a minimal environ. The server has no TLS and no authentication: for a
+port that is not loopback, see docs/hostile.md (a reverse proxy, or exporter-toolkit style
+web config in front).
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import errno
-import queue
 import socket
-import socketserver
 import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from gputui.errors import GputuiError
 
-WORKERS = 4  # concurrent scrapes served; Prometheus sends one at a time per target
-QUEUE = 16  # accepted connections waiting for a worker; more are closed at once
-CONN_TIMEOUT_S = 10.0  # a connection that sends nothing for this long is closed
+CONN_TIMEOUT_S = 10.0  # whole exchange, accept to last byte (Prometheus' scrape timeout)
+MAX_HEAD = 8192  # request line and headers; a scraper sends a few hundred bytes
+MAX_WAITING = 64  # connections waiting for their request; one more evicts the oldest
+MAX_CONNECTIONS = 512  # in all (each is a file descriptor); beyond, a new one is closed
+RENDERERS = 2  # threads formatting the exposition; a scrape takes about a millisecond
+START_TIMEOUT_S = 10.0
 
 DEFAULT_LISTEN = "127.0.0.1:9835"
+
+App = Callable[..., Iterable[bytes]]
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -47,72 +69,179 @@ def parse_listen(text: str) -> tuple[str, int]:
     return addr, port
 
 
-class _Handler(WSGIRequestHandler):
-    timeout = CONN_TIMEOUT_S  # StreamRequestHandler sets it on the socket (per server below)
+class _BadRequest(Exception):
+    def __init__(self, status: str) -> None:
+        super().__init__(status)
+        self.status = status
 
-    def log_message(self, format: str, *args: Any) -> None:
-        """Scrapes every few seconds would flood the log: log nothing."""
+
+def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:
+    """Request head -> (method, path, query, headers lower-cased). _BadRequest if malformed."""
+    try:
+        lines = head.decode("latin-1").split("\r\n")
+        method, target, version = lines[0].split(" ")
+    except ValueError:
+        raise _BadRequest("400 Bad Request") from None
+    if not version.startswith("HTTP/1."):
+        raise _BadRequest("505 HTTP Version Not Supported")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if line:
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise _BadRequest("400 Bad Request")
+            headers[name.strip().lower()] = value.strip()
+    path, _, query = target.partition("?")
+    return method, path, query, headers
 
 
-class BoundedWSGIServer(WSGIServer):
-    """A WSGI server whose accepted connections are served by a fixed pool of threads."""
+def _call_app(app: App, method: str, path: str, query: str, headers: dict[str, str]) -> Any:
+    """The WSGI app's (status, headers, body) for one request (run on a renderer thread)."""
+    got: list[Any] = []
 
-    def __init__(
-        self,
-        addr: tuple[str, int],
-        family: int,
-        workers: int = WORKERS,
-        conn_timeout: float = CONN_TIMEOUT_S,
-    ) -> None:
-        self.address_family = family
-        self._queue: queue.Queue[tuple[Any, Any] | None] = queue.Queue(QUEUE)
-        self._workers: list[threading.Thread] = []  # a failed bind closes before they start
-        handler = type("_TimedHandler", (_Handler,), {"timeout": conn_timeout})
-        super().__init__(addr, handler)
-        self._workers = [
-            threading.Thread(target=self._work, name=f"gputui-http-{n}", daemon=True)
-            for n in range(workers)
-        ]
-        for t in self._workers:
-            t.start()
+    def start_response(status: str, hdrs: list[tuple[str, str]], exc_info: Any = None) -> None:
+        got[:] = [status, hdrs]
 
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind looks up the address's FQDN, a DNS query that can hang on
-        # a node with a broken resolver; the name is never used here.
-        socketserver.TCPServer.server_bind(self)
-        host, port = self.server_address[:2]
-        self.server_name, self.server_port = str(host), int(port)
-        self.setup_environ()
+    environ = {
+        "REQUEST_METHOD": "GET" if method == "HEAD" else method,
+        "PATH_INFO": path,
+        "QUERY_STRING": query,
+        "HTTP_ACCEPT": headers.get("accept", ""),
+        "HTTP_ACCEPT_ENCODING": headers.get("accept-encoding", ""),
+    }
+    body = b"".join(app(environ, start_response))
+    return got[0], got[1], body
 
-    def process_request(self, request: Any, client_address: Any) -> None:
+
+def _answer(status: str, headers: list[tuple[str, str]], body: bytes, head_only: bool) -> bytes:
+    lines = [f"HTTP/1.1 {status}"]
+    lines += [f"{k}: {v}" for k, v in headers if k.lower() not in ("content-length", "connection")]
+    lines += [f"Content-Length: {len(body)}", "Connection: close", "", ""]
+    return "\r\n".join(lines).encode("latin-1") + (b"" if head_only else body)
+
+
+class ScrapeServer:
+    """The metrics app served on an already bound socket from an asyncio loop in a thread.
+
+    `shutdown()` then `server_close()` stop it (the names of socketserver's, which the
+    callers used before)."""
+
+    def __init__(self, sock: socket.socket, app: App, conn_timeout: float) -> None:
+        self._sock = sock
+        self._app = app
+        self.conn_timeout = conn_timeout
+        self.server_address = sock.getsockname()
+        self._waiting: collections.OrderedDict[asyncio.Task[None], asyncio.StreamWriter] = (
+            collections.OrderedDict()
+        )
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._render = ThreadPoolExecutor(RENDERERS, thread_name_prefix="gputui-http-render")
+        self._ready = threading.Event()
+        self._failed: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self.evicted = 0  # waiting connections closed to make room (for tests and benches)
+        self.refused = 0  # connections closed at once: MAX_CONNECTIONS reached
+        self._thread = threading.Thread(target=self._run, name="gputui-http", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(START_TIMEOUT_S) or self._failed is not None:
+            self._render.shutdown(wait=False)
+            raise GputuiError(f"the metrics server did not start: {self._failed}")
+
+    # -- the loop thread ------------------------------------------------------------------
+
+    def _run(self) -> None:
         try:
-            self._queue.put_nowait((request, client_address))
-        except queue.Full:
-            self.shutdown_request(request)
+            asyncio.run(self._main())
+        except BaseException as e:  # reported by __init__ if it happens before ready
+            self._failed = e
+            self._ready.set()
 
-    def _work(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            request, client_address = item
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        server = await asyncio.start_server(self._on_connect, sock=self._sock, limit=MAX_HEAD)
+        self._ready.set()
+        await self._stopping.wait()
+        server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        if len(self._tasks) >= MAX_CONNECTIONS and not self._waiting:
+            self.refused += 1
+            writer.transport.abort()
+            return
+        self._tasks.add(task)
+        self._waiting[task] = writer
+        while len(self._waiting) > MAX_WAITING or len(self._tasks) > MAX_CONNECTIONS:
+            oldest, its_writer = self._waiting.popitem(last=False)
+            self.evicted += 1
+            its_writer.transport.abort()
+            oldest.cancel()
+        try:
+            await asyncio.wait_for(self._exchange(task, reader, writer), self.conn_timeout)
+        except (asyncio.TimeoutError, asyncio.CancelledError, OSError, ValueError):
+            pass  # too slow, evicted, gone, or malformed past answering: just close
+        except Exception:  # an app error must not end the loop; the client sees a close
+            pass
+        finally:
+            self._waiting.pop(task, None)
+            self._tasks.discard(task)
+            writer.transport.abort()  # the answer (if any) was drained: nothing is lost
+
+    async def _exchange(
+        self, task: asyncio.Task[None], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        try:
             try:
-                self.finish_request(request, client_address)
-            except Exception:  # a client that went away mid-answer: nothing to tell anyone
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.LimitOverrunError:
+                raise _BadRequest("431 Request Header Fields Too Large") from None
+            except asyncio.IncompleteReadError:
+                return  # closed before a whole request: nothing to answer
+            self._waiting.pop(task, None)  # in: no longer evictable
+            method, path, query, headers = _parse_head(head[:-4])
+            if method not in ("GET", "HEAD"):
+                raise _BadRequest("405 Method Not Allowed")
+            loop = asyncio.get_running_loop()
+            status, hdrs, body = await loop.run_in_executor(
+                self._render, _call_app, self._app, method, path, query, headers
+            )
+        except _BadRequest as e:
+            self._waiting.pop(task, None)
+            status, hdrs, body = e.status, [("Content-Type", "text/plain")], b""
+            method = "GET"
+        writer.write(_answer(status, hdrs, body, method == "HEAD"))
+        await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+
+    # -- the caller's thread --------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Stop serving: every connection is closed; returns when the loop has ended."""
+        loop, stopping = self._loop, self._stopping
+        if loop is not None and stopping is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(stopping.set)
+            except RuntimeError:  # the loop ended meanwhile
                 pass
-            finally:
-                self.shutdown_request(request)
+        self._thread.join(START_TIMEOUT_S)
+        self._render.shutdown(wait=False)
 
     def server_close(self) -> None:
-        super().server_close()
-        for _ in self._workers:
-            try:
-                self._queue.put_nowait(None)
-            except queue.Full:
-                break  # daemon threads: they end with the process
+        self._sock.close()
+
+    def counts(self) -> tuple[int, int]:
+        """(connections open, of which waiting for their request): a snapshot, for tests."""
+        return len(self._tasks), len(self._waiting)
 
 
-def _routes(metrics_app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
+def _routes(metrics_app: App) -> App:
     """/metrics is the exposition; / says where it is; anything else is 404."""
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -129,32 +258,47 @@ def _routes(metrics_app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterab
     return app
 
 
-def serve_metrics(
-    addr: str, port: int, registry: Any, conn_timeout: float = CONN_TIMEOUT_S
-) -> BoundedWSGIServer:
-    """Bind, and serve `registry` at /metrics in a daemon thread. GputuiError when the
-    address cannot be used (in use, not an address of this host, no permission)."""
-    from prometheus_client import make_wsgi_app
-
+def _bind(addr: str, port: int) -> socket.socket:
+    """A listening socket on addr:port; GputuiError with the reason when it cannot be."""
     where = f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+    sock: socket.socket | None = None
     try:
         infos = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         family, _, _, _, sockaddr = infos[0]
-        server = BoundedWSGIServer((sockaddr[0], port), family, conn_timeout=conn_timeout)
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(sockaddr)
+        sock.listen(1024)
+        sock.setblocking(False)
+        return sock
     except socket.gaierror as e:
         raise GputuiError(f"cannot listen on {where}: {e.strerror}") from None
     except OSError as e:
+        if sock is not None:
+            sock.close()
         why = {
             errno.EADDRINUSE: "address already in use (another exporter running?)",
             errno.EACCES: "permission denied (ports below 1024 need root)",
             errno.EADDRNOTAVAIL: "not an address of this host",
         }.get(e.errno or 0, e.strerror or str(e))
         raise GputuiError(f"cannot listen on {where}: {why}") from None
-    server.set_app(_routes(make_wsgi_app(registry)))
-    threading.Thread(target=server.serve_forever, name="gputui-http", daemon=True).start()
-    return server
 
 
-def bound_port(server: BoundedWSGIServer) -> int:
+def serve_metrics(
+    addr: str, port: int, registry: Any, conn_timeout: float = CONN_TIMEOUT_S
+) -> ScrapeServer:
+    """Bind, and serve `registry` at /metrics from a daemon thread. GputuiError when the
+    address cannot be used (in use, not an address of this host, no permission)."""
+    from prometheus_client import make_wsgi_app
+
+    sock = _bind(addr, port)
+    try:
+        return ScrapeServer(sock, _routes(make_wsgi_app(registry)), conn_timeout)
+    except BaseException:
+        sock.close()
+        raise
+
+
+def bound_port(server: ScrapeServer) -> int:
     """The port actually bound (the one the kernel chose when asked for port 0)."""
     return int(server.server_address[1])

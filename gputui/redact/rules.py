@@ -167,6 +167,11 @@ _NOT_GLUED_P = frozenset(
 )
 
 
+_P_WORD_OPTIONS = frozenset(
+    "pw pwd pass passwd password passphrase passin passout passfile pin".split()
+)
+
+
 def is_glued_p(arg: str) -> bool:
     """`-pSECRET`: a password glued to -p, as mysql takes it."""
     return (
@@ -174,7 +179,10 @@ def is_glued_p(arg: str) -> bool:
         and len(arg) > 2
         and arg[2] not in "=-"
         and arg[2:] not in _NOT_GLUED_P
-        and not is_secret_name(arg)  # -pw, -pass, -passwd: options that take the next word
+        # -pw, -pass, -passwd: options that take the next word. Only these spellings: a
+        # password that happens to hold a secret word (`-pSECRET`, `-pmypassword`) is still
+        # the password, and the word after it (mysql's database) is not.
+        and arg[1:].lower() not in _P_WORD_OPTIONS
     )
 
 

@@ -26,6 +26,7 @@ from gputui.redact.rules import (
     pair_spans,
     url_spans,
 )
+from gputui.redact.tools import tool_spans
 
 _MAX_DEPTH = 2  # quoted strings inside quoted strings (JSON in a JSON string in a C string)
 
@@ -175,4 +176,6 @@ def argv_spans(args: Sequence[str], depth: int = 0) -> list[list[Span]]:
                     out[i].append((value_at + value.index(":") + 1, len(arg)))
                     continue
         out[i] += text_spans(arg, depth)
+    for i, extra in enumerate(tool_spans(args)):  # redis-cli -a X, ldapsearch -w X ...
+        out[i] += extra
     return out

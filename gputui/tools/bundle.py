@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -29,6 +31,7 @@ from gputui.collect.trace import TraceWriter
 from gputui.errors import GputuiError
 from gputui.jsonout import dumps
 from gputui.redact import redact_argv, redact_env, redact_text
+from gputui.textsafe import clean
 from gputui.tools import ptrace
 from gputui.tools.dumpall import DumpAll, dump_all, group_dumps, stacks_record
 from gputui.tools.ptrace import Target
@@ -214,8 +217,44 @@ class BundleReport:
         return [head, *(f"note: {n}" for n in self.notes)]
 
 
-def write_bundle(
-    out_dir: str | Path | None = None,
+def write_bundle(out_dir: str | Path | None = None, **kw: Any) -> BundleReport:
+    """Write the bundle into a new temporary directory beside `out_dir`, then rename it
+    there: a full disk or a Ctrl-C leaves no half bundle, and a symbolic link at `out_dir`
+    is refused (as `record` refuses one), so a planted link cannot redirect the write.
+    Keyword arguments are `_fill`'s."""
+    snapshots = kw.get("snapshots", ())
+    last = snapshots[-1] if snapshots else None
+    host = (last.hostname if last and last.hostname else None) or kw.get("recorded_node")
+    out = Path(out_dir) if out_dir is not None else default_bundle_dir(host or socket.gethostname())
+    if out.is_symlink():
+        raise GputuiError(
+            f"{out}: is a symbolic link; gputui does not write through links (give the real path)"
+        )
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise GputuiError(f"{out} already exists and is not an empty directory")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    except OSError as e:
+        raise GputuiError(f"cannot create {out}: {e.strerror or e}") from None
+    try:
+        rep = _fill(tmp, **kw)
+        os.rename(tmp, out)  # atomic; replaces an empty directory at `out`
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise GputuiError(
+                f"cannot write the bundle to {out}: {e.strerror or e} (no bundle was left there)"
+            ) from None
+        if isinstance(e, GputuiError):
+            raise GputuiError(f"{e} (no bundle was left at {out})") from None
+        raise
+    rep.path = out
+    return rep
+
+
+def _fill(
+    out: Path,
     *,
     snapshots: Sequence[Snapshot] = (),
     processes: Sequence[ProcessInfo | int] | None = None,
@@ -229,7 +268,8 @@ def write_bundle(
     tool_path: str | None = None,
     recorded_node: str | None = None,
 ) -> BundleReport:
-    """Write the bundle; `processes` defaults to every GPU process of the newest snapshot.
+    """Write the bundle into the empty directory `out`; `processes` defaults to every GPU
+    process of the newest snapshot.
 
     `recorded_node`: the samples are a replay of that node's recording, so the bundle is
     named for it, holds the stacks the recording carries, and leaves out this machine's
@@ -238,19 +278,14 @@ def write_bundle(
     last = snapshots[-1] if snapshots else None
     host = (last.hostname if last and last.hostname else None) or recorded_node
     host = host or socket.gethostname()
-    out = Path(out_dir) if out_dir is not None else default_bundle_dir(host)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise GputuiError(f"{out} already exists and is not an empty directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise GputuiError(f"cannot create {out}: {e.strerror or e}") from e
     rep = BundleReport(out)
     say = on_line or (lambda _s: None)
 
     def write(name: str, text: str) -> None:
         path = out / name
         path.parent.mkdir(parents=True, exist_ok=True)
+        if name.endswith(".txt"):  # stacks quote command lines: no raw escapes in files
+            text = clean(text, keep_newlines=True, keep_tabs=True)
         path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
         rep.files.append(name)
 

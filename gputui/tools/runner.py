@@ -124,38 +124,43 @@ def run_tool(
         if on_line is not None:
             on_line(line)
 
-    eof = False
-    while True:
-        if cancel is not None and cancel.is_set():
-            stop = Outcome.CANCELLED
-            break
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            stop = Outcome.TIMEOUT
-            break
-        try:
-            item = q.get(timeout=min(remaining, _POLL_S))
-        except queue.Empty:
-            continue
-        if item is None:
-            eof = True
-            break
-        take(item)
-        if max_lines and count >= max_lines:
-            truncated = True
-            stop = Outcome.DONE
-            break
-
-    if eof:  # output closed: the tool is exiting; still bounded by the deadline and cancel
-        while stop is None:
-            try:
-                proc.wait(timeout=_POLL_S)
+    try:
+        eof = False
+        while True:
+            if cancel is not None and cancel.is_set():
+                stop = Outcome.CANCELLED
                 break
-            except subprocess.TimeoutExpired:
-                if cancel is not None and cancel.is_set():
-                    stop = Outcome.CANCELLED
-                elif time.monotonic() >= deadline:
-                    stop = Outcome.TIMEOUT
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                stop = Outcome.TIMEOUT
+                break
+            try:
+                item = q.get(timeout=min(remaining, _POLL_S))
+            except queue.Empty:
+                continue
+            if item is None:
+                eof = True
+                break
+            take(item)
+            if max_lines and count >= max_lines:
+                truncated = True
+                stop = Outcome.DONE
+                break
+
+        if eof:  # output closed: the tool is exiting; still bounded by the deadline and cancel
+            while stop is None:
+                try:
+                    proc.wait(timeout=_POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    if cancel is not None and cancel.is_set():
+                        stop = Outcome.CANCELLED
+                    elif time.monotonic() >= deadline:
+                        stop = Outcome.TIMEOUT
+    except BaseException:  # Ctrl-C in gputui: the tool (its own session) would live on,
+        _kill_group(proc, grace_s)  # holding its target stopped; it detaches first
+        out.close()
+        raise
     if stop is not None or proc.poll() is None:
         _kill_group(proc, grace_s)
     # What the tool wrote while it was being stopped (gdb's "detached" line) still counts,

@@ -106,7 +106,11 @@ def attach_run(
             pid=t.pid,
         )
 
-    res = run(timeout)
+    try:
+        res = run(timeout)
+    except BaseException:  # Ctrl-C: the tool was stopped (runner); resume a left SIGSTOP
+        ptrace.settle(t, stopped_before, killed=True)
+        raise
     outcome, msg = _classify(tool, t, res, ok)
     if outcome is Outcome.PERMISSION and (holder := ptrace.held_by(t.pid)):
         # Another tracer holds it (a second gputui's auto-dump, a debugger): wait briefly
