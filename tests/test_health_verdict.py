@@ -245,7 +245,6 @@ def test_merge_names_a_nodes_failed_gpu_first_in_the_job_wide_verdict():
     assert bad.sick == {}  # a malformed health key is skipped
 
 
-
 def test_a_recent_program_fault_of_another_process_is_context_never_the_headline():
     """Seen on the GPU machine: a job died of DDP's error while the kernel log held an Xid 31
     of an earlier, unrelated process on the same GPU, 64 s before. The kernel names that

@@ -106,9 +106,7 @@ async def test_the_dashboard_shows_the_gone_ranks_last_words_at_80x24_with_no_ke
         await run_to_end(app, pilot)
         lines = screen_text(app)
     assert any(
-        ln.startswith(
-            "▶ rank 1 died: CUDA error: an illegal memory access (train.py:88)"
-        )
+        ln.startswith("▶ rank 1 died: CUDA error: an illegal memory access (train.py:88)")
         for ln in lines
     ), "\n".join(lines)
     assert all(len(ln) <= 80 for ln in lines)
