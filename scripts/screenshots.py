@@ -1,6 +1,6 @@
 """Generate the README's SVG screenshots from the bundled demo recording.
 
-    python scripts/screenshots.py            # writes screenshots/*.svg
+    python scripts/screenshots.py            # writes docs/screenshots/*.svg
 
 Each shot replays a window of the real 2 x H200 recording as fast as possible (so the
 result does not depend on timing), waits for the replay to end, presses keys as a person
@@ -25,7 +25,7 @@ from gputui.collect.source import ReplaySource, demo_path  # noqa: E402
 from gputui.collect.trace import read_trace  # noqa: E402
 from gputui.ui.app import GputuiApp  # noqa: E402
 
-OUT = Path(__file__).resolve().parent.parent / "screenshots"
+OUT = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 SIZE = (140, 40)
 
 

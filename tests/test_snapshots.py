@@ -15,8 +15,9 @@ from hangs import eight_gpu_hang
 from screen import run_to_end
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from gputui.ui.app import GputuiApp  # noqa: E402
 from screenshots import window  # noqa: E402
+
+from gputui.ui.app import GputuiApp  # noqa: E402
 
 
 async def _until_replay_ends(pilot) -> None:

@@ -1,4 +1,4 @@
-"""A two-rank NCCL job for device/check_detector.sh, in one of four modes.
+"""A two-rank NCCL job for scripts/device/check_detector.sh, in one of four modes.
 
   heavy  back-to-back all_reduce of 256 MiB (healthy: high util at modest power)
   idle   each rank holds 4 GiB and sleeps (an idle inference server: not a hang)
@@ -6,8 +6,8 @@
   die    rank 1 exits with status 3 while rank 0 waits inside all_reduce
 
 Usage:
-  torchrun --nproc-per-node 2 device/hang_worker.py MODE LIFETIME
-  python3 device/hang_worker.py --spawn MODE LIFETIME
+  torchrun --nproc-per-node 2 scripts/device/hang_worker.py MODE LIFETIME
+  python3 scripts/device/hang_worker.py --spawn MODE LIFETIME
 
 --spawn starts the two ranks itself, as the calibration run did. Use it for `die`: under
 torchrun the elastic agent sees rank 1 fail and kills rank 0 within seconds, so the hang

@@ -1,4 +1,4 @@
-"""An N-rank torch.distributed job for device/check_multigpu.sh (one process per GPU, NCCL)
+"""An N-rank torch.distributed job for scripts/device/check_multigpu.sh (one process per GPU, NCCL)
 and, with `--backend gloo`, for tests/test_multi_rank.py on CPU processes.
 
 Modes (rank K is `--odd`, default 3, or the last rank when there are fewer):
@@ -14,8 +14,8 @@ Modes (rank K is `--odd`, default 3, or the last rank when there are fewer):
             and the stacks show
 
 Usage:
-  torchrun --nproc-per-node N device/multi_worker.py MODE LIFETIME [--odd K] [--onset S] ...
-  python3 device/multi_worker.py --spawn N MODE LIFETIME [...]
+  torchrun --nproc-per-node N scripts/device/multi_worker.py MODE LIFETIME [--odd K] [--onset S] ...
+  python3 scripts/device/multi_worker.py --spawn N MODE LIFETIME [...]
 
 `--share-gpu` (NCCL, with --spawn) puts every rank on GPU 0 of a one-GPU machine and gives
 each rank its own NCCL_HOSTID, so NCCL takes every rank for a node of its own and connects

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 14, part 1 of 2, on a 4- or 8-GPU node (nvidia-h200-x4 / nvidia-h200-x8): the probe
 # over all GPUs, the hang detector live with an N-rank NCCL job three ways, and dump --job.
-# Part 2 (gputui against nvitop on the busy node) is device/check_multigpu_app.sh: together
+# Part 2 (gputui against nvitop on the busy node) is scripts/device/check_multigpu_app.sh: together
 # they would run ~9 minutes, too near the 10-minute limit of one device command.
 #
 # HOW TO RUN (the next session; everything below is prepared):
@@ -18,8 +18,8 @@
 #   optional, for the tmux runner the earlier app figures used (else app_cpu.py uses a pty):
 #     (cd .whl && apt-get download tmux libevent-core-2.1-7 libutempter0)   # Debian 12 here
 #   Then two device calls (kind nvidia-h200-x8, else nvidia-h200-x4), carry [".whl"]:
-#     LIMIT=500 bash device/run_all.sh mg1 check_multigpu       # ~5 min on 8 GPUs (estimate)
-#     LIMIT=330 bash device/run_all.sh mg2 check_multigpu_app   # ~4 min
+#     LIMIT=500 bash scripts/device/run_all.sh mg1 check_multigpu       # ~5 min on 8 GPUs (estimate)
+#     LIMIT=330 bash scripts/device/run_all.sh mg2 check_multigpu_app   # ~4 min
 #   Each returns $OUT/results-<tag>.tgz; multigpu_summary.txt in it has one PASS/FAIL line
 #   per item with the figures, for BENCHMARKS.md and the README ("a 4-GPU node was not
 #   available" is what they replace).
@@ -27,11 +27,11 @@
 # Parts and their expected time on 8 x H200 (estimates from the 2-GPU runs: probe 5-10 s,
 # NCCL init < 1.5 s per rank, py-spy 14 ms per rank):
 #   1. probe over all GPUs, JSON, timed (goal < 20 s for 4 GPUs, < 40 s for 8)        ~40 s
-#   2. bare torch copy on every ordered pair at the probe's size (device/bare_copy.py
+#   2. bare torch copy on every ordered pair at the probe's size (scripts/device/bare_copy.py
 #      --all): every probe cell >= 95% of it; all_reduce bus bandwidth per pair          ~30 s
 #   3. GPUTUI_PROBE_FAULT=hang:1-2 --timeout 15: only pair 1-2 fails, in its timeout,
 #      and no probe worker is left running                                              ~60 s
-#   4. device/multi_worker.py --spawn N in stuck, exit, mismatch (rank 3 the odd one),
+#   4. scripts/device/multi_worker.py --spawn N in stuck, exit, mismatch (rank 3 the odd one),
 #      `gputui check --json` alongside: the first stalled line's time after the onset
 #      (goal <= 15 s), spinning, suspects, culprit_frame, findings                 3 x ~50 s
 #   5. `gputui dump --job` over every rank of the stuck and the mismatch job, 3 times:
@@ -39,7 +39,7 @@
 # Every step is bounded by `timeout`; the jobs are killed (their process group) on exit.
 #
 # Dry run without a GPU (the plumbing: workers, waits, dump --job, the summaries; the check
-# then sees no GPU and its lines say FAIL):  MULTIGPU_DRY=1 OUT=/tmp/mg bash device/check_multigpu.sh
+# then sees no GPU and its lines say FAIL):  MULTIGPU_DRY=1 OUT=/tmp/mg bash scripts/device/check_multigpu.sh
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export CUDA_DEVICE_ORDER=PCI_BUS_ID PYTHONUNBUFFERED=1
@@ -86,7 +86,7 @@ rc=$?
 wall=$(secs "$t0" "$(now)")
 SIZE=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['size_bytes'])" "$O/mg_probe.json" 2>/dev/null || echo 268435456)
 if [ -z "$DRY" ]; then
-  timeout -k 5 150 python3 device/bare_copy.py "$SIZE" --all >"$O/mg_bare.json" 2>"$O/mg_bare.err"
+  timeout -k 5 150 python3 scripts/device/bare_copy.py "$SIZE" --all >"$O/mg_bare.json" 2>"$O/mg_bare.err"
 fi
 python3 - "$O/mg_probe.json" "$O/mg_bare.json" "$rc" "$wall" "$GOAL" "$N" <<'PY' | tee -a "$S"
 import json, statistics, sys
@@ -153,7 +153,7 @@ PY
 
 # ---------------------------------------------------------------- 4-5. detector and dump --job
 JOB=
-. device/common.sh
+. scripts/device/common.sh
 stop_job() { stop_group "$JOB"; JOB=; }
 trap stop_job EXIT
 trap 'stop_job; exit 143' TERM INT  # timeout(1) from run_all.sh: the setsid job too
@@ -162,7 +162,7 @@ pid_of() { grep -o "READY rank=$2 pid=[0-9]*" "$1" | head -1 | sed 's/.*pid=//';
 
 for mode in stuck exit mismatch; do
   log="$O/mg_${mode}_job.txt"
-  setsid python3 device/multi_worker.py --spawn "$N" "$mode" 150 --onset 10 --odd "$ODD" \
+  setsid python3 scripts/device/multi_worker.py --spawn "$N" "$mode" 150 --onset 10 --odd "$ODD" \
     --backend "$BACKEND" >"$log" 2>&1 &
   JOB=$!
   t0=$(now)

@@ -30,7 +30,7 @@ say "tools: $(sed -n 2p "$O/tools_which.txt")"
 
 PORT=$((29700 + RANDOM % 200))
 setsid python3 -m torch.distributed.run --nproc-per-node 2 --master-port "$PORT" \
-  device/tools_worker.py 230 1 >"$O/tools_job.txt" 2>&1 &
+  scripts/device/tools_worker.py 230 1 >"$O/tools_job.txt" 2>&1 &
 JOB=$!
 cleanup() {
   kill -TERM -- -"$JOB" 2>/dev/null

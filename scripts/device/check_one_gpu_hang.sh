@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issues 9, 10 and 13 on a machine with ONE GPU: a real 2-rank NCCL job whose two ranks share
-# GPU 0 (device/multi_worker.py --share-gpu: each rank gets its own NCCL_HOSTID, so NCCL takes
+# GPU 0 (scripts/device/multi_worker.py --share-gpu: each rank gets its own NCCL_HOSTID, so NCCL takes
 # them for two nodes and connects them over sockets on loopback). Three modes:
 #   stuck     rank 1 sleeps in load_next_batch_stuck(), rank 0 waits in all_reduce/synchronize
 #   exit      rank 1 raises in load_next_batch_crashes() and exits; rank 0 waits for it
@@ -10,8 +10,8 @@
 # frame at 80x24 (headless, at the same time: two gputui dump the same ranks), the exporter's
 # /metrics ~18 s after the onset and the raw RAS answers; for `stuck` also a recording and
 # `gputui dump --job`. Run through run_all.sh (it sets PYTHONPATH, OUT, the NCCL env):
-#   LIMIT=330 bash device/run_all.sh og check_one_gpu_hang
-#   MODES=exit LIMIT=120 bash device/run_all.sh og check_one_gpu_hang     # one mode
+#   LIMIT=330 bash scripts/device/run_all.sh og check_one_gpu_hang
+#   MODES=exit LIMIT=120 bash scripts/device/run_all.sh og check_one_gpu_hang     # one mode
 # PASS/FAIL lines in $OUT/onegpu_summary.txt. About 4 minutes.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -21,7 +21,7 @@ O="${OUT:?}"
 S="$O/onegpu_summary.txt"
 : >"$S"
 say() { echo "$*" | tee -a "$S"; }
-. device/common.sh
+. scripts/device/common.sh
 JOB= BG=() EXP=
 stop_all() {
   [ -n "$EXP" ] && kill -TERM "$EXP" 2>/dev/null
@@ -73,7 +73,7 @@ for mode in $(echo "${MODES:-stuck,exit,mismatch}" | tr , ' '); do
   [ "$mode" = stuck ] && dur=45
   rm -f /tmp/gputui_frpipe_* /tmp/gputui_frdump_*
   log="$O/og_${mode}_job.txt"
-  setsid python3 device/multi_worker.py --spawn 2 "$mode" 150 --odd 1 --onset 8 --share-gpu \
+  setsid python3 scripts/device/multi_worker.py --spawn 2 "$mode" 150 --odd 1 --onset 8 --share-gpu \
     --size 4194304 \
     >"$log" 2>&1 &
   JOB=$!
@@ -91,7 +91,7 @@ for mode in $(echo "${MODES:-stuck,exit,mismatch}" | tr , ' '); do
   grep '^READY rank=' "$log" | tee -a "$S"
   python3 -m gputui exporter --listen 127.0.0.1:9835 --interval 1 >"$O/og_exporter.txt" 2>&1 &
   EXP=$!  # runs until killed: never waited for
-  timeout 60 python3 device/app_frame.py "$O/og_${mode}_app.svg" 34 80x24 >"$O/og_${mode}_app.txt" 2>&1 &
+  timeout 60 python3 scripts/device/app_frame.py "$O/og_${mode}_app.svg" 34 80x24 >"$O/og_${mode}_app.txt" 2>&1 &
   BG+=($!)
   if [ "$mode" = stuck ]; then
     timeout 60 python3 -m gputui record --force "$O/og_stuck.trace.jsonl.gz" --duration 40 \

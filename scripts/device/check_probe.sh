@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The pairwise probe on a GPU node (run via: bash device/run_all.sh TAG check_probe).
+# The pairwise probe on a GPU node (run via: bash scripts/device/run_all.sh TAG check_probe).
 # 1. gputui probe --json on all GPUs (default 256 MiB), timed; 2. the same at 1 GiB in text
-# mode with --out, against 3. a bare torch 1 GiB peer copy loop (device/bare_copy.py);
+# mode with --out, against 3. a bare torch 1 GiB peer copy loop (scripts/device/bare_copy.py);
 # 4. injected hang:0-1 with --timeout 15 and 5. corrupt:0-1: exit 1 expected, the right
 # reason, and no probe worker left (pgrep); 6. the gloo backend with 4 CPU devices.
 # Every step is bounded by `timeout`; about 1.5 minutes in all on 2 x H200.
@@ -63,7 +63,7 @@ say "probe 1 GiB text: rc=$? wall=$(secs "$t0" "$(now)")s"
 cat "$O/probe_1g.txt"
 
 # 3. the bare copy loop, compared with the probe at the same size
-timeout -k 5 90 python3 device/bare_copy.py >"$O/probe_bare.json" 2>"$O/probe_bare.err"
+timeout -k 5 90 python3 scripts/device/bare_copy.py >"$O/probe_bare.json" 2>"$O/probe_bare.err"
 say "bare copy: rc=$? $(cat "$O/probe_bare.json")"
 python3 - "$O/probe_bare.json" "$O/probe_1g.json" <<'PY' | tee -a "$SUMMARY"
 import json, sys

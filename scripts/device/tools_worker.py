@@ -1,11 +1,11 @@
-"""A two-rank NCCL job for device/check_tools.sh, hung the way the calibration run was.
+"""A two-rank NCCL job for scripts/device/check_tools.sh, hung the way the calibration run was.
 
 Run under torchrun with 2 processes. Both ranks do a few real all_reduces (so the NCCL
 communicator is up), print READY, then rank STUCK_RANK (default 1) waits in
 wait_for_the_data_loader() while the other rank enters all_reduce + synchronize and spins
 on the GPU waiting for it: the classic hang. Everything exits after LIFETIME seconds.
 
-Usage: torchrun --nproc-per-node 2 device/tools_worker.py [LIFETIME] [STUCK_RANK]
+Usage: torchrun --nproc-per-node 2 scripts/device/tools_worker.py [LIFETIME] [STUCK_RANK]
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The hang detector live on a 2-GPU node: `gputui check --json` alongside four real 2-rank
-# NCCL jobs (device/hang_worker.py), plus the dashboard's banner during the hang and a
+# NCCL jobs (scripts/device/hang_worker.py), plus the dashboard's banner during the hang and a
 # recording of each hang. Run through run_all.sh (it sets PYTHONPATH, OUT and the NCCL env):
-#   bash device/run_all.sh TAG check_detector
+#   bash scripts/device/run_all.sh TAG check_detector
 # Expected: hang and die -> exit 1, spinning [0], suspects [1]; heavy and idle -> exit 0 with
 # no alarm. One PASS/FAIL line per mode in $OUT/detector_summary.txt. About 3 minutes.
 set -u
@@ -26,10 +26,10 @@ for spec in "hang 30 1 torchrun" "die 30 1 spawn" "heavy 20 0 torchrun" "idle 20
   read -r mode dur want how <<<"$spec"
   log="$O/det_${mode}_job.txt"
   if [ "$how" = spawn ]; then
-    setsid python3 device/hang_worker.py --spawn "$mode" 120 >"$log" 2>&1 &
+    setsid python3 scripts/device/hang_worker.py --spawn "$mode" 120 >"$log" 2>&1 &
   else
     setsid python3 -m torch.distributed.run --nproc-per-node 2 \
-      --master-port $((29900 + RANDOM % 90)) device/hang_worker.py "$mode" 120 >"$log" 2>&1 &
+      --master-port $((29900 + RANDOM % 90)) scripts/device/hang_worker.py "$mode" 120 >"$log" 2>&1 &
   fi
   JOB=$!
   for _ in $(seq 1 140); do  # at most 70 s for both ranks to be ready
@@ -40,7 +40,7 @@ for spec in "hang 30 1 torchrun" "die 30 1 spawn" "heavy 20 0 torchrun" "idle 20
   t0=$(date +%s.%N)
   pids=()
   if [ "$mode" = hang ]; then  # the dashboard's banner, headless, while the hang goes on
-    timeout 45 python3 device/app_frame.py "$O/det_hang_app.svg" 14 >"$O/det_hang_app.txt" 2>&1 &
+    timeout 45 python3 scripts/device/app_frame.py "$O/det_hang_app.svg" 14 >"$O/det_hang_app.txt" 2>&1 &
     pids+=($!)
   fi
   if [ "$want" = 1 ]; then  # keep a recording of the real hang (with the power limit)

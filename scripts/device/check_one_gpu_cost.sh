@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Issues 12 and 13 on a machine with ONE GPU, busy: what gputui costs beside nvitop.
-# A 1-rank training job (device/train_worker.py: bf16 matmuls + all_reduce) keeps GPU 0 busy
+# A 1-rank training job (scripts/device/train_worker.py: bf16 matmuls + all_reduce) keeps GPU 0 busy
 # throughout; meanwhile, one after the other:
 #   1. bench/app_cpu.py --apps gputui nvitop floor, all three at once in 160x50 terminals,
 #      with .pyc present (compiled first, as pip leaves an install), then with --no-pyc;
 #   2. bench/exporter_cost.py --live beside nvitop-exporter, both scraped every second;
 #   3. bench/sampler_cost.py --nvml: what one live sample costs on this GPU.
 # Run through run_all.sh (PYTHONPATH, OUT and the NCCL env):
-#   LIMIT=400 bash device/run_all.sh oc check_one_gpu_cost
+#   LIMIT=400 bash scripts/device/run_all.sh oc check_one_gpu_cost
 # Figures in $OUT/onegpu_cost.txt and the JSON files beside it. About 5 minutes.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -16,7 +16,7 @@ S="$O/onegpu_cost.txt"
 : >"$S"
 say() { echo "$*" | tee -a "$S"; }
 JOB=
-. device/common.sh
+. scripts/device/common.sh
 stop_job() { stop_group "$JOB"; JOB=; }
 trap stop_job EXIT
 trap 'stop_job; exit 143' TERM INT
@@ -28,7 +28,7 @@ say "INFO $(nvidia-smi -L | head -1); $(nproc) cores"
 
 log="$O/oc_train.txt"
 setsid python3 -m torch.distributed.run --nproc-per-node 1 --master-port 29631 \
-  device/train_worker.py 330 >"$log" 2>&1 &
+  scripts/device/train_worker.py 330 >"$log" 2>&1 &
 JOB=$!
 for _ in $(seq 1 120); do grep -q '^READY' "$log" && break; sleep 0.5; done
 grep -q '^READY' "$log" || { say "FAIL the training job did not start"; tail -20 "$log"; exit 1; }

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Issue 14, part 2 of 2 (part 1 and how to run both: device/check_multigpu.sh): gputui against
-# nvitop on the busy node, in the same run. An N-rank `heavy` job (device/multi_worker.py:
+# Issue 14, part 2 of 2 (part 1 and how to run both: scripts/device/check_multigpu.sh): gputui against
+# nvitop on the busy node, in the same run. An N-rank `heavy` job (scripts/device/multi_worker.py:
 # back-to-back 256 MiB all_reduce on every GPU) runs throughout; meanwhile
 #   bench/app_cpu.py --apps gputui nvitop floor --duration 60 --frames 3
 # twice: with .pyc present, then with --no-pyc (every app compiles its modules at start).
 # Figures: CPU over 60 s (% of a core), peak RSS, first frame (together, then 3 alone).
-#   LIMIT=330 bash device/run_all.sh mg2 check_multigpu_app     # ~4 min (estimate)
+#   LIMIT=330 bash scripts/device/run_all.sh mg2 check_multigpu_app     # ~4 min (estimate)
 # Needs nvitop and textual from the carried wheels; tmux from the carried debs if the tmux
 # runner is wanted (the earlier figures used it), else app_cpu.py reads a pty itself.
 # Dry run without a GPU (gputui and the floor only: nvitop shows nothing without a GPU):
-#   MULTIGPU_DRY=1 OUT=/tmp/mg bash device/check_multigpu_app.sh
+#   MULTIGPU_DRY=1 OUT=/tmp/mg bash scripts/device/check_multigpu_app.sh
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export CUDA_DEVICE_ORDER=PCI_BUS_ID PYTHONUNBUFFERED=1
@@ -31,13 +31,13 @@ if [ "$N" -lt 2 ]; then
 fi
 
 JOB=
-. device/common.sh
+. scripts/device/common.sh
 stop_job() { stop_group "$JOB"; JOB=; }
 trap stop_job EXIT
 trap 'stop_job; exit 143' TERM INT  # timeout(1) from run_all.sh: the setsid job too
 
 log="$O/mg_heavy_job.txt"
-setsid python3 device/multi_worker.py --spawn "$N" heavy 400 --backend "$BACKEND" >"$log" 2>&1 &
+setsid python3 scripts/device/multi_worker.py --spawn "$N" heavy 400 --backend "$BACKEND" >"$log" 2>&1 &
 JOB=$!
 for _ in $(seq 1 180); do  # at most 90 s for every rank to be ready
   [ "$(grep -c '^READY rank=' "$log")" -ge "$N" ] && break

@@ -1,7 +1,7 @@
 """A small healthy DDP-style job for the device checks: matmuls + all_reduce per step.
 
 Run under torchrun:
-  python3 -m torch.distributed.run --nproc-per-node 2 device/train_worker.py SECONDS
+  python3 -m torch.distributed.run --nproc-per-node 2 scripts/device/train_worker.py SECONDS
 """
 
 import datetime

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gputui vs nvitop only (figures 2 and 3 of issue 6), with nvitop's own screen kept:
-#   bash device/run_all.sh TAG check_app_vs_nvitop
+#   bash scripts/device/run_all.sh TAG check_app_vs_nvitop
 set -u
 O="${OUT:?}"
 mkdir -p "$O/bench"

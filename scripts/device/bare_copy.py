@@ -1,10 +1,10 @@
 """A bare torch peer copy loop: the reference the probe's copy figure is compared with (the
 calibration run measured 394 GB/s each way between two H200s).
 
-    python3 device/bare_copy.py [SIZE] [--all] [--iters N]
+    python3 scripts/device/bare_copy.py [SIZE] [--all] [--iters N]
 
 Without --all: cuda:0 <-> cuda:1, each way, SIZE bytes (default 1 GiB). With --all: every
-ordered pair of the GPUs present, one after the other (device/check_multigpu.sh runs it at
+ordered pair of the GPUs present, one after the other (scripts/device/check_multigpu.sh runs it at
 the probe's size, so each probe cell has its own reference from the same run).
 Prints one JSON object: {"bytes", "iters", "A->B": GB/s for each pair, "ok": every copy's
 bytes equal, "can_access_peer": bool (0<->1) or {"A->B": bool} (--all)}.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 6 on a GPU node: the benchmark figures that need real GPUs, in well under 5 minutes.
-#   bash device/run_all.sh TAG check_bench
+#   bash scripts/device/run_all.sh TAG check_bench
 # 1. sampler cost per tick with 0/100/1000 real processes, and NVML reads per GPU vs the floor
 # 2+3. gputui and nvitop side by side in tmux (160x50, 1 s refresh) for 60 s: CPU, peak RSS;
 #      then each started alone 3 times for the time to the first frame with the GPU name

@@ -2,7 +2,7 @@
 # Issue 10 on a 2-GPU node: NCCL RAS and the flight recorder on a real 2-rank NCCL hang
 # (rank 1 sleeps in a "data loader", rank 0 waits in all_reduce), and the same job watched
 # as two nodes (--gpus 0 --host a, --gpus 1 --host b) and merged. Run through run_all.sh:
-#   bash device/run_all.sh TAG check_nodes
+#   bash scripts/device/run_all.sh TAG check_nodes
 # Writes: ras-*.txt (the raw RAS answers, text and JSON, for tests/data/ras), nccl-record.json
 # (the gatherer's record), a.jsonl, b.jsonl, merged.jsonl, and PASS/FAIL lines in
 # $OUT/nodes_summary.txt. Expected: RAS names rank 1 behind; the flight recorder's analyzer
@@ -15,7 +15,7 @@ export TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/gp
 export TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/gputui_frdump_
 rm -f /tmp/gputui_frpipe_* /tmp/gputui_frdump_*
 log="$O/nodes_job.txt"
-setsid python3 device/hang_worker.py --spawn hang 150 >"$log" 2>&1 &
+setsid python3 scripts/device/hang_worker.py --spawn hang 150 >"$log" 2>&1 &
 JOB=$!
 trap 'kill -TERM -- -$JOB 2>/dev/null; sleep 2; kill -KILL -- -$JOB 2>/dev/null' EXIT
 for _ in $(seq 1 140); do
@@ -24,7 +24,7 @@ for _ in $(seq 1 140); do
 done
 grep 'READY rank=' "$log" | tee -a "$S"
 # 1. the raw answers, with their latency (these become captured test data)
-. device/common.sh
+. scripts/device/common.sh
 ras_raw "$O" 2rank | tee -a "$S"
 # 2. the two "nodes", checked at the same time, then merged
 timeout 60 python3 -m gputui check --json --duration 25 --interval 0.5 --gpus 0 --host a \

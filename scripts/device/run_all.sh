@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run device checks on a GPU node, each bounded, results packed into $OUT/results-<tag>.tgz.
-#   bash device/run_all.sh TAG check_dashboard check_detector ...
+#   bash scripts/device/run_all.sh TAG check_dashboard check_detector ...
 # Expects the carried wheels in .whl/ (textual, py-spy, nvitop ...) and .deb files (strace).
 set -u
 tag=$1; shift
@@ -17,7 +17,7 @@ mkdir -p "$OUT"
 for name in "$@"; do
   echo "===== $name"
   start=$(date +%s.%N)
-  timeout -k 10 "${LIMIT:-240}" bash "device/$name.sh" >"$OUT/$name.log" 2>&1
+  timeout -k 10 "${LIMIT:-240}" bash "scripts/device/$name.sh" >"$OUT/$name.log" 2>&1
   rc=$?
   end=$(date +%s.%N)
   printf '===== %s rc=%s %.1fs\n' "$name" "$rc" "$(awk "BEGIN{print $end - $start}")" | tee -a "$OUT/summary.txt"
