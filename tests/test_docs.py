@@ -57,3 +57,12 @@ def test_nothing_names_a_file_outside_the_repository():
         if FOREIGN.search(line)
     ]
     assert not hits, "\n".join(hits)
+
+
+def test_ci_runs_the_readmes_test_command():
+    readme = (REPO / "README.md").read_text()
+    (args,) = re.findall(r"\.venv/bin/python -m pytest([^`#\n]*?)\s+# run the tests", readme)
+    ci = (REPO / ".ci" / "run").read_text()
+    assert f"python -m pytest{args.rstrip()})" in ci, f"README: pytest{args}; .ci/run differs"
+    install = (REPO / "docs" / "install.md").read_text()
+    assert f".venv/bin/python -m pytest{args}" in install
