@@ -1,4 +1,4 @@
-"""Generate the README's SVG screenshots from the bundled demo recording.
+"""Generate the SVG screenshots of the README and docs/ from the bundled demo recording.
 
     python scripts/screenshots.py            # writes docs/screenshots/*.svg
 

@@ -21,7 +21,7 @@
 #     LIMIT=500 bash scripts/device/run_all.sh mg1 check_multigpu       # ~5 min on 8 GPUs (estimate)
 #     LIMIT=330 bash scripts/device/run_all.sh mg2 check_multigpu_app   # ~4 min
 #   Each returns $OUT/results-<tag>.tgz; multigpu_summary.txt in it has one PASS/FAIL line
-#   per item with the figures, for BENCHMARKS.md and the README ("a 4-GPU node was not
+#   per item with the figures, for BENCHMARKS.md and docs/commands/probe.md ("a 4-GPU node was not
 #   available" is what they replace).
 #
 # Parts and their expected time on 8 x H200 (estimates from the 2-GPU runs: probe 5-10 s,
