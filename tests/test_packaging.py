@@ -1,5 +1,5 @@
 """The package as a user gets it: a wheel and an sdist built from this checkout, the wheel
-installed as a tool into a fresh environment (`uv tool install`, as the README says), and the
+installed as a tool into a fresh environment (`uv tool install`, as the docs say), and the
 installed `gputui` runs, bundled demo included."""
 
 from __future__ import annotations
