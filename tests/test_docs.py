@@ -66,3 +66,22 @@ def test_ci_runs_the_readmes_test_command():
     assert f"python -m pytest{args.rstrip()})" in ci, f"README: pytest{args}; .ci/run differs"
     install = (REPO / "docs" / "install.md").read_text()
     assert f".venv/bin/python -m pytest{args}" in install
+
+
+OLD_DEVICE_PATH = re.compile(r"(^|[^\w./-])device/\w")
+
+
+def test_the_device_checks_are_named_where_they_live():
+    """The GPU checks live in scripts/device/ (run from the repository root); a path to the
+    old top-level device/ would send a person, or run_all.sh, to nothing."""
+    roots = ["scripts", "tests", "bench", "docs", "deploy"]
+    files = [p for r in roots for p in (REPO / r).rglob("*") if p.suffix in (".py", ".md", ".sh")]
+    files += [REPO / n for n in ("README.md", "BENCHMARKS.md", "CONTRIBUTING.md")]
+    hits = [
+        f"{p.relative_to(REPO)}:{i}: {line.strip()}"
+        for p in files
+        if p.exists() and p.name != "test_docs.py"
+        for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+        if OLD_DEVICE_PATH.search(line)
+    ]
+    assert not hits, "write scripts/device/ for:\n" + "\n".join(hits)
