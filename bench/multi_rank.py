@@ -1,5 +1,5 @@
 """`gputui dump --job` and the Watcher's findings on a real N-rank torch.distributed job
-(device/multi_worker.py on gloo: CPU processes, real torch frames, real py-spy).
+(scripts/device/multi_worker.py on gloo: CPU processes, real torch frames, real py-spy).
 
 For each rank count and mode, the job is started (`--spawn N`), and once every rank stands
 where the mode puts it (each rank says so on the job's stdout; bounded waits, no sleeps):
@@ -15,7 +15,7 @@ where the mode puts it (each rank says so on the job's stdout; bounded waits, no
 `exit` on gloo is recorded as what it is: gloo notices the closed socket of the rank that
 exited, so the others raise at once instead of spinning as NCCL ranks do on a GPU node; the
 time from the onset to the last peer's error is the figure. The NCCL run of the same worker
-is device/check_multigpu.sh.
+is scripts/device/check_multigpu.sh.
 
     python bench/multi_rank.py --ranks 4 8 --modes stuck mismatch exit --repeat 3
 """

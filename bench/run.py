@@ -167,7 +167,7 @@ def summary_rows(
                     verdict(d.get("speedup_vs_sequential", 0) > 1),
                 )
             )
-    rows.append(("6. probe", "device/check_probe.sh (see BENCHMARKS.md)", "", "-"))
+    rows.append(("6. probe", "scripts/device/check_probe.sh (see BENCHMARKS.md)", "", "-"))
     return rows
 
 
@@ -177,7 +177,7 @@ def run_figure(name: str, kw: dict[str, Any]) -> dict[str, Any]:
 
 
 def summarize_dir(path: str) -> int:
-    """The summary table of figures saved earlier (e.g. by device/check_bench.sh)."""
+    """The summary table of figures saved earlier (e.g. by scripts/device/check_bench.sh)."""
     results: dict[str, Any] = {}
     for name in FIGURES:
         try:

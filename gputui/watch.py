@@ -1,7 +1,7 @@
 """The Watcher: the hang detector, plus evidence gathered at each stall transition and RAS
 asked from the start of every spin (gputui.ras_poll).
 
-Why this shape: the detector names a GPU from NVML alone; a person
+Why this shape (docs/architecture.md): the detector names a GPU from NVML alone; a person
 then wants the line of Python. So when a job goes from ok to stalled, and again from stalled
 to hung, the Watcher starts its gatherers (py-spy on every local rank; later NCCL RAS and
 the flight recorder) once, off the caller's thread, bounded and cancellable, and folds what

@@ -1,6 +1,7 @@
 """Build gputui/data/demo-h200x2-hang.jsonl.gz from the real calibration recording.
 
-GPU readings are copied unchanged from shared/calibration/h200x2-trace.jsonl.gz. The
+GPU readings are copied unchanged from the calibration run's h200x2-trace.jsonl.gz (the same
+file as tests/data/h200x2-trace.jsonl.gz). The
 calibration format has no process details, so the builder adds what the recording's own
 worker script and report establish: each pid's command line and rank (report.json lists
 the pids of each phase in rank order; rank r ran on GPU r), the rank variables the
@@ -14,7 +15,10 @@ into the demo as `{"type": "stacks"}` records at the first sample of that phase,
 the same code as a live auto-dump (parse_py_spy, stacks_record), so `gputui --demo` and
 `gputui check --demo` show the culprit's frame from real dumps without a live process.
 
-    python scripts/make_demo.py ../shared/calibration gputui/data/demo-h200x2-hang.jsonl.gz
+    python scripts/make_demo.py CALIBRATION_DIR gputui/data/demo-h200x2-hang.jsonl.gz
+
+CALIBRATION_DIR holds the run's h200x2-trace.jsonl.gz, h200x2-report.json and
+h200x2-tool-output/ (a calibration run's output directory).
 """
 
 from __future__ import annotations

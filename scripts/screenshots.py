@@ -1,4 +1,4 @@
-"""Generate the README's SVG screenshots from the bundled demo recording.
+"""Generate the SVG screenshots of the README and docs/ from the bundled demo recording.
 
     python scripts/screenshots.py            # writes screenshots/*.svg
     python scripts/screenshots.py help demo-1-stall-80x24   # only these

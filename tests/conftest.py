@@ -101,7 +101,42 @@ SLOW_MODULES = {
 }
 
 
+# Under pytest-xdist (the README's `-n`; `--dist loadgroup` in pyproject's addopts) the
+# suite's wall time is set by its longest tests, which mostly wait (for Prometheus to fire, a
+# tmux pane, a hung stand-in driver, torch ranks). They are handed out first so that they
+# overlap with everything else: seconds per module, run alone on the 2-core CI box.
+LONGEST_FIRST = {
+    "test_exporter_prometheus": 60,
+    "test_nvml_standin": 57,
+    "test_terminal": 53,
+    "test_probe": 30,
+    "test_flightrec": 16,
+    "test_multi_rank": 15,
+    "test_nvml_standin_tui": 12,
+    "test_watch_live": 12,
+    "test_fleet": 10,
+    "test_hostile_corpus": 8,
+    "test_secrets_corpus": 8,
+    "test_app": 7,
+    "test_tools": 7,
+    "test_probe_screen": 6,
+    "test_packaging": 5,
+}
+# Modules whose module-scoped fixture is costly (a torch job, an sshd, compiled targets): one
+# worker runs all their tests, so the fixture starts once.
+ONE_WORKER = {"test_flightrec", "test_multi_rank", "test_fleet", "test_secrets_corpus"}
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
+        name = _module(item)
+        if name in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+        if name in ONE_WORKER:
+            item.add_marker(pytest.mark.xdist_group(name))
+    # Stable: within a module, and among the quick ones, the order stays as written.
+    items.sort(key=lambda item: -LONGEST_FIRST.get(_module(item), 0))

@@ -1,7 +1,8 @@
 """Build synthetic sample sequences for the hang detector's edge cases.
 
 Each GPU state is given as a word; the readings come from the measured H200 reference points
-of shared/calibration (as fractions of the power limit, so a 400 W card gets 400 W figures).
+of tests/data/h200x2-trace.jsonl.gz (as fractions of the power limit, so a 400 W card gets
+400 W figures).
 Processes carry rank variables, so jobs are grouped exactly as on a live node.
 """
 

@@ -1,6 +1,6 @@
 """What one GPU is doing at one sample: the per-GPU classes the hang rule is built from.
 
-The reference readings come from the real 2 x H200 recording (shared/calibration), and the
+The reference readings come from the real 2 x H200 recording (tests/data), and the
 power thresholds are fractions of each GPU's own limit, so other models are judged alike.
 """
 

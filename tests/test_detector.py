@@ -171,7 +171,7 @@ def test_no_gpu_is_inferred_when_ranks_are_not_placed_by_local_rank():
 
 
 def test_the_real_h200_rank_that_died_before_the_check_started():
-    # Recorded on 2 x H200 (device/check_detector.sh, mode die): rank 1 exited before the
+    # Recorded on 2 x H200 (scripts/device/check_detector.sh, mode die): rank 1 exited before the
     # recording began; rank 0 spins in all_reduce on GPU 0.
     verdicts = diagnose_trace(read_trace(DATA / "h200x2-die-unseen.trace.jsonl.gz"))
     alarm = next(v for v in verdicts if v.state != "ok")

@@ -1,5 +1,5 @@
-"""The detector against the real 2 x H200 recording (tests/data, a copy of
-shared/calibration/h200x2-trace.jsonl.gz), whose `phase` field is the ground truth.
+"""The detector against the real 2 x H200 recording (tests/data/h200x2-trace.jsonl.gz, the
+calibration run's recording), whose `phase` field is the ground truth.
 
 The recording's own format has no power limit, so this also proves the fallback to util and
 memory activity; the bundled demo (the same readings plus the 700 W limit) proves the

@@ -1,4 +1,4 @@
-"""The exporter is a face beside the UI and the CLI (DESIGN.md): it reads collect and
+"""The exporter is a face beside the UI and the CLI (docs/architecture.md): it reads collect and
 diagnose, and imports neither Textual, the UI, the commands, the attach tools nor the probe."""
 
 from __future__ import annotations

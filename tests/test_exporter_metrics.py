@@ -25,7 +25,7 @@ from gputui.exporter.run import make_registry, serve
 from gputui.exporter.server import serve_metrics
 from gputui.exporter.view import Watch
 
-GPU_SERIES = 13  # per GPU with every reading available (the README's table says so)
+GPU_SERIES = 13  # per GPU with every reading available (docs/commands/exporter.md says so)
 JOB_SERIES = 5  # per job (state x3, stall seconds, mismatch), plus one per suspect
 
 

@@ -1,7 +1,7 @@
 """Ranks in different collectives, end to end: the headline of `check --json` and of the
 80x24 dashboard, with no key pressed.
 
-What is real: a 2-rank torch.distributed job on gloo (device/multi_worker.py `mismatch`:
+What is real: a 2-rank torch.distributed job on gloo (scripts/device/multi_worker.py `mismatch`:
 rank 0 waits in all_reduce, rank 1 in broadcast, for good), py-spy, and gputui run as a
 person runs it, against the stand-in libnvidia-ml.so.1 (tests/nvml_standin/) in `spin`
 mode with GPUTUI_STANDIN_PIDS naming the two ranks: both "GPUs" spin, so NVML alone names

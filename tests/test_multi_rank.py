@@ -1,6 +1,6 @@
-"""A real 4-rank torch.distributed job (device/multi_worker.py, gloo on CPU processes): what
+"""A real 4-rank torch.distributed job (scripts/device/multi_worker.py, gloo on CPU processes): what
 the Watcher's findings and `gputui dump --job` say about it, with real py-spy and real torch
-frames. The same worker runs 4 or 8 NCCL ranks in device/check_multigpu.sh; the 8-rank CPU
+frames. The same worker runs 4 or 8 NCCL ranks in scripts/device/check_multigpu.sh; the 8-rank CPU
 figures come from bench/multi_rank.py.
 
 GPU readings are synthetic (tests/synth.py's measured H200 levels), the processes on the GPUs

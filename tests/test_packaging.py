@@ -1,5 +1,5 @@
 """The package as a user gets it: a wheel and an sdist built from this checkout, the wheel
-installed as a tool into a fresh environment (`uv tool install`, as the README says), and the
+installed as a tool into a fresh environment (`uv tool install`, as the docs say), and the
 installed `gputui` runs, bundled demo included."""
 
 from __future__ import annotations
@@ -29,8 +29,12 @@ def test_the_wheel_installs_as_a_tool_and_gputui_runs(tmp_path):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     wheels, sdists = list(dist.glob("*.whl")), list(dist.glob("*.tar.gz"))
     assert len(wheels) == 1 and len(sdists) == 1
+    from gputui import __version__
+
+    assert wheels[0].name.startswith(f"gputui-{__version__}-"), wheels[0].name
     names = zipfile.ZipFile(wheels[0]).namelist()
     assert "gputui/data/demo-h200x2-hang.jsonl.gz" in names
+    assert "gputui/py.typed" in names  # type checkers read gputui's hints (PEP 561)
     assert not any(n.startswith("tests/") for n in names)
 
     env = {
@@ -54,11 +58,15 @@ def test_the_wheel_installs_as_a_tool_and_gputui_runs(tmp_path):
     assert '"state": "stalled"' in r.stdout
 
 
-def test_the_package_version_and_the_module_version_agree():
+def test_the_version_is_written_once_in_the_package():
+    """pyproject.toml reads the version from gputui.__version__, so the two cannot drift."""
     import re
 
+    text = (REPO / "pyproject.toml").read_text()  # tomllib: 3.11+ only
+    tables = dict(re.findall(r"^\[([^\]]+)\]\n(.*?)(?=^\[|\Z)", text, re.M | re.S))
+    assert "version =" not in tables["project"], "a second version in pyproject.toml"
+    assert 'dynamic = ["version"]' in tables["project"]
+    assert 'version = { attr = "gputui.__version__" }' in tables["tool.setuptools.dynamic"]
     from gputui import __version__
 
-    text = (REPO / "pyproject.toml").read_text()
-    (version,) = re.findall(r'^version = "([^"]+)"$', text, re.M)  # tomllib: 3.11+ only
-    assert version == __version__
+    assert re.fullmatch(r"\d+\.\d+\.\d+", __version__)

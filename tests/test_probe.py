@@ -57,7 +57,15 @@ def test_a_hung_pair_costs_one_timeout_and_is_killed_with_its_process_group(monk
     assert "timed out after 10 s" in failed(report)[(1, 2)]
     hung = report.pair(1, 2)
     assert hung is not None and hung.elapsed_s is not None and hung.elapsed_s < 10 + 2
-    assert wall < 10 + 20, f"the whole run took {wall:.1f} s"  # 3 rounds + one timeout
+    # One timeout in all, not one per round: the run is its 3 rounds back to back, each as long
+    # as its slowest pair (the hung pair's round ~10 s), plus the start of torch's fork
+    # server. Healthy pairs are slower on a busy machine (the suite runs in parallel), so the
+    # bound is built from this run's own rounds rather than from a fixed figure.
+    rounds: dict[int, float] = {}
+    for p in report.pairs:
+        rounds[p.round] = max(rounds.get(p.round, 0.0), p.elapsed_s or 0.0)
+    assert len(rounds) == 3 and max(rounds.values()) < 10 + 2, rounds
+    assert wall < sum(rounds.values()) + 10, f"the whole run took {wall:.1f} s: {rounds}"
     assert leftover_workers() == []
 
 

@@ -1,11 +1,11 @@
 """Ranks that NVML cannot tell apart: two ranks of one job on one GPU, and every GPU spinning.
 
-The data is real: `h100-shared-gpu-stuck.trace.jsonl.gz` is `gputui record` on one H100 while
-a 2-rank NCCL job (device/multi_worker.py --share-gpu: each rank its own NCCL_HOSTID, so NCCL
-connects them as two nodes over sockets) hung with rank 1 asleep in load_next_batch_stuck()
-and rank 0 waiting in all_reduce. The recording holds the auto-dump's stacks and the NCCL
-record (RAS twice, the flight recorder's analyzer) taken at the stall; `ras/onegpu/` holds
-the raw RAS answers of the same job (device/check_one_gpu_hang.sh).
+The data is real: `h100-shared-gpu-stuck.trace.jsonl.gz` is `gputui record` on one H100
+while a 2-rank NCCL job (scripts/device/multi_worker.py --share-gpu: each rank its own
+NCCL_HOSTID, so NCCL connects them as two nodes over sockets) hung with rank 1 asleep in
+load_next_batch_stuck() and rank 0 waiting in all_reduce. The recording holds the auto-dump's
+stacks and the NCCL record (RAS twice, the flight recorder's analyzer) taken at the stall;
+`ras/onegpu/` holds the raw RAS answers of the same job (scripts/device/check_one_gpu_hang.sh).
 
 NVML sees one spinning GPU and names no suspect. The verdict must still name rank 1, its pid
 and its line: from the stacks (the rank outside any collective on a GPU where another rank

@@ -1,4 +1,4 @@
-"""The codebase rules, checked with every test run: ruff, and the UI line of DESIGN.md."""
+"""The codebase rules, checked with every test run: ruff, and the layers of docs/architecture.md."""
 
 from __future__ import annotations
 

@@ -131,7 +131,10 @@ def test_the_keys_people_know_work_in_a_real_terminal():
             t.wait_gone(shows)  # as a person does: see it close, then press the next key
         t.keys("t")
         t.wait_for("▾ job 127.0.0.1:29512", "├─ ", "└─ ")
-        t.keys("t", "/", *"rank1", "Enter")  # rank 1's process, whichever phase is playing
+        t.keys("t", "/")
+        # Type once the prompt is open (on a busy machine a key sent sooner goes elsewhere).
+        t.wait_for("filter: █")
+        t.keys(*"rank1", "Enter")  # rank 1's process, whichever phase is playing
         t.wait(
             lambda s: "filter: rank1" in s and len(process_rows(s)) == 1,
             "only the filtered row is left",
@@ -154,6 +157,7 @@ def test_the_keys_people_know_work_in_a_real_terminal():
         t.keys("k")
         t.wait_for("this is a replay")  # no signal to a recorded process
         t.keys("C-p")
+        t.wait_for("Search for commands")  # the palette is open: the letters go into it
         t.keys(*"tree")
         t.wait_for("Tree view: jobs and their ranks")
         t.keys("Escape")

@@ -97,7 +97,7 @@ def test_the_job_comes_from_the_gpu_snapshot_when_it_has_one():
     assert found.processes == procs
 
 
-# Real py-spy output from the hung 2 x H200 run (shared/calibration/h200x2-tool-output).
+# Real py-spy output from the hung 2 x H200 run (tests/data/h200x2-tool-output).
 H200_RANK0 = """Process 814: /opt/torch/.venv/bin/python3 ./worker2.py stall_in_loop 35
 Python v3.12.3 (/usr/bin/python3.12)
 

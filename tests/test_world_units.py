@@ -2,7 +2,7 @@
 
 The NCCL lines below are written in the format NCCL 2.18-2.21 prints at NCCL_DEBUG=INFO
 (`host:pid:tid [dev] NCCL INFO ...`) for a 2-node job that fell back to sockets; they are
-typed from that format, not captured (device/check_world_probe.sh saves real ones).
+typed from that format, not captured (scripts/device/check_world_probe.sh saves real ones).
 """
 
 from __future__ import annotations

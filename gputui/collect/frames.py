@@ -1,7 +1,7 @@
 """Stack data shared by the tools that take stacks and the diagnosis that reads them.
 
 Why here, below both: reading a culprit out of stacks is pure diagnosis over data, and
-running py-spy is a tool (DESIGN.md, "Beyond one node"). `gputui.tools` parses py-spy's
+running py-spy is a tool (docs/architecture.md, the layers). `gputui.tools` parses py-spy's
 text into these types; `gputui.diagnose` reads them and never imports tools. A rank's stack
 also travels through recordings (a `{"type": "stacks"}` record), so its JSON form lives here
 too, with the validation a record from an untrusted file needs: the reader checks only the

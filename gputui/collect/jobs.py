@@ -108,7 +108,7 @@ def group_jobs(processes: Iterable[ProcessInfo]) -> tuple[Job, ...]:
         groups.setdefault(key, []).append(p)
         hows[key] = how
     if unknown:
-        # Unreadable environments: every GPU process on the node is one group (DESIGN.md).
+        # Unreadable environments: every GPU process on the node is one group (hangs still show).
         everyone = unknown + [p for ps in groups.values() for p in ps]
         groups = {"node": everyone}
         hows = {"node": "environments unreadable: all GPU processes on this node as one group"}

@@ -1,6 +1,6 @@
 """The recording format: JSON lines, one object per GPU per sample (gzip if the name ends .gz).
 
-The floor is the calibration format of shared/calibration/README.md (t, gpu, util, mem_util,
+The floor is the calibration format of our H200 runs (t, gpu, util, mem_util,
 power_w, sm_mhz, mem_used_mb, temp, pstate, events, pids, ...; phase optional). gputui adds
 fields of its own (name, uuid, power_limit_w, mem_total_mb, proc_mem, procs) and reads files
 that lack them. Only the rank-related environment variables are ever written, never a whole

@@ -2,7 +2,7 @@
 
 The thresholds are fractions of the GPU's own power limit, not watts, so that a 400 W A100
 and a 700 W H200 are judged by the same rule. Reference points measured on H200 (700 W,
-shared/calibration): no process ~11% of the limit; a live context with no kernel ~17%; a NCCL
+tests/data recording): no process ~11% of the limit; a live context with no kernel ~17%; a NCCL
 kernel spinning on a flag util 100 / mem_util 0 / ~18%; healthy all_reduce traffic util ~97 /
 mem_util ~35 / ~41%; training util ~98 / mem_util ~23 / ~98%; a rank that waits on a slow peer
 but whose collectives complete util ~99 / mem_util ~2 / ~28%.

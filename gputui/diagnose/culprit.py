@@ -233,7 +233,7 @@ def _shared_gpus(ranks: list[_Rank]) -> list[_Rank]:
 
 
 def _entry(r: _Rank) -> dict[str, Any]:
-    """One `check --json` stack entry."""
+    """One `check --json` stack entry (docs/commands/check.md shows its keys)."""
     gone = r.outcome == "gone"
     return {
         "pid": r.stack.pid,

@@ -1,6 +1,6 @@
 """`gputui exporter`: the hang detector's state as Prometheus metrics, for fleets.
 
-A face beside the dashboard and the CLI (DESIGN.md, "Beyond one node"): it reads `collect`
+A face beside the dashboard and the CLI (docs/architecture.md): it reads `collect`
 and `diagnose` and never imports `ui`, `commands` or `tools` (tests/test_exporter_layers.py).
 One Sampler thread feeds the Detector and publishes an immutable `View`; scrapes only
 format the latest View, so a scrape never calls NVML and never runs the detector.

@@ -1,7 +1,7 @@
 """The NCCL evidence gatherer: NCCL RAS twice, and the flight recorder where it is on.
 
 `gather_nccl(target, cancel)` is registered in gputui.watch's Watcher as
-`("nccl", gather_nccl, explain_nccl)`. It runs in the Watcher's
+`("nccl", gather_nccl, explain_nccl)` (docs/architecture.md). It runs in the Watcher's
 gathering thread once per stall transition of a job, never on the UI thread, and returns
 one typed record `{"type": "nccl", "t", "job", "trigger", "ras": {...}, "flightrec": {...},
 "local": [...]}` that `gputui record` writes into a recording; gputui.diagnose.nccl

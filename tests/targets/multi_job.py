@@ -1,4 +1,4 @@
-"""A real N-rank torch.distributed job (device/multi_worker.py, gloo on CPU processes), for
+"""A real N-rank torch.distributed job (scripts/device/multi_worker.py, gloo on CPU processes), for
 tests/test_multi_rank.py and bench/multi_rank.py.
 
 The job is started through the worker's own `--spawn` launcher in a session of its own, so
@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-WORKER = Path(__file__).resolve().parents[2] / "device" / "multi_worker.py"
+WORKER = Path(__file__).resolve().parents[2] / "scripts" / "device" / "multi_worker.py"
 _FIELDS = re.compile(r"(\w+)=(\S+)")
 
 
@@ -37,7 +37,7 @@ def fields(line: str) -> dict[str, str]:
 
 
 class MultiJob:
-    """`n` ranks of device/multi_worker.py in `mode`, rank `odd` the one that diverges."""
+    """`n` ranks of scripts/device/multi_worker.py in `mode`, rank `odd` the one that diverges."""
 
     def __init__(
         self,

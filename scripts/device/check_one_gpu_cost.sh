@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Issues 12 and 13 on a machine with ONE GPU, busy: what gputui costs beside nvitop.
+# A 1-rank training job (scripts/device/train_worker.py: bf16 matmuls + all_reduce) keeps GPU 0 busy
+# throughout; meanwhile, one after the other:
+#   1. bench/app_cpu.py --apps gputui nvitop floor, all three at once in 160x50 terminals,
+#      with .pyc present (compiled first, as pip leaves an install), then with --no-pyc;
+#   2. bench/exporter_cost.py --live beside nvitop-exporter, both scraped every second;
+#   3. bench/sampler_cost.py --nvml: what one live sample costs on this GPU.
+# Run through run_all.sh (PYTHONPATH, OUT and the NCCL env):
+#   LIMIT=400 bash scripts/device/run_all.sh oc check_one_gpu_cost
+# Figures in $OUT/onegpu_cost.txt and the JSON files beside it. About 5 minutes.
+set -u
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+O="${OUT:?}"
+S="$O/onegpu_cost.txt"
+: >"$S"
+say() { echo "$*" | tee -a "$S"; }
+JOB=
+. scripts/device/common.sh
+stop_job() { stop_group "$JOB"; JOB=; }
+trap stop_job EXIT
+trap 'stop_job; exit 143' TERM INT
+
+# .pyc for everything the apps import, as `pip install` leaves it (the image writes none).
+pynvml_dir=$(python3 -c 'import os, pynvml; print(os.path.dirname(pynvml.__file__))')
+python3 -m compileall -q -j 0 /tmp/site "$PWD/gputui" "$pynvml_dir" >/dev/null 2>&1
+say "INFO $(nvidia-smi -L | head -1); $(nproc) cores"
+
+log="$O/oc_train.txt"
+setsid python3 -m torch.distributed.run --nproc-per-node 1 --master-port 29631 \
+  scripts/device/train_worker.py 330 >"$log" 2>&1 &
+JOB=$!
+for _ in $(seq 1 120); do grep -q '^READY' "$log" && break; sleep 0.5; done
+grep -q '^READY' "$log" || { say "FAIL the training job did not start"; tail -20 "$log"; exit 1; }
+sleep 3
+say "INFO busy: $(nvidia-smi --query-gpu=utilization.gpu,utilization.memory,power.draw,power.limit --format=csv,noheader)"
+
+for pyc in present absent; do
+  extra=()
+  [ "$pyc" = absent ] && extra=(--no-pyc)
+  (cd bench && timeout -k 5 170 python3 app_cpu.py --apps gputui nvitop floor --duration 60 \
+    --frames 3 --frame-timeout 20 --interval 1 --size 160x50 --runner auto \
+    --nvitop "python3 -m nvitop" --gputui "python3 -m gputui" "${extra[@]}" \
+    --json "$O/oc_app_pyc_$pyc.json") >"$O/oc_app_pyc_$pyc.txt" 2>&1
+  say "== app_cpu, .pyc $pyc: exit $?"
+  tail -20 "$O/oc_app_pyc_$pyc.txt" | tee -a "$S"
+done
+
+(timeout -k 5 120 python3 bench/exporter_cost.py --live --duration 45 \
+  --compare-cmd "python3 -m nvitop_exporter --bind-address 127.0.0.1 --port 9836 --interval 1" \
+  --compare-url http://127.0.0.1:9836/metrics --compare-name "nvitop-exporter 1.7.2" \
+  --json "$O/oc_exporter.json") >"$O/oc_exporter.txt" 2>&1
+say "== exporter_cost --live: exit $?"
+tail -15 "$O/oc_exporter.txt" | tee -a "$S"
+
+(timeout -k 5 90 python3 bench/sampler_cost.py --nvml --procs 0 100 --ticks 100 \
+  --json "$O/oc_sampler.json") >"$O/oc_sampler.txt" 2>&1
+say "== sampler_cost --nvml: exit $?"
+tail -20 "$O/oc_sampler.txt" | tee -a "$S"
+say "INFO training job: $(grep -c . "$log") lines; $(tail -1 "$log")"
