@@ -98,6 +98,15 @@ SLOW_MODULES = {
     "test_bench_quick",
     "test_world_probe",
     "test_world_screen",
+    "test_hostile_exporter",
+    "test_hostile_stdout",
+    "test_rendezvous",
+    "test_mismatch_headline",
+    "test_straggler_app",
+    "test_straggler_cli",
+    "test_health_standin",
+    "test_fleet_kubectl",
+    "test_evidence_early",
 }
 
 
@@ -121,10 +130,25 @@ LONGEST_FIRST = {
     "test_tools": 7,
     "test_probe_screen": 6,
     "test_packaging": 5,
+    "test_health_standin": 50,
+    "test_world_probe": 48,
+    "test_rendezvous": 40,
+    "test_mismatch_headline": 30,
+    "test_straggler_app": 20,
+    "test_hostile_stdout": 20,
+    "test_hostile_exporter": 20,
+    "test_straggler_cli": 15,
+    "test_evidence_early": 10,
+    "test_lastwords_live": 10,
+    "test_fleet_kubectl": 10,
 }
 # Modules whose module-scoped fixture is costly (a torch job, an sshd, compiled targets): one
 # worker runs all their tests, so the fixture starts once.
 ONE_WORKER = {"test_flightrec", "test_multi_rank", "test_fleet", "test_secrets_corpus"}
+# Modules that look at the whole machine's process table (the world probe's tests check that
+# no worker is left on any "host"): run on one worker together, so that one test never sees
+# another's workers.
+SHARED_GROUPS = {"test_world_probe": "world", "test_world_screen": "world"}
 
 
 def _module(item: pytest.Item) -> str:
@@ -138,5 +162,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
         if name in ONE_WORKER:
             item.add_marker(pytest.mark.xdist_group(name))
+        elif name in SHARED_GROUPS:
+            item.add_marker(pytest.mark.xdist_group(SHARED_GROUPS[name]))
     # Stable: within a module, and among the quick ones, the order stays as written.
     items.sort(key=lambda item: -LONGEST_FIRST.get(_module(item), 0))

@@ -16,7 +16,14 @@ GLOO_STRAGGLER = Path(__file__).parent / "targets" / "gloo_straggler.py"
 
 @contextmanager
 def gloo_straggler_job(lifetime: float = 60.0) -> Iterator[list[int]]:
-    """The pids of rank 0 (heavy) and rank 1, once both have completed a step."""
+    """The pids of rank 0 (heavy) and rank 1, once both have completed a step. Skips the
+    test where torch is not installed (the Python 3.10 run has no CPU build of it)."""
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed")
     with socket.socket() as s:  # a port free now (a random one could be taken)
         s.bind(("127.0.0.1", 0))
         port = str(s.getsockname()[1])

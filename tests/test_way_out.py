@@ -38,6 +38,20 @@ def notes(app) -> list[str]:
     return [n.message for n in app._notifications]
 
 
+def said(app) -> list[str]:
+    """Every message the app says from now on: one replaces another on screen (a later
+    notice may cover the refusal before the test looks), so they are kept here too."""
+    out: list[str] = []
+    notify = app.notify
+
+    def keep(message, *args, **kw):
+        out.append(message)
+        return notify(message, *args, **kw)
+
+    app.notify = keep
+    return out
+
+
 def gone(child) -> bool:
     return child.poll() is not None
 
@@ -54,8 +68,9 @@ async def test_x_ends_the_ranks_only_after_the_bundle_and_a_yes(spawn, tmp_path)
     app = await stalled_app([r.pid for r in ranks], tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app.verdict is not None and app.verdict.alarm)
+        messages = said(app)
         await pilot.press("X")  # before the evidence is saved: refused
-        await until(pilot, lambda: any("bundle first" in m for m in notes(app)))
+        await until(pilot, lambda: any("bundle first" in m for m in messages))
         assert not isinstance(app.screen, ConfirmDialog)
         await pilot.press("b")
         pane = app.screen

@@ -147,6 +147,7 @@ def _snapshots(args: argparse.Namespace, source: Source) -> Iterator[Snapshot]:
     if duration is None and not replay:
         duration = args.stall_after + 5.0
     first: float | None = None
+    idle: bool | None = None  # no GPU and no rank process: nothing to watch
     start = time.monotonic()
     while True:
         snap = source.sample() if replay else sample_bounded(source, args.timeout)
@@ -161,11 +162,27 @@ def _snapshots(args: argparse.Namespace, source: Source) -> Iterator[Snapshot]:
             return
         yield snap
         if not replay and not snap.gpus and source.kind == "host":
-            return  # no GPU to watch: said at once, not after the whole --duration
+            if idle is None:
+                idle = not _host_ranks()
+            if idle:
+                return  # nothing to watch: said at once, not after the whole --duration
         if not replay:
             if time.monotonic() - start >= (duration or 0):
                 return
             time.sleep(source.next_delay())
+
+
+def _host_ranks() -> bool:
+    """Whether a process here carries a distributed job's rank variables: with no GPU, a job
+    waiting in its rendezvous is still a hang to watch for (one scan, a few ms)."""
+    from gputui.collect.hostranks import HostRankScanner
+
+    scanner = HostRankScanner()
+    try:
+        scanner.scan()
+        return bool(scanner.ranks())
+    finally:
+        scanner.close()
 
 
 def _line(v: Verdict, t0: float) -> str:
