@@ -25,18 +25,6 @@ trap 'stop_group "$JOB"' EXIT
 trap 'stop_group "$JOB"; exit 143' TERM INT
 say "INFO $(nvidia-smi -L | head -1)"
 
-stamp() {  # each JSON line of stdin with its arrival time added as "_arrived"
-  python3 -c '
-import json, sys, time
-for line in sys.stdin:
-    try:
-        d = json.loads(line)
-    except ValueError:
-        continue
-    d["_arrived"] = time.time()
-    print(json.dumps(d), flush=True)
-'
-}
 
 for case in mismatch-fr mismatch stuck bench; do
   mode=${case%-fr}

@@ -31,18 +31,6 @@ trap 'stop_all; exit 143' TERM INT
 say "INFO $(nvidia-smi -L | head -1)"
 say "INFO kernel log: $(head -c0 /dev/kmsg 2>&1 && echo readable || echo 'not readable')"
 
-stamp() {  # each JSON line of stdin with its arrival time added as "_arrived"
-  python3 -c '
-import json, sys, time
-for line in sys.stdin:
-    try:
-        d = json.loads(line)
-    except ValueError:
-        continue
-    d["_arrived"] = time.time()
-    print(json.dumps(d), flush=True)
-'
-}
 
 (timeout 120 python3 -m gputui check --json --stall-after 5 --duration 75 --interval 0.5 \
   2>"$O/health_check.err"; echo "{\"_exit\": $?}") | stamp >"$O/health_check.jsonl" &

@@ -46,16 +46,7 @@ for mode in $(echo "${MODES:-xid,ddp}" | tr , ' '); do
     continue
   fi
   (timeout 80 python3 -m gputui check --json --duration 40 --interval 0.5 \
-    2>"$O/lw_$mode.check.err"; echo "{\"_exit\": $?}") | python3 -c '
-import json, sys, time
-for line in sys.stdin:
-    try:
-        d = json.loads(line)
-    except ValueError:
-        continue
-    d["_arrived"] = time.time()
-    print(json.dumps(d), flush=True)
-' >"$O/lw_$mode.jsonl" &
+    2>"$O/lw_$mode.check.err"; echo "{\"_exit\": $?}") | stamp >"$O/lw_$mode.jsonl" &
   CHK=$!
   timeout 60 python3 scripts/device/app_frame.py "$O/lw_${mode}_app.svg" 30 80x24 \
     >"$O/lw_${mode}_app.txt" 2>&1 &

@@ -37,18 +37,6 @@ trap 'stop_all; exit 143' TERM INT
 say "INFO $(nvidia-smi -L | head -1)"
 say "INFO $(python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())' 2>&1)"
 
-stamp() {  # each JSON line of stdin with its arrival time added as "_arrived"
-  python3 -c '
-import json, sys, time
-for line in sys.stdin:
-    try:
-        d = json.loads(line)
-    except ValueError:
-        continue
-    d["_arrived"] = time.time()
-    print(json.dumps(d), flush=True)
-'
-}
 
 
 metrics() {  # the exporter's answer now; PASS when a suspect series is there

@@ -1,4 +1,5 @@
-# Shared by the device checks (sourced): ending a job's process group, raw RAS answers.
+# Shared by the device checks (sourced): ending a job's process group, raw RAS answers, JSON
+# lines stamped with their arrival time.
 
 # stop_group PGID: SIGTERM the whole process group, up to 3 s, then SIGKILL.
 stop_group() {
@@ -30,4 +31,19 @@ for name, cmds in (("text", b"VERBOSE STATUS\n"), ("json", b"SET FORMAT json\nVE
     open(f"{out}/ras-{tag}-{name}.txt", "wb").write(data)
     print(f"RAS {tag} {name}: {len(data)} bytes in {took * 1000:.1f} ms")
 PY
+}
+
+# stamp: each JSON line of stdin with its arrival time added as "_arrived" (onset-to-verdict
+# times are measured from these).
+stamp() {
+  python3 -c '
+import json, sys, time
+for line in sys.stdin:
+    try:
+        d = json.loads(line)
+    except ValueError:
+        continue
+    d["_arrived"] = time.time()
+    print(json.dumps(d), flush=True)
+'
 }
