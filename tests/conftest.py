@@ -110,6 +110,17 @@ SLOW_MODULES = {
 }
 
 
+# Modules that drive the dashboard through Textual's Pilot: they test the app and Textual, not
+# the interpreter, so .ci/run runs them on the main Python only (`-m "not pilot"` on 3.10,
+# where the unit tests run at a lower priority beside the main run).
+PILOT_MODULES = {
+    "test_app", "test_app_actions", "test_demo_story", "test_health_faces", "test_hostile_tui",
+    "test_lastwords_replay", "test_no_gpu", "test_probe_screen", "test_process_table",
+    "test_replay_keys", "test_secrets_corpus", "test_straggler_app", "test_tool_pane",
+    "test_way_out", "test_world_screen",
+}  # fmt: skip
+
+
 # Under pytest-xdist (the README's `-n`; `--dist loadgroup` in pyproject's addopts) the
 # suite's wall time is set by its longest tests, which mostly wait (for Prometheus to fire, a
 # tmux pane, a hung stand-in driver, torch ranks). They are handed out first so that they
@@ -160,6 +171,8 @@ def pytest_collection_modifyitems(config, items):
         name = _module(item)
         if name in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+        if name in PILOT_MODULES:
+            item.add_marker(pytest.mark.pilot)
         if name in ONE_WORKER:
             item.add_marker(pytest.mark.xdist_group(name))
         elif name in SHARED_GROUPS:

@@ -18,11 +18,12 @@ def on_screen(app: App, needle: str) -> bool:
     return any(needle in line for line in screen_text(app))
 
 
-async def until(pilot, cond: Callable[[], bool], timeout: float = 20.0) -> None:
-    """Let the app run until `cond()` holds; fail after `timeout` seconds."""
+async def until(pilot, cond: Callable[[], bool], timeout: float = 20.0, why: object = None) -> None:
+    """Let the app run until `cond()` holds; fail after `timeout` seconds, showing `why`
+    (what the test watched) so a failure says what was seen instead."""
     deadline = time.monotonic() + timeout
     while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
+        assert time.monotonic() < deadline, f"condition not met in time; seen: {why!r}"
         await pilot.pause(0.05)
 
 

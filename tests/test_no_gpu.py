@@ -7,13 +7,15 @@ threads, each "[environment not readable]") while a Python loop at 97% CPU was o
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import no_gpu_only, run_cli
+from conftest import REPO, no_gpu_only
 from screen import screen_text, until
 
 from gputui.collect.live import LiveSource
@@ -50,10 +52,27 @@ async def test_the_busiest_process_is_on_top_and_kernel_threads_carry_no_noise(b
         source.close()
 
 
+def _alone() -> list[str]:
+    """A command prefix that runs gputui in a PID namespace of its own, so that no rank of
+    another test (torch jobs run beside this one) is on its host: with a rank waiting, check
+    rightly keeps watching for a rendezvous hang. Empty where namespaces cannot be made."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return []
+    probe = ["unshare", "--pid", "--fork", "--mount-proc", "true"]
+    ok = subprocess.run(probe, capture_output=True, timeout=10).returncode == 0
+    return ["unshare", "--pid", "--fork", "--mount-proc"] if ok else []
+
+
 @no_gpu_only
-def test_check_without_a_gpu_says_so_at_once():
+def test_check_without_a_gpu_and_without_ranks_says_so_at_once():
+    prefix = _alone()
+    if not prefix:
+        pytest.skip("needs a PID namespace of its own (root, unshare)")
     started = time.monotonic()
-    r = run_cli("check", timeout=30)  # its live duration is stall-after + 5 = 15 s
+    r = subprocess.run(
+        [*prefix, sys.executable, "-m", "gputui", "check"],
+        capture_output=True, text=True, timeout=30, cwd=REPO,
+    )  # fmt: skip
     took = time.monotonic() - started
     assert r.returncode == 0, r.stderr
     assert "no GPUs to watch" in r.stdout

@@ -70,7 +70,7 @@ async def test_x_ends_the_ranks_only_after_the_bundle_and_a_yes(spawn, tmp_path)
         await until(pilot, lambda: app.verdict is not None and app.verdict.alarm)
         messages = said(app)
         await pilot.press("X")  # before the evidence is saved: refused
-        await until(pilot, lambda: any("bundle first" in m for m in messages))
+        await until(pilot, lambda: any("bundle first" in m for m in messages), why=messages)
         assert not isinstance(app.screen, ConfirmDialog)
         await pilot.press("b")
         pane = app.screen
