@@ -92,6 +92,25 @@ def test_ranks_sharing_one_gpu_are_never_judged():
     assert res and all(js == [] for _, js in res)
 
 
+@pytest.mark.parametrize("name", ["idle", "imbalanced", "comm"])
+def test_one_h100s_recordings_are_never_slow_or_stalled(name):
+    """Recorded on one H100 with `gputui record` (tests/data/h100-one-gpu/README.md): the idle
+    GPU, two NCCL ranks on it where rank 0 does 16x the matmuls, and two that only
+    communicate. One GPU cannot show a straggler, and none of these is a hang: the
+    communicating job spins to NVML's eyes, and the NCCL RAS answers the recording carries
+    say its collectives advance, so its replay is busy, as it was live."""
+    from gputui.watch import Watcher
+
+    snaps = read_trace(DATA / "h100-one-gpu" / f"{name}.trace.jsonl.gz")
+    assert len(snaps) > 15
+    w = Watcher(live=False)
+    verdicts = [w.update(s) for s in snaps]
+    assert {v.state for v in verdicts} == {"ok"}
+    assert all(js == [] or not any(j.slow for j in js) for _, js in judge_all(snaps))
+    if name == "comm":
+        assert any(v.reason.startswith("busy, not stalled") for v in verdicts)
+
+
 def test_the_comm_only_benchmark_is_busy_never_waiting():
     snaps = [s for s in read_trace(H200X2) if s.phase == "comm_heavy"]
     verdicts = [is_waiting(g) for s in snaps for g in s.gpus if (g.util or 0) >= 90]
