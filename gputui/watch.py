@@ -165,7 +165,7 @@ class Watcher:
             for kind, gather, _e in gatherers
             if live and (auto_dump or kind != "stacks")
         ]
-        self.on_evidence: Callable[[], None] | None = None
+        self.on_evidence: Callable[[], object] | None = None  # its result is ignored
         self._cancel = threading.Event()
         # NCCL RAS, asked from the start of a spin and again while it lasts (gputui.ras_poll),
         # wherever the NCCL evidence kind is on; its records replay like the others.
