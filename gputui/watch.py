@@ -401,7 +401,9 @@ class Watcher:
             seen = self._seen.setdefault(job.key, {})
             for pid in job.pids:
                 p = procs.get(pid)
-                for g in p.gpus if p is not None else ():
+                if p is None:
+                    continue
+                for g in p.gpus:
                     seen[g] = p
         for key in [k for k in self._seen if k not in keys and k not in self._state]:
             del self._seen[key]

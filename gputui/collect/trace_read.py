@@ -130,7 +130,9 @@ class _Lines:
         self.gzip = head == _GZIP_MAGIC
         if not self.gzip and str(path).endswith(".gz") and head:
             raise GputuiError(f"{self.name}: not a gzip file (the name ends in .gz)")
-        self.f: IO[bytes] | gzip.GzipFile = gzip.GzipFile(fileobj=raw, mode="rb") if self.gzip else raw
+        self.f: IO[bytes] | gzip.GzipFile = (
+            gzip.GzipFile(fileobj=raw, mode="rb") if self.gzip else raw
+        )
         self.n = 0  # number of the last line read
         self.total = 0
 
