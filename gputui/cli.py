@@ -22,6 +22,7 @@ import importlib
 import os
 import select
 import sys
+from typing import NoReturn
 
 from gputui import __version__, stdout_guard
 from gputui.errors import GputuiError
@@ -45,7 +46,7 @@ STDOUT_CLOSED = 0  # exit status when the reader of stdout went away
 class _Parser(argparse.ArgumentParser):
     """argparse, but a bad argument gives one line, not a usage block."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 

@@ -165,7 +165,7 @@ class Watcher:
             for kind, gather, _e in gatherers
             if live and (auto_dump or kind != "stacks")
         ]
-        self.on_evidence: Callable[[], None] | None = None
+        self.on_evidence: Callable[[], object] | None = None  # its result is ignored
         self._cancel = threading.Event()
         # NCCL RAS, asked from the start of a spin and again while it lasts (gputui.ras_poll),
         # wherever the NCCL evidence kind is on; its records replay like the others.
@@ -401,7 +401,9 @@ class Watcher:
             seen = self._seen.setdefault(job.key, {})
             for pid in job.pids:
                 p = procs.get(pid)
-                for g in p.gpus if p is not None else ():
+                if p is None:
+                    continue
+                for g in p.gpus:
                     seen[g] = p
         for key in [k for k in self._seen if k not in keys and k not in self._state]:
             del self._seen[key]

@@ -21,7 +21,9 @@ _NAME = re.compile(r"^[A-Za-z0-9._:@\-\[\],]+$")
 
 def _split_top(text: str) -> list[str]:
     """Split on commas that are not inside brackets."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "[":
             depth += 1

@@ -127,12 +127,11 @@ class NvmlThread:
                     continue
                 self._busy = job
                 self.current = ""
+            error: BaseException | None = None
             try:
                 result = job.fn(*job.args)
             except BaseException as e:  # handed to the caller
                 result, error = None, e
-            else:
-                error = None
             with self._lock:
                 self._busy = None
                 self._finish(job, result, error)

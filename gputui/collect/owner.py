@@ -149,15 +149,6 @@ def read_owner(pid: int, env: dict[str, str] | None = None) -> Owner | None:
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
-_JSON_KEYS = {
-    "pod_uid": "pod_uid",
-    "pod": "pod_name",
-    "namespace": "namespace",
-    "container": "container",
-    "container_id": "container_id",
-    "slurm_job": "slurm_job",
-    "slurm_step": "slurm_step",
-}
 _KINDS = frozenset({"pod", "docker", "container", "slurm"})
 
 
@@ -165,9 +156,18 @@ def owner_from_json(d: object) -> Owner | None:
     """An owner read back from a recording (untrusted): known keys, short strings, or None."""
     if not isinstance(d, dict) or d.get("kind") not in _KINDS:
         return None
-    kw = {
-        attr: v[:128]
-        for key, attr in _JSON_KEYS.items()
-        if isinstance(v := d.get(key), str) and v.isprintable()
-    }
-    return Owner(str(d["kind"]), **kw)
+
+    def short(key: str) -> str | None:
+        v = d.get(key)
+        return v[:128] if isinstance(v, str) and v.isprintable() else None
+
+    return Owner(
+        str(d["kind"]),
+        pod_uid=short("pod_uid"),
+        pod_name=short("pod"),
+        namespace=short("namespace"),
+        container=short("container"),
+        container_id=short("container_id"),
+        slurm_job=short("slurm_job"),
+        slurm_step=short("slurm_step"),
+    )

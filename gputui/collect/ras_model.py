@@ -217,11 +217,21 @@ def answer_to_dict(a: RasAnswer) -> dict[str, Any]:
     return _plain(asdict(a))
 
 
-def _int(v: Any, what: str, none: bool = True) -> int | None:
-    if v is None and none:
-        return None
+def _int(v: Any, what: str) -> int | None:
+    return None if v is None else _need_int(v, what)
+
+
+def _need_int(v: Any, what: str) -> int:
+    """An integer that must be there (None is refused, as any other non-integer)."""
     if isinstance(v, bool) or not isinstance(v, int):
         raise ValueError(f"{what}: expected an integer")
+    return v
+
+
+def _key(v: Any, what: str, limit: int) -> str:
+    """A short string that must be there: an object's key."""
+    if not isinstance(v, str) or len(v) > limit:
+        raise ValueError(f"{what}: expected a short string")
     return v
 
 
@@ -246,7 +256,7 @@ def _rank_from(d: Any) -> RasRank:
     if not isinstance(counts, dict) or len(counts) > 32:
         raise ValueError("rank counts: expected a small object")
     return RasRank(
-        rank=_int(d.get("rank"), "rank", none=False),  # type: ignore[arg-type]
+        rank=_need_int(d.get("rank"), "rank"),
         host=_str(d.get("host"), "host"),
         pid=_int(d.get("pid"), "pid"),
         cuda_dev=_int(d.get("cuda_dev"), "cuda_dev"),
@@ -258,7 +268,7 @@ def _rank_from(d: Any) -> RasRank:
         finalize_called=_bool(d.get("finalize_called"), "finalize_called"),
         destroy_flag=_bool(d.get("destroy_flag"), "destroy_flag"),
         abort_flag=_bool(d.get("abort_flag"), "abort_flag"),
-        counts={_str(k, "op", 40): _int(v, "count", none=False) for k, v in counts.items()},  # type: ignore[misc]
+        counts={_key(k, "op", 40): _need_int(v, "count") for k, v in counts.items()},
         missing=bool(d.get("missing")),
         unresponsive=_bool(d.get("unresponsive"), "unresponsive"),
         dead=_bool(d.get("dead"), "dead"),
@@ -275,12 +285,12 @@ def _comm_from(d: Any) -> RasComm:
     for op, dist in ops_in.items():
         if not isinstance(dist, list) or len(dist) > 4096:
             raise ValueError("ops: expected lists of [count, ranks]")
-        pairs = []
+        pairs: list[tuple[int, int]] = []
         for p in dist:
             if not isinstance(p, list) or len(p) != 2:
                 raise ValueError("ops: expected [count, ranks] pairs")
-            pairs.append((_int(p[0], "count", False), _int(p[1], "ranks", False)))
-        ops[_str(op, "op", 40)] = pairs  # type: ignore[index]
+            pairs.append((_need_int(p[0], "count"), _need_int(p[1], "ranks")))
+        ops[_key(op, "op", 40)] = pairs
     ranks, missing = d.get("ranks") or [], d.get("missing") or []
     if not isinstance(ranks, list) or not isinstance(missing, list):
         raise ValueError("ranks: expected lists")
@@ -292,7 +302,7 @@ def _comm_from(d: Any) -> RasComm:
         reporting=_int(d.get("reporting"), "reporting"),
         status=_str(d.get("status"), "status", 40),
         errors=_str(d.get("errors"), "errors", 80),
-        ops=ops,  # type: ignore[arg-type]
+        ops=ops,
         ranks=tuple(_rank_from(r) for r in ranks),
         missing=tuple(_rank_from(r) for r in missing),
         dropped=_int(d.get("dropped"), "dropped") or 0,
@@ -303,7 +313,7 @@ def _process_from(d: Any) -> RasProcess:
     if not isinstance(d, dict):
         raise ValueError("process: expected an object")
     return RasProcess(
-        pid=_int(d.get("pid"), "pid", none=False),  # type: ignore[arg-type]
+        pid=_need_int(d.get("pid"), "pid"),
         host=_str(d.get("host"), "host") or "?",
         gpus=_str(d.get("gpus"), "gpus") or "",
     )

@@ -80,9 +80,10 @@ def _j_str(d: dict[str, Any], key: str) -> str | None:
 
 
 def _json_rank(d: Any, missing: bool = False) -> RasRank | None:
-    if not isinstance(d, dict) or _j_int(d, "rank") is None:
+    rank = _j_int(d, "rank") if isinstance(d, dict) else None
+    if rank is None:
         return None
-    st = d.get("status") if isinstance(d.get("status"), dict) else {}
+    st: dict[str, Any] = d.get("status") if isinstance(d.get("status"), dict) else {}
     counts_in = d.get("collective_counts")
     counts = {}
     if isinstance(counts_in, dict):
@@ -93,7 +94,7 @@ def _json_rank(d: Any, missing: bool = False) -> RasRank | None:
         }
     host = _j_str(d, "host")
     r = RasRank(
-        rank=_j_int(d, "rank"),  # type: ignore[arg-type]
+        rank=rank,
         host=None if host == "unknown" else host,
         pid=_j_int(d, "pid"),
         cuda_dev=_j_int(d, "cuda_dev"),
@@ -125,7 +126,9 @@ def parse_json(doc: Any) -> RasAnswer:
         ]
         h = norm_hash(_j_str(c, "hash") or "?")
         comms.append(build_comm(h, _j_int(c, "size"), ranks, missing))
-    ras = doc.get("ras") if isinstance(doc.get("ras"), dict) else {}
+    ras = doc.get("ras")
+    if not isinstance(ras, dict):
+        ras = {}
     ct = ras.get("collection_time_sec")
     return RasAnswer(
         format="json",
@@ -312,6 +315,15 @@ def parse_text(text: str) -> RasAnswer:  # noqa: C901 - one pass over a line-ori
     )
 
 
+def _count_line(line: str) -> tuple[int, int] | None:
+    """(ranks, value) of a count line: `N ranks at V`, or `N ranks none` (value 0)."""
+    if at := _N_AT.match(line):
+        return int(at.group(1)), int(at.group(2))
+    if none := _N_NONE.match(line):
+        return int(none.group(1)), 0
+    return None
+
+
 def _comm_line(comm: _TextComm, line: str, group: dict[str, Any]) -> bool:  # noqa: C901
     """Fold one line of a `#x-y (hash) KIND` block into the communicator; False if unknown."""
     if m := _OPS_DIFFER.match(line):
@@ -323,9 +335,8 @@ def _comm_line(comm: _TextComm, line: str, group: dict[str, Any]) -> bool:  # no
         group.clear()
         group.update(kind="status")
         return True
-    at, none = _N_AT.match(line), _N_NONE.match(line)
-    if at or none:
-        n, value = (int(at.group(1)), int(at.group(2))) if at else (int(none.group(1)), 0)  # type: ignore[union-attr]
+    if (at := _count_line(line)) is not None:
+        n, value = at
         if "op" in group:
             comm.ops[group["op"]].append((value, n))
             group["value"] = value
@@ -357,11 +368,12 @@ def _comm_line(comm: _TextComm, line: str, group: dict[str, Any]) -> bool:  # no
         return True
     if kind == "ops":
         one = _ONE_AT.match(what)
-        value = int(one.group(1)) if one else 0 if "not launched" in what else group.get("value")
+        count: int | None = group.get("value")
         if one or "not launched" in what:
-            comm.ops[group["op"]].append((value, 1))  # type: ignore[arg-type]
-        if value is not None:
-            comm.rank(r, counts={group["op"]: value}, **where)
+            count = int(one.group(1)) if one else 0
+            comm.ops[group["op"]].append((count, 1))
+        if count is not None:
+            comm.rank(r, counts={group["op"]: count}, **where)
         return True
     if kind == "status":
         one = _ONE_STATUS.match(what)

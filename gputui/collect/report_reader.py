@@ -45,11 +45,16 @@ def _binary(name: str) -> IO[bytes]:
         raise GputuiError(f"{name}: {e.strerror or e}") from None
 
 
-def _text(raw: IO[bytes]) -> IO[bytes]:
+def _text(raw: IO[bytes]) -> IO[bytes] | gzip.GzipFile:
     """The stream, gunzipped when it starts with gzip's magic bytes."""
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    if isinstance(raw, io.BufferedReader):
+        buffered = raw
+    elif isinstance(raw, (io.RawIOBase, io.BufferedIOBase)):
+        buffered = io.BufferedReader(raw)  # peek() below needs a buffer
+    else:
+        raise GputuiError(f"{raw!r}: not a readable byte stream")
     if buffered.peek(2)[:2] == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=buffered)  # type: ignore[return-value]
+        return gzip.GzipFile(fileobj=buffered)
     return buffered
 
 

@@ -19,9 +19,9 @@ class Sampler:
     def __init__(
         self,
         source: Source,
-        on_snapshot: Callable[[Snapshot], None],
-        on_end: Callable[[], None] | None = None,
-        on_error: Callable[[BaseException], None] | None = None,
+        on_snapshot: Callable[[Snapshot], object],
+        on_end: Callable[[], object] | None = None,
+        on_error: Callable[[BaseException], object] | None = None,
     ) -> None:
         self.source = source
         self.on_snapshot = on_snapshot

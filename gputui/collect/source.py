@@ -82,22 +82,38 @@ class ReplaySource:
         self.node: str = next((s.hostname for s in snaps if s.hostname), None) or ""
 
     @classmethod
-    def from_file(cls, path: str | Path, **kw: object) -> ReplaySource:
+    def from_file(
+        cls,
+        path: str | Path,
+        *,
+        speed: float = 1.0,
+        start_s: float = 0.0,
+        realtime: bool = True,
+    ) -> ReplaySource:
         from gputui.collect.hostlist import host_from_name
 
-        src = cls(read_trace(path), name=shown(Path(path).name), **kw)  # type: ignore[arg-type]
+        name = shown(Path(path).name)
+        src = cls(read_trace(path), name, speed=speed, start_s=start_s, realtime=realtime)
         if not any(s.hostname for s in src.snaps):
             src.node = shown(host_from_name(str(path)))
         return src
 
     @classmethod
-    def demo(cls, into_demo_s: float | None = None, **kw: object) -> ReplaySource:
+    def demo(
+        cls,
+        into_demo_s: float | None = None,
+        *,
+        speed: float = 1.0,
+        start_s: float | None = None,
+        realtime: bool = True,
+    ) -> ReplaySource:
         """The bundled recording. `start_s` counts from the file's first sample;
         `into_demo_s` (what `--demo --start S` gives) from where the demo starts."""
         snaps = read_trace(demo_path())
-        if "start_s" not in kw:
-            kw["start_s"] = demo_offset(snaps) + (into_demo_s or 0.0)
-        src = cls(snaps, name="demo: 2 x H200 NCCL hang", **kw)  # type: ignore[arg-type]
+        if start_s is None:
+            start_s = demo_offset(snaps) + (into_demo_s or 0.0)
+        name = "demo: 2 x H200 NCCL hang"
+        src = cls(snaps, name, speed=speed, start_s=start_s, realtime=realtime)
         if not any(s.hostname for s in snaps):
             src.node = DEMO_FILE.split(".", 1)[0]  # demo-h200x2-hang, as `check --demo` says
         return src

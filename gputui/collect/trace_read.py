@@ -130,7 +130,9 @@ class _Lines:
         self.gzip = head == _GZIP_MAGIC
         if not self.gzip and str(path).endswith(".gz") and head:
             raise GputuiError(f"{self.name}: not a gzip file (the name ends in .gz)")
-        self.f: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if self.gzip else raw
+        self.f: IO[bytes] | gzip.GzipFile = (
+            gzip.GzipFile(fileobj=raw, mode="rb") if self.gzip else raw
+        )
         self.n = 0  # number of the last line read
         self.total = 0
 
@@ -215,8 +217,8 @@ class TraceReader:
         try:
             blank = full = 0
             while (got := lines.next()) is not None:
-                raw, ended = got
-                if not raw.strip():
+                data, ended = got
+                if not data.strip():
                     blank += 1
                     if blank > schema.MAX_BLANK_LINES:
                         raise GputuiError(
@@ -227,12 +229,12 @@ class TraceReader:
                 if full > schema.MAX_LINES:
                     raise GputuiError(f"{lines.where()}: more than {schema.MAX_LINES} lines")
                 try:
-                    d = schema.parse_line(raw, lines.where())
+                    d = schema.parse_line(data, lines.where())
                 except GputuiError:
                     if not ended:  # only the last line can lack its newline
                         break  # a last line cut short by a kill: keep the samples before it
                     raise
-                self.line(d, raw, lines.where(), lines.n)
+                self.line(d, data, lines.where(), lines.n)
         except MemoryError:
             raise GputuiError(f"{lines.where()}: out of memory reading the recording") from None
         finally:

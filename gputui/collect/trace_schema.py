@@ -30,7 +30,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from gputui.collect.jobs import RANK_ENV_VARS, rank_from_env
 from gputui.collect.model import GpuSample, ProcessInfo
@@ -216,7 +216,7 @@ def text(d: dict[str, Any], key: str, where: str, limit: int = MAX_STR_CHARS) ->
     return printable(v)
 
 
-def is_number(v: Any) -> bool:
+def is_number(v: Any) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
@@ -398,8 +398,8 @@ def gpu_row(d: dict[str, Any], t: float, index: int, where: str) -> GpuRow:
         mem[p] = None if mb is None or in_range(mb, 0, MIB_MAX) else float(mb)
     procs: dict[int, ProcessInfo] = {}
     for entry in bounded_list(d, "procs", where, MAX_PROCS_PER_GPU):
-        p = process(entry, index, where)
-        procs[p.pid] = p
+        proc = process(entry, index, where)
+        procs[proc.pid] = proc
     gpu = GpuSample(
         index=index,
         name=text(d, "name", where),

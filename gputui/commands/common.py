@@ -253,20 +253,19 @@ def open_source(
     command's --timeout, else nvml.DEFAULT_TIMEOUT_S)."""
     from gputui.collect.source import ReplaySource
 
-    kw: dict[str, object] = {"realtime": realtime}
-    if getattr(args, "speed", None):
-        kw["speed"] = args.speed
-    demo = getattr(args, "demo", False)
-    if getattr(args, "start", None) is not None:
-        # The demo counts from its own start, which is where plain `--demo` begins.
-        kw["into_demo_s" if demo else "start_s"] = args.start
+    speed: float = getattr(args, "speed", None) or 1.0
+    start: float | None = getattr(args, "start", None)
     source: Source
-    if demo:
-        source = ReplaySource.demo(**kw)
+    if getattr(args, "demo", False):
+        # The demo counts from its own start, which is where plain `--demo` begins.
+        source = ReplaySource.demo(into_demo_s=start, speed=speed, realtime=realtime)
     elif getattr(args, "replay", None) is not None:
         if not args.replay:  # an empty name is an error, never a silent live run
             raise GputuiError("--replay: empty file name")
-        source = ReplaySource.from_file(args.replay, **kw)
+        start_s = start if start is not None else 0.0
+        source = ReplaySource.from_file(
+            args.replay, speed=speed, start_s=start_s, realtime=realtime
+        )
     else:
         from gputui.collect.live import LiveSource
         from gputui.collect.nvml import DEFAULT_TIMEOUT_S

@@ -13,7 +13,7 @@ commands print each host's lines prefixed `host: `, as pdsh does. Exit status: a
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from gputui.commands.common import positive_float
 from gputui.errors import GputuiError
@@ -90,7 +90,7 @@ def _add_options(p: argparse.ArgumentParser) -> None:
 class _OptionParser(argparse.ArgumentParser):
     """The options written between HOSTS and `--`: errors as one line, exit 2."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise GputuiError(f"fleet: {message}")
 
 

@@ -165,7 +165,7 @@ class _Rank:
 def explain_stacks(record: dict[str, Any], verdict: Verdict, snap: Snapshot | None) -> Evidence:
     """Findings, culprit frame and check --json stack entries from a stacks record."""
     try:
-        stacks = ranks_of_record(record)
+        stacks = list(ranks_of_record(record))
     except ValueError as e:
         return _context(f"the stack dump could not be read: {e}")
     dumped = {s.pid for s in stacks}

@@ -145,6 +145,6 @@ def _infer_missing_ranks(
     # A missing local rank r sits on GPU r, so only GPUs of this node can be one: walk them,
     # never range(LOCAL_WORLD_SIZE), whose value comes from a process's environment (or a
     # recording) and could be anything.
-    for r in sorted(gpus):
-        if r < size and r not in local and r not in group.members:
-            group.members[r] = Member((), float("-inf"), missing_rank=r)
+    for lr in sorted(gpus):
+        if lr < size and lr not in local and lr not in group.members:
+            group.members[lr] = Member((), float("-inf"), missing_rank=lr)

@@ -301,7 +301,7 @@ def judge(
         unseen = tuple(r for r in range(world) if r not in seen_ranks)
     entries = _stack_entries(members)
     groups = stack_groups(entries) if entries else []
-    odd = odd_text(entries)
+    odd_words = odd_text(entries)
     entries = _odd_ones(entries)
     since = min((ln.since for ln in members if ln.since is not None), default=None)
     m = Merged(
@@ -324,7 +324,7 @@ def judge(
         findings=tuple(f"{ln.host}: {f}" for ln in members if ln.state != OK for f in ln.findings),
         sick=_sick_gpus(members if alarmed else sorted(latest.values(), key=lambda x: x.host)),
         missing_ranks=_missing_everywhere(members),
-        odd=odd,
+        odd=odd_words,
     )
     if m.missing_ranks is not None:
         from dataclasses import replace

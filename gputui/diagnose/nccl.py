@@ -100,7 +100,7 @@ def _op_state(c: RasComm, op: str) -> tuple[int, set[int], set[int]] | None:
 
 
 def _comm_findings(
-    c: RasComm, old: RasComm | None, dt: float | None, local: set[int], out: dict[str, list]
+    c: RasComm, old: RasComm | None, dt: float | None, local: set[int], out: dict[str, Any]
 ) -> list[str]:
     """Sentences about one communicator, most important first; fills out['behind']."""
     found: list[str] = []
@@ -125,8 +125,8 @@ def _comm_findings(
             ("an initialization", r.init_state),
             ("an asynchronous", r.async_error),
         ):
-            if code not in (None, 0, 7):
-                name = _NCCL_ERRORS.get(code, f"error {code}")  # type: ignore[arg-type]
+            if code is not None and code not in (0, 7):
+                name = _NCCL_ERRORS.get(code, f"error {code}")
                 found.append(f"NCCL RAS: {_who(r, local)} reported {label} error: {name}.")
         if r.error:
             found.append(f"NCCL RAS: {_who(r, local)} reported {r.error}.")
@@ -134,14 +134,14 @@ def _comm_findings(
     odd = _mismatched(c, states)
     if odd:
         parts = []
-        for r in odd:
-            rk = c.rank(r) or RasRank(rank=r)
+        for n in odd:
+            rk = c.rank(n) or RasRank(rank=n)
             bits = []
             for op, (top, ahead, behind) in states.items():
                 mine = rk.counts.get(op)
-                if r in ahead:
+                if n in ahead:
                     bits.append(f"ahead in {op} ({mine} vs {_others(c, op, mine)})")
-                elif r in behind:
+                elif n in behind:
                     bits.append(f"behind in {op} ({mine} vs {top})")
             parts.append(f"{_who(rk, local)} is " + " and ".join(bits))
         found.append(
@@ -170,12 +170,12 @@ def _comm_findings(
         )
         listed = sorted(behind_known)
         by_count: dict[int, list[RasRank]] = {}
-        for r in listed:
-            rk = c.rank(r) or RasRank(rank=r)
+        for n in listed:
+            rk = c.rank(n) or RasRank(rank=n)
             by_count.setdefault(rk.counts[op], []).append(rk)
             out["behind"].append(
                 {
-                    "rank": r,
+                    "rank": n,
                     "host": rk.host,
                     "pid": rk.pid,
                     "gpu": rk.gpu,

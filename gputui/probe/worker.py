@@ -45,7 +45,7 @@ def emit(msg: dict[str, Any], fd: int = 1) -> None:
     os.write(fd, (line + "\n").encode())
 
 
-def one_line(text: str, limit: int = 300) -> str:
+def one_line(text: object, limit: int = 300) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -235,7 +235,9 @@ def run_pair(torch: Any, cmd: dict[str, Any]) -> int:
         figures, errs = _rank(torch, dist, cmd, 0, store, faults)
         errors += errs
         peer = _read_line(res_r, cmd["pg_timeout"])
-        peer_msg = json.loads(peer) if peer else {"ok": False, "errors": ["rank 1 sent nothing"]}
+        peer_msg: dict[str, Any] = (
+            json.loads(peer) if peer else {"ok": False, "errors": ["rank 1 sent nothing"]}
+        )
         errors += peer_msg.get("errors", [])
         figures["ok"] = figures["ok"] and bool(peer_msg.get("ok"))
         result["allreduce"] = figures

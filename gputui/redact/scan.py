@@ -106,9 +106,9 @@ def _quoted_spans(text: str, depth: int) -> Iterator[Span]:
         yield from _mapped(text_spans(decoded, depth + 1), starts, m.start(1))
     for m in _ARRAY.finditer(text):
         elems = list(_C_STRING.finditer(m.group(0)))
-        decoded = [decode_c_string(e.group(1)) for e in elems]
-        per_arg = argv_spans([d for d, _ in decoded], depth + 1)
-        for e, (_, starts), spans in zip(elems, decoded, per_arg, strict=True):
+        args = [decode_c_string(e.group(1)) for e in elems]
+        per_arg = argv_spans([d for d, _ in args], depth + 1)
+        for e, (_, starts), spans in zip(elems, args, per_arg, strict=True):
             yield from _mapped(spans, starts, m.start() + e.start(1))
 
 

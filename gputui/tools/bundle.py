@@ -362,10 +362,11 @@ def _fill(
         except Exception as e:  # another layer's object: its bug must not lose the bundle
             rep.notes.append(f"no verdict: it could not be written ({type(e).__name__}: {e})")
 
-    if recorded_node is not None and verdict is not None and getattr(verdict, "stacks", ()):
+    recorded = getattr(verdict, "stacks", None) if verdict is not None else None
+    if recorded_node is not None and recorded:
         from gputui.diagnose.recorded_stacks import recorded_lines
 
-        write("stacks/groups.txt", "\n".join(recorded_lines(list(verdict.stacks))))
+        write("stacks/groups.txt", "\n".join(recorded_lines(list(recorded))))
     # GPU health: every GPU's word, its counters, the Xids with their kernel-log lines.
     if snapshots:
         from gputui.diagnose.health_report import bundle_health

@@ -21,10 +21,17 @@ from gputui.redact import redact_text
 class JobTarget(Protocol):
     """What the gatherer reads of gputui.watch.JobTarget (tools sit below the watcher)."""
 
-    key: str
-    trigger: str
-    ranks: tuple[Any, ...]
-    gone: tuple[Any, ...]
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def trigger(self) -> str: ...
+
+    @property
+    def ranks(self) -> tuple[Any, ...]: ...
+
+    @property
+    def gone(self) -> tuple[Any, ...]: ...
 
 
 KIND = "lastwords"

@@ -10,28 +10,28 @@ from __future__ import annotations
 
 import os
 import signal
-from collections import deque
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from gputui.collect.model import Job, ProcessInfo, Snapshot
+from gputui.collect.model import Job, ProcessInfo
 
 if TYPE_CHECKING:
-    from gputui.ui.app import GputuiApp
+    from textual.notifications import SeverityLevel
+
+    from gputui.ui.protocols import AppLike
+    from gputui.ui.tool_pane import ToolPane
 
 RECENT = 240  # snapshots kept for the incident bundle (4 min at the default 1 s)
 
 
 class ProcessActions:
-    """Mixin for GputuiApp: the tool keys. Panes run their tool in a thread worker."""
+    """Mixin for GputuiApp: the tool keys. Panes run their tool in a thread worker.
+    What it uses of the app is listed in gputui.ui.protocols.AppLike."""
 
-    recent_snapshots: deque[Snapshot]
-    probe_args: dict[str, Any]
-    bundle_dir: Path | None
+    last_bundle: ToolPane | None = None  # the bundle pane of this session (for WayOut's X)
 
-    def _live_target(self: GputuiApp, what: str) -> ProcessInfo | None:
+    def _live_target(self: AppLike, what: str) -> ProcessInfo | None:
         """The selected process, if a tool can be run on it here; otherwise say why."""
         if self.source.kind == "replay":
             self.notify(
@@ -43,7 +43,7 @@ class ProcessActions:
             return None
         return self.selected_process()
 
-    def action_py_spy(self: GputuiApp) -> None:
+    def action_py_spy(self: AppLike) -> None:
         from gputui.ui.tool_pane import py_spy_pane
 
         if self.source.kind == "replay" and self._show_recorded_stack():
@@ -51,7 +51,7 @@ class ProcessActions:
         if (p := self._live_target("py-spy dump")) is not None:
             self.push_screen(py_spy_pane(p))
 
-    def _show_recorded_stack(self: GputuiApp) -> bool:
+    def _show_recorded_stack(self: AppLike) -> bool:
         """In a replay, `p` shows the stack gputui recorded for the selected process at the
         stall (the recording's own dump), since the process itself is not here."""
         from gputui.ui.details_screen import TextScreen
@@ -73,25 +73,25 @@ class ProcessActions:
         self.push_screen(TextScreen(f"recorded py-spy dump of pid {p.pid}", text))
         return True
 
-    def action_py_spy_native(self: GputuiApp) -> None:
+    def action_py_spy_native(self: AppLike) -> None:
         from gputui.ui.tool_pane import py_spy_pane
 
         if (p := self._live_target("py-spy --native")) is not None:
             self.push_screen(py_spy_pane(p, native=True))
 
-    def action_profile(self: GputuiApp) -> None:
+    def action_profile(self: AppLike) -> None:
         from gputui.ui.straggler_view import profile_pane
 
         if (p := self._live_target("py-spy record")) is not None:
             self.push_screen(profile_pane(p))
 
-    def action_gdb(self: GputuiApp) -> None:
+    def action_gdb(self: AppLike) -> None:
         from gputui.ui.tool_pane import gdb_pane
 
         if (p := self._live_target("gdb backtrace")) is not None:
             self.push_screen(gdb_pane(p))
 
-    def action_strace(self: GputuiApp) -> None:
+    def action_strace(self: AppLike) -> None:
         from gputui.ui.dialogs import ConfirmDialog
         from gputui.ui.tool_pane import strace_pane
 
@@ -110,7 +110,7 @@ class ProcessActions:
 
         self.push_screen(ConfirmDialog(question), answered)
 
-    def action_kill(self: GputuiApp) -> None:
+    def action_kill(self: AppLike) -> None:
         """Send a signal to the selected process, after asking which (htop's `k`)."""
         from gputui.ui.dialogs import KillDialog
 
@@ -121,11 +121,11 @@ class ProcessActions:
         def chosen(sig: signal.Signals | None) -> None:
             if sig is not None:
                 message, severity = _send_signal(p, sig)
-                self.notify(message, severity=severity)  # type: ignore[arg-type]
+                self.notify(message, severity=severity)
 
         self.push_screen(KillDialog(p.pid, p.command), chosen)
 
-    def action_environment(self: GputuiApp) -> None:
+    def action_environment(self: AppLike) -> None:
         """The selected process's environment, secrets redacted (a replay holds only the
         rank variables it recorded)."""
         from gputui.ui.details_screen import TextScreen
@@ -135,14 +135,14 @@ class ProcessActions:
             return
         self.push_screen(TextScreen(f"environment of pid {p.pid}", _environment_text(p)))
 
-    def _job_of(self: GputuiApp, p: ProcessInfo) -> Job:
+    def _job_of(self: AppLike, p: ProcessInfo) -> Job:
         snap = self.snapshot
         for job in snap.jobs if snap else ():
             if p.pid in job.pids:
                 return job
         return Job(key=f"pid:{p.pid}", label=f"pid {p.pid}", pids=(p.pid,), gpus=p.gpus)
 
-    def action_dump_all(self: GputuiApp) -> None:
+    def action_dump_all(self: AppLike) -> None:
         from gputui.ui.tool_pane import dump_all_pane
 
         if self.source.kind == "replay":
@@ -152,7 +152,7 @@ class ProcessActions:
         if p is not None and self.snapshot is not None:
             self.push_screen(dump_all_pane(self._job_of(p), self.snapshot))
 
-    def _show_recorded_stacks(self: GputuiApp) -> None:
+    def _show_recorded_stacks(self: AppLike) -> None:
         """In a replay, `a` shows every rank's stack that the recording holds at this
         moment (taken at the stall), identical ones grouped, the odd rank first."""
         from gputui.diagnose.recorded_stacks import recorded_lines
@@ -171,7 +171,7 @@ class ProcessActions:
             text.append(line + "\n", style="bold" if line.startswith("ODD") else "")
         self.push_screen(TextScreen("all ranks' recorded stacks, grouped", text))
 
-    def action_bundle(self: GputuiApp) -> None:
+    def action_bundle(self: AppLike) -> None:
         from gputui.ui.tool_pane import bundle_pane
 
         if not self.recent_snapshots:
@@ -191,7 +191,7 @@ class ProcessActions:
         self.last_bundle = pane  # the way out (X) needs the evidence saved first
         self.push_screen(pane)
 
-    def action_probe(self: GputuiApp) -> None:
+    def action_probe(self: AppLike) -> None:
         if self.source.kind == "replay" and not self.probe_args:
             self.notify(
                 "probe: it tests this machine's GPUs, not the recorded node's; run "
@@ -217,7 +217,7 @@ def _special_process(p: ProcessInfo) -> str | None:
     return None
 
 
-def _send_signal(p: ProcessInfo, sig: signal.Signals) -> tuple[str, str]:
+def _send_signal(p: ProcessInfo, sig: signal.Signals) -> tuple[str, SeverityLevel]:
     """(message, severity) after sending `sig` to the process the user saw, never to a pid
     that has since been given to another process."""
     from gputui.tools.ptrace import Target, preflight

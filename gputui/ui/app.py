@@ -161,7 +161,8 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
             on_end=lambda: self.post_message(SourceEnded()),
             on_error=lambda e: self.post_message(SamplerFailed(str(e))),
         )
-        self._hist: dict[int, tuple[deque, deque, deque]] = {}  # owned by the sampler thread
+        # util, memory util, power fraction per GPU index; owned by the sampler thread
+        self._hist: dict[int, tuple[deque[float | None], ...]] = {}
         self.history: dict[int, GpuHistory] = {}
         self._stale_shown: int | None = None
         self.sample_error: str | None = None  # the latest sampling failure, until a sample
@@ -181,7 +182,8 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
         for g in snap.gpus:
             h = self._hist.get(g.index)
             if h is None:
-                h = self._hist[g.index] = tuple(deque(maxlen=HISTORY) for _ in range(3))
+                h = (deque(maxlen=HISTORY), deque(maxlen=HISTORY), deque(maxlen=HISTORY))
+                self._hist[g.index] = h
             h[0].append(g.util)
             h[1].append(g.mem_util)
             h[2].append(g.power_frac)
@@ -409,7 +411,7 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
     def action_help(self) -> None:
         from gputui.ui.help_screen import HelpScreen
 
-        self.push_screen(HelpScreen(list(self.BINDINGS)))  # type: ignore[arg-type]
+        self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
 
     def action_details(self) -> None:
         from gputui.ui.details_screen import DetailsScreen

@@ -4,10 +4,11 @@ pid 1 or of a kernel thread. One key answers; escape cancels."""
 from __future__ import annotations
 
 import signal
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
@@ -30,8 +31,12 @@ _CSS = """
 class KillDialog(ModalScreen["signal.Signals | None"]):
     """Which signal to send to `pid`: one key per signal, escape cancels."""
 
-    BINDINGS = [Binding("escape,n,q", "cancel", "Cancel", id="kill.cancel")] + [
-        Binding(key, f"choose({int(sig)})", text, id=f"kill.{key}") for key, sig, text in SIGNALS
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,n,q", "cancel", "Cancel", id="kill.cancel"),
+        *(
+            Binding(key, f"choose({int(sig)})", text, id=f"kill.{key}")
+            for key, sig, text in SIGNALS
+        ),
     ]
     DEFAULT_CSS = _CSS.format(name="KillDialog")
 

@@ -87,7 +87,8 @@ def spark(
         cols = [_power_colour(p) for p in (list(power)[-width:] if width else [])]
     if len(vals) < width:
         line.add(" " * (width - len(vals)))
-    run, run_colour = [], None
+    run: list[str] = []
+    run_colour: str | None = None
     for v, c in zip(vals, cols, strict=False):
         ch = " " if v is None else SPARK[int(round(min(1.0, max(0.0, v / 100)) * 7))]
         if c != run_colour and run:

@@ -9,23 +9,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual.app import App
+from textual.notifications import SeverityLevel
 
-class OneMessage:
-    """Mixin for GputuiApp (before textual's App in its bases)."""
 
-    def notify(  # type: ignore[no-untyped-def]
-        self, message: str, *, title: str = "", severity: Any = "information", **kw: Any
+class OneMessage(App[None]):
+    """Mixin for GputuiApp, before textual's App in its bases (it is an App, so that its
+    overrides are checked against textual's). esc's part is TableActions.action_clear_filter."""
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
     ) -> None:
         """A new message replaces the one on screen."""
-        self.clear_notifications()  # type: ignore[attr-defined]
-        super().notify(message, title=title, severity=severity, **kw)  # type: ignore[misc]
+        self.clear_notifications()
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     def push_screen(self, *args: Any, **kw: Any) -> Any:
         """A pane opens on a clean screen: a message left from before must not cover it."""
-        self.clear_notifications()  # type: ignore[attr-defined]
-        return super().push_screen(*args, **kw)  # type: ignore[misc]
-
-    def action_clear_filter(self) -> None:
-        """esc: dismiss the message on screen, and clear the filter."""
-        self.clear_notifications()  # type: ignore[attr-defined]
-        super().action_clear_filter()  # type: ignore[misc]
+        self.clear_notifications()
+        return super().push_screen(*args, **kw)

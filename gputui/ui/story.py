@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.strip import Strip
 
 from gputui.ui.strips import LineView, fit, text_line
+from gputui.ui.table_actions import TableActions
+
+if TYPE_CHECKING:
+    from gputui.ui.protocols import AppLike
 
 STORY_STYLE = "bold black on #ffd75f"
 HINT_STYLE = "black on #ffd75f"
@@ -158,11 +162,11 @@ class StoryBar(LineView):
 class StoryKeys:
     """Mixin for GputuiApp: space goes on from the finding the demo holds at."""
 
-    def action_pause(self: Any) -> None:
+    def action_pause(self: AppLike) -> None:
         """space: in the guided demo, go on from the finding it holds at; else pause."""
         story = self.story
         if story is None or story.holding is None:
-            super().action_pause()  # type: ignore[misc]
+            TableActions.action_pause(self)  # the next in GputuiApp's bases that has it
             return
         phase = story.go_on()
         if phase is not None:

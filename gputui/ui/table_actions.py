@@ -11,60 +11,62 @@ from gputui.ui.bars import FilterChanged
 from gputui.ui.process_table import ProcessTable
 
 if TYPE_CHECKING:
-    from gputui.ui.app import GputuiApp
+    from gputui.ui.protocols import AppLike
 
 
 class TableActions:
     """Mixin for GputuiApp."""
 
-    def _table(self: GputuiApp) -> ProcessTable:
+    def _table(self: AppLike) -> ProcessTable:
         return self.table
 
-    def _note(self: GputuiApp, text: str) -> None:
+    def _note(self: AppLike, text: str) -> None:
         self.keybar.set_note(text)
         self.set_timer(3.0, lambda: self.keybar.set_note(""))
 
-    def action_sort(self: GputuiApp) -> None:
+    def action_sort(self: AppLike) -> None:
         table = self._table()
         self._note(f"sorted by {table.step_sort(1)}")
 
-    def action_sort_step(self: GputuiApp, delta: int) -> None:
+    def action_sort_step(self: AppLike, delta: int) -> None:
         self._note(f"sorted by {self._table().step_sort(delta)}")
 
-    def action_sort_reverse(self: GputuiApp) -> None:
+    def action_sort_reverse(self: AppLike) -> None:
         table = self._table()
         table.sort(table.sort_by, reverse=not table.reverse)
 
-    def action_tree(self: GputuiApp) -> None:
+    def action_tree(self: AppLike) -> None:
         table = self._table()
         table.set_tree(not table.tree_view)
 
-    def action_view(self: GputuiApp) -> None:
+    def action_view(self: AppLike) -> None:
         board = self.board
         board.view = {"auto": "compact", "compact": "full", "full": "auto"}[board.view]
         board.redraw()
         self._note(f"GPU view: {board.view}")
 
-    def action_pause(self: GputuiApp) -> None:
+    def action_pause(self: AppLike) -> None:
         self.sampler.pause(not self.sampler.paused)
         self._refresh_status()
 
-    def action_filter(self: GputuiApp) -> None:
+    def action_filter(self: AppLike) -> None:
         self.keybar.start(self.table.filter_text)
 
-    def action_clear_filter(self: GputuiApp) -> None:
+    def action_clear_filter(self: AppLike) -> None:
+        """esc: dismiss the message on screen (gputui.ui.notices), and clear the filter."""
+        self.clear_notifications()
         if self._table().filter_text:
             self._table().set_filter("")
 
-    def on_filter_changed(self: GputuiApp, msg: FilterChanged) -> None:
+    def on_filter_changed(self: AppLike, msg: FilterChanged) -> None:
         table = self._table()
         table.set_filter(msg.text)
         table.focus()
 
-    def action_jump_suspect(self: GputuiApp) -> None:
+    def action_jump_suspect(self: AppLike) -> None:
         self._select_suspect(quiet=False)
 
-    def _select_suspect(self: GputuiApp, quiet: bool) -> None:
+    def _select_suspect(self: AppLike, quiet: bool) -> None:
         v, snap = self.verdict, self.snapshot
         if v is None or snap is None or v.state == "ok":
             if not quiet:
@@ -88,7 +90,7 @@ class TableActions:
             timeout=6,
         )
 
-    def selected_process(self: GputuiApp) -> ProcessInfo | None:
+    def selected_process(self: AppLike) -> ProcessInfo | None:
         p = self._table().selected()
         if p is None:
             self.notify("select a process first (up/down in the table)", timeout=3)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from gputui.collect.model import Job, Snapshot
 
 if TYPE_CHECKING:
-    from gputui.ui.app import GputuiApp
+    from gputui.ui.protocols import AppLike
 
 
 def stuck_job(verdict: Any, snap: Snapshot) -> Job | None:
@@ -29,9 +29,7 @@ def stuck_job(verdict: Any, snap: Snapshot) -> Job | None:
 class WayOut:
     """Mixin for GputuiApp: the `X` key."""
 
-    last_bundle: Any = None  # the bundle pane of this session (set by action_bundle)
-
-    def action_end_job(self: GputuiApp) -> None:
+    def action_end_job(self: AppLike) -> None:
         from gputui.tools.endjob import GRACE_S, end_ranks, ranks_here
         from gputui.ui.dialogs import ConfirmDialog
         from gputui.ui.tool_pane import ToolPane
