@@ -67,6 +67,16 @@ def run_cli(*args: str, timeout: float = 60, env: dict[str, str] | None = None):
     )
 
 
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now. Tests run side by side (pytest-xdist), so a random
+    port may be another test's: the kernel picks one that is not."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def _has_gpu() -> bool:
     from gputui.collect.nvml import NvmlReader
 

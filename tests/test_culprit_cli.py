@@ -12,13 +12,12 @@ record + replay keeping the stacks at the right sample, and verdict.json in the 
 from __future__ import annotations
 
 import json
-import random
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import run_cli
+from conftest import free_port, run_cli
 from synth import timeline, with_real_pids
 from targets.launch import Targets
 
@@ -140,7 +139,7 @@ class RealProcesses:
 @needs_py_spy
 def test_record_writes_the_dump_and_replay_shows_it_at_the_right_sample(targets, tmp_path):
     env = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1"}
-    env["MASTER_PORT"] = str(random.randint(30000, 60000))
+    env["MASTER_PORT"] = str(free_port())
     pids = [
         targets.start(role, env={**env, "RANK": str(r)}).pid
         for r, role in enumerate(["allreduce", "loader"])

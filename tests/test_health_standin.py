@@ -27,7 +27,12 @@ def gputui(
     if log is not None:
         env["GPUTUI_STANDIN_LOG"] = str(log)
     return subprocess.run(
-        gputui_argv(*args), cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+        gputui_argv(*args, alone=True),
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

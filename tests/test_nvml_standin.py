@@ -75,13 +75,15 @@ def _tagged_processes(tag: str) -> list[int]:
     return left
 
 
-def start(nvml_lib: Path, mode: str, *args: str, log: Path | None = None) -> subprocess.Popen:
+def start(
+    nvml_lib: Path, mode: str, *args: str, log: Path | None = None, alone: bool = False
+) -> subprocess.Popen:
     env = standin_env(nvml_lib, mode)
     env["GPUTUI_TEST_TAG"] = uuid.uuid4().hex
     if log is not None:
         env["GPUTUI_STANDIN_LOG"] = str(log)
     p = subprocess.Popen(
-        gputui_argv(*args),
+        gputui_argv(*args, alone=alone),
         cwd=REPO,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -115,7 +117,10 @@ def run_all(nvml_lib: Path, mode: str, commands: dict[str, tuple[str, ...]]) -> 
         with slots:
             try:
                 t0 = time.monotonic()
-                runs[name] = finish(start(nvml_lib, mode, *args), t0, args)
+                # check alone: it watches the whole host (a rank of another test beside it,
+                # waiting in a rendezvous, is a hang it rightly reports)
+                alone = args[0] == "check"
+                runs[name] = finish(start(nvml_lib, mode, *args, alone=alone), t0, args)
             except BaseException as e:  # re-raised in the test
                 failures.append(e)
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import random
 import uuid
 from collections.abc import Iterator
 
 import pytest
-from conftest import run_cli
+from conftest import free_port, run_cli
 from targets.launch import Targets
 
 from gputui.collect.model import Job, ProcessInfo, RankInfo, Snapshot
@@ -33,7 +32,7 @@ def start_job(targets: Targets, roles: list[str], **extra: str) -> list[int]:
     env = {
         "WORLD_SIZE": str(len(roles)),
         "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(random.randint(30000, 60000)),
+        "MASTER_PORT": str(free_port()),
         **extra,
     }
     pids = []

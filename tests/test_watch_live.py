@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import random
 import re
 import signal
 import subprocess
@@ -26,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 from synth import DT, with_real_pids
 from targets.launch import BLOCKED, Targets
 
@@ -58,7 +58,7 @@ def line_of(path: Path, text: str) -> int:
 
 def start_job(targets: Targets, roles: Sequence[str]) -> list[int]:
     env = {"WORLD_SIZE": str(len(roles)), "MASTER_ADDR": "127.0.0.1"}
-    env["MASTER_PORT"] = str(random.randint(30000, 60000))
+    env["MASTER_PORT"] = str(free_port())
     return [
         targets.start(role, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}).pid
         for r, role in enumerate(roles)
@@ -119,7 +119,7 @@ def test_a_real_torch_job_names_the_stuck_function_and_the_line_that_entered_all
     targets,
 ):
     """A real 2-rank gloo job: the frames come from real torch.distributed."""
-    port = str(random.randint(30000, 60000))
+    port = str(free_port())
     env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
     procs = []
     for rank in (0, 1):

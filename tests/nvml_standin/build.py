@@ -60,5 +60,24 @@ def standin_env(libdir: Path, mode: str) -> dict[str, str]:
     return env
 
 
-def gputui_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "gputui", *args]
+def gputui_argv(*args: str, alone: bool = False) -> list[str]:
+    """`python -m gputui ARGS`; `alone`: in a PID namespace of its own (root, where `unshare`
+    works), so that no process of a test running beside it is on its host (another test's
+    real torch job waiting in a rendezvous is a hang gputui rightly reports). Only for runs
+    that end by themselves: unshare's parent ignores SIGTERM."""
+    prefix = _alone_prefix() if alone else []
+    return [*prefix, sys.executable, "-m", "gputui", *args]
+
+
+_ALONE: list[list[str]] = []
+
+
+def _alone_prefix() -> list[str]:
+    if not _ALONE:
+        argv = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
+        ok = os.geteuid() == 0 and shutil.which("unshare") is not None
+        if ok:
+            r = subprocess.run([*argv, "true"], capture_output=True, timeout=10)
+            ok = r.returncode == 0
+        _ALONE.append(argv if ok else [])
+    return _ALONE[0]
