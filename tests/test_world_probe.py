@@ -180,6 +180,7 @@ def test_gpus_a_job_is_using_are_refused_naming_the_job(spawn, tmp_path):
 def test_sigterm_stops_a_hung_world_at_once_and_leaves_nothing():
     """A host hangs inside the world; SIGTERM to gputui ends it (exit 130) within seconds, not
     at --host-timeout, and every worker and rank is gone."""
+    assert _workers_gone(30.0) == []  # the previous test's workers have ended: count ours
     env = {**os.environ, "GPUTUI_WORLD_FAULT": "h2:hang", "PYTHONPATH": str(REPO)}
     argv = [sys.executable, "-m", "gputui", "probe", "--hosts", "h1,h2", "--launcher", "local",
             "--host-timeout", "120", "--port", str(_free_port())]  # fmt: skip
