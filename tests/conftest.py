@@ -117,6 +117,7 @@ SLOW_MODULES = {
     "test_health_standin",
     "test_fleet_kubectl",
     "test_evidence_early",
+    "test_watch_live",
 }
 
 
@@ -166,6 +167,9 @@ LONGEST_FIRST = {
 # Modules whose module-scoped fixture is costly (a torch job, an sshd, compiled targets): one
 # worker runs all their tests, so the fixture starts once.
 ONE_WORKER = {"test_flightrec", "test_multi_rank", "test_fleet", "test_secrets_corpus"}
+# ... and modules whose tests each start a job that gputui on the host would see: two of them
+# at once would each find the other's ranks (a real rendezvous hang is a hang on the host).
+ONE_WORKER |= {"test_rendezvous"}
 # Modules that look at the whole machine's process table (the world probe's tests check that
 # no worker is left on any "host"): run on one worker together, so that one test never sees
 # another's workers.
