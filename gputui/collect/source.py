@@ -13,7 +13,6 @@ from typing import Protocol
 
 from gputui.collect.jobs import group_jobs
 from gputui.collect.model import Snapshot
-from gputui.collect.trace_read import read_trace, shown
 from gputui.errors import GputuiError
 
 
@@ -84,6 +83,7 @@ class ReplaySource:
     @classmethod
     def from_file(cls, path: str | Path, **kw: object) -> ReplaySource:
         from gputui.collect.hostlist import host_from_name
+        from gputui.collect.trace_read import read_trace, shown
 
         src = cls(read_trace(path), name=shown(Path(path).name), **kw)  # type: ignore[arg-type]
         if not any(s.hostname for s in src.snaps):
@@ -94,6 +94,8 @@ class ReplaySource:
     def demo(cls, into_demo_s: float | None = None, **kw: object) -> ReplaySource:
         """The bundled recording. `start_s` counts from the file's first sample;
         `into_demo_s` (what `--demo --start S` gives) from where the demo starts."""
+        from gputui.collect.trace_read import read_trace
+
         snaps = read_trace(demo_path())
         if "start_s" not in kw:
             kw["start_s"] = demo_offset(snaps) + (into_demo_s or 0.0)
