@@ -290,9 +290,10 @@ class Watcher:
         jobs = {j.key: (j, "spin") for j in snap.jobs if spinning & set(j.gpus)}
         if alarm is not None:
             jobs[alarm.key] = (alarm, v.state)
-        procs = {p.pid: p for p in snap.processes}
-        for key, (job, trigger) in jobs.items():
-            self.ras.poll(key, tuple(procs[p] for p in job.pids if p in procs), trigger)
+        if jobs:  # no spinning job (most samples): no process index to build
+            procs = {p.pid: p for p in snap.processes}
+            for key, (job, trigger) in jobs.items():
+                self.ras.poll(key, tuple(procs[p] for p in job.pids if p in procs), trigger)
         self.ras.end(set(jobs))
 
     def latest(self) -> Verdict | None:
@@ -450,6 +451,8 @@ class Watcher:
 
     def _remember(self, snap: Snapshot) -> None:
         """The last process seen on each GPU of each job: a rank that dies is named by it."""
+        if not snap.jobs and not self._seen:
+            return  # no job now, none remembered: nothing to do (a host with no GPU job)
         procs = {p.pid: p for p in snap.processes}
         keys = set()
         for job in snap.jobs:
