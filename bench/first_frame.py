@@ -106,7 +106,8 @@ def standin_dir() -> str:
 
 
 def one_start(mode: str) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
     if mode == "standin":
         lib = standin_dir()
         env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (lib, env.get("LD_LIBRARY_PATH")) if p)

@@ -5,7 +5,8 @@
 #   1. bench/app_cpu.py --apps gputui nvitop floor, all three at once in 160x50 terminals,
 #      with .pyc present (compiled first, as pip leaves an install), then with --no-pyc;
 #   2. bench/exporter_cost.py --live beside nvitop-exporter, both scraped every second;
-#   3. bench/sampler_cost.py --nvml: what one live sample costs on this GPU.
+#   3. bench/first_frame.py: the first frame headless, live and --demo (5 starts each);
+#   4. bench/sampler_cost.py --nvml: what one live sample costs on this GPU.
 # Run through run_all.sh (PYTHONPATH, OUT and the NCCL env):
 #   LIMIT=400 bash scripts/device/run_all.sh oc check_one_gpu_cost
 # Figures in $OUT/onegpu_cost.txt and the JSON files beside it. About 5 minutes.
@@ -45,6 +46,13 @@ for pyc in present absent; do
   say "== app_cpu, .pyc $pyc: exit $?"
   tail -20 "$O/oc_app_pyc_$pyc.txt" | tee -a "$S"
 done
+
+# The first frame headless (Textual's run_test), timed where Textual composes it: the first
+# sample on screen, then the frame with the detector's verdict (bench/first_frame.py).
+(timeout -k 5 90 python3 bench/first_frame.py --modes live demo --starts 5 \
+  --json "$O/oc_first_frame.json") >"$O/oc_first_frame.txt" 2>&1
+say "== first_frame (headless, .pyc present): exit $?"
+grep -v '^{' "$O/oc_first_frame.txt" | tail -4 | tee -a "$S"
 
 (timeout -k 5 120 python3 bench/exporter_cost.py --live --duration 45 \
   --compare-cmd "python3 -m nvitop_exporter --bind-address 127.0.0.1 --port 9836 --interval 1" \
