@@ -240,10 +240,14 @@ class Watcher:
             from gputui.collect.rankio import RankIOTracker
 
             self.rankio = RankIOTracker()
+            if self._cancel.is_set():  # closed meanwhile (from another thread): stop it too
+                self.rankio.close()
         if self.rendezvous is None and self._wants_rendezvous:
             from gputui.tools.rendezvous_watch import RendezvousWatch
 
             self.rendezvous = RendezvousWatch(self.live, self.hang_after, stacks=self._auto_dump)
+            if self._cancel.is_set():  # closed meanwhile (from another thread): stop it too
+                self.rendezvous.close()
 
     # ------------------------------------------------------------ per sample
 
