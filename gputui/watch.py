@@ -15,6 +15,11 @@ findings. Explainers are pure (gputui.diagnose), so live and replay agree.
 
 Layering: above collect, diagnose and tools (it runs tools), below the faces (ui,
 commands, exporter), and it never imports textual or the UI (an import-linter contract).
+
+Start-up: the dashboard imports this module before its first frame, so it imports only what
+every sample needs. The evidence machinery (explainers, health words, the rendezvous watch,
+the rank I/O tracker) is imported where it is first used: at the first update that has
+something for it, on the sampler thread, after the first frame is on screen.
 """
 
 from __future__ import annotations
@@ -25,19 +30,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from gputui.collect.frames import RankStack
 from gputui.collect.model import Job, ProcessInfo, Snapshot
-from gputui.collect.rankio import RankIOTracker
-from gputui.diagnose.detector import Detector
-from gputui.diagnose.evidence import Evidence, fold
-from gputui.diagnose.health import HealthTracker
-from gputui.diagnose.health_words import health_evidence, lead
-from gputui.diagnose.rendezvous import with_rendezvous
 from gputui.diagnose.verdict import HUNG, OK, STALLED, Verdict
-from gputui.tools.rendezvous_watch import RendezvousWatch
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
+
+    from gputui.collect.frames import RankStack
+    from gputui.collect.rankio import RankIOTracker
+    from gputui.diagnose.detector import Detector
+    from gputui.diagnose.evidence import Evidence
+    from gputui.diagnose.health import HealthTracker
+    from gputui.tools.rendezvous_watch import RendezvousWatch
 
 AUTO_DUMP_TIMEOUT_S = 5.0  # per rank; py-spy took 10-20 ms on a hung H200 rank
 # A record taken this long before a job's spinning began still belongs to that episode
@@ -47,7 +51,7 @@ KEEP_PER_JOB = 4  # records kept per (job, kind): only the newest usable one is 
 CLOSE_WAIT_S = 3.0
 
 Gather = Callable[["JobTarget", threading.Event], "dict[str, Any] | None"]
-Explain = Callable[[dict[str, Any], Verdict, "Snapshot | None"], Evidence]
+Explain = Callable[[dict[str, Any], Verdict, "Snapshot | None"], "Evidence"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,8 @@ def gather_stacks(target: JobTarget, cancel: threading.Event) -> dict[str, Any] 
             gone=target.gone,
         )
     except Exception as e:  # a gatherer never raises: its failure is data in the record
+        from gputui.collect.frames import RankStack
+
         failed = [
             RankStack(p.pid, p.rank.rank if p.rank else None, None, "failed", error=str(e)[:200])
             for p in target.ranks
@@ -156,8 +162,8 @@ class Watcher:
         gatherers: Sequence[tuple[str, Gather, Explain]] = DEFAULT_GATHERERS,
         live: bool = True,
     ) -> None:
-        self.detector = Detector(stall_after, hang_after)
-        self.stall_after = stall_after
+        self._detector: Detector | None = None  # made at the first update (start-up)
+        self.stall_after, self.hang_after = stall_after, hang_after
         self.live = live
         self.explainers = {kind: explain for kind, _g, explain in gatherers}
         self.gatherers = [
@@ -188,20 +194,67 @@ class Watcher:
         self._cache: tuple[Any, list[Evidence]] | None = None
         self._last: tuple[Verdict, Snapshot] | None = None
         self.transitions = 0  # how many times gathering was started (for tests and the UI)
-        self.health = HealthTracker()  # every GPU's health, from the snapshots' records
-        # Where each rank writes, remembered while alive (a gone rank's log is found by it).
-        wants = any(kind == "lastwords" for kind, _g in self.gatherers)
-        self.rankio = RankIOTracker() if wants else None
-        # Ranks that never came: a job waiting in its rendezvous holds no GPU to spin.
-        self.rendezvous = (
-            RendezvousWatch(live, hang_after, stacks=auto_dump) if wants or not live else None
-        )
+        self._health: HealthTracker | None = None  # made when first asked for
+        # Where each rank writes, remembered while alive (a gone rank's log is found by it):
+        # made at the first sample with a job.
+        self._wants_rankio = any(kind == "lastwords" for kind, _g in self.gatherers)
+        self.rankio: RankIOTracker | None = None
+        # Ranks that never came: a job waiting in its rendezvous holds no GPU to spin. Made
+        # at the first update: its host scan must not compete with the first frame.
+        self._wants_rendezvous = self._wants_rankio or not live
+        self._auto_dump = auto_dump
+        self.rendezvous: RendezvousWatch | None = None
+
+    @property
+    def detector(self) -> Detector:
+        """The NVML hang detector (gputui.diagnose.detector), made when first used."""
+        d = self._detector
+        if d is None:
+            from gputui.diagnose.detector import Detector
+
+            d = self._detector = Detector(self.stall_after, self.hang_after)
+        return d
+
+    @property
+    def health(self) -> HealthTracker:
+        """Every GPU's health, from the snapshots' records (gputui.diagnose.health)."""
+        h = self._health
+        if h is None:
+            from gputui.diagnose.health import HealthTracker
+
+            h = self._health = HealthTracker()
+        return h
+
+    @property
+    def marks(self) -> dict[int, Any]:
+        """The GPUs whose health is not ok, for the GPU panels; {} before the first update
+        (the dashboard's first frame draws before it)."""
+        return self._health.marks if self._health is not None else {}
+
+    def _start_helpers(self, snap: Snapshot) -> None:
+        """The rank I/O tracker and the rendezvous watch, once there is work for them (never
+        after close(): their threads would outlive the Watcher)."""
+        if self._cancel.is_set():
+            return
+        if self.rankio is None and self._wants_rankio and snap.jobs:
+            from gputui.collect.rankio import RankIOTracker
+
+            self.rankio = RankIOTracker()
+            if self._cancel.is_set():  # closed meanwhile (from another thread): stop it too
+                self.rankio.close()
+        if self.rendezvous is None and self._wants_rendezvous:
+            from gputui.tools.rendezvous_watch import RendezvousWatch
+
+            self.rendezvous = RendezvousWatch(self.live, self.hang_after, stacks=self._auto_dump)
+            if self._cancel.is_set():  # closed meanwhile (from another thread): stop it too
+                self.rendezvous.close()
 
     # ------------------------------------------------------------ per sample
 
     def update(self, snap: Snapshot) -> Verdict:
         v = self.detector.update(snap)
         self.health.update(snap)
+        self._start_helpers(snap)
         if self.rankio is not None:
             self.rankio.observe(snap)  # never blocks: a refresh every few seconds, off-thread
         self._remember(snap)
@@ -213,6 +266,8 @@ class Watcher:
                 with self._lock:
                     self._new.append(new)
             if rv is not None:
+                from gputui.diagnose.rendezvous import with_rendezvous
+
                 self._last = (with_rendezvous(v, rv), snap)
                 return self._last[0]
         job = _job_of(v, snap) if v.alarm else None
@@ -239,9 +294,10 @@ class Watcher:
         jobs = {j.key: (j, "spin") for j in snap.jobs if spinning & set(j.gpus)}
         if alarm is not None:
             jobs[alarm.key] = (alarm, v.state)
-        procs = {p.pid: p for p in snap.processes}
-        for key, (job, trigger) in jobs.items():
-            self.ras.poll(key, tuple(procs[p] for p in job.pids if p in procs), trigger)
+        if jobs:  # no spinning job (most samples): no process index to build
+            procs = {p.pid: p for p in snap.processes}
+            for key, (job, trigger) in jobs.items():
+                self.ras.poll(key, tuple(procs[p] for p in job.pids if p in procs), trigger)
         self.ras.end(set(jobs))
 
     def latest(self) -> Verdict | None:
@@ -309,6 +365,8 @@ class Watcher:
                 pass
 
     def _target(self, v: Verdict, snap: Snapshot, job: Job) -> JobTarget:
+        from gputui.collect.frames import RankStack
+
         procs = {p.pid: p for p in snap.processes}
         ranks = tuple(procs[p] for p in job.pids if p in procs and procs[p].live)
         seen = self._seen.get(job.key, {})
@@ -372,6 +430,9 @@ class Watcher:
     def _enrich(self, v: Verdict, snap: Snapshot, job: Job | None) -> Verdict:
         if job is None:
             return v
+        from gputui.diagnose.evidence import Evidence, fold
+        from gputui.diagnose.health_words import health_evidence, lead
+
         # A failed GPU or a rank's Xid leads the verdict (gputui.diagnose.health_words).
         seen = self._seen.get(job.key)
         hw = [e for e in (health_evidence(self.health, v, snap, job, seen),) if e is not None]
@@ -394,6 +455,8 @@ class Watcher:
 
     def _remember(self, snap: Snapshot) -> None:
         """The last process seen on each GPU of each job: a rank that dies is named by it."""
+        if not snap.jobs and not self._seen:
+            return  # no job now, none remembered: nothing to do (a host with no GPU job)
         procs = {p.pid: p for p in snap.processes}
         keys = set()
         for job in snap.jobs:

@@ -30,11 +30,18 @@ class Sampler:
         self._stop = threading.Event()
         self._paused = threading.Event()
         self._first_delay = 0.0
+        self._first: Snapshot | None = None
+        self._started = 0.0
         self._thread = threading.Thread(target=self._loop, name="gputui-sampler", daemon=True)
 
-    def start(self, delay: float = 0.0) -> None:
-        """Start sampling; `delay`: wait this long first (a first sample was taken already)."""
+    def start(self, delay: float = 0.0, first: Snapshot | None = None) -> None:
+        """Start sampling; `delay`: wait this long first (a first sample was taken already).
+        `first`, that sample: handed on by this thread before the wait, so what the
+        consumer does with it (the detector, the evidence watcher) stays off the caller's
+        thread."""
         self._first_delay = delay
+        self._first = first
+        self._started = time.monotonic()
         self._thread.start()
 
     def stop(self) -> None:
@@ -52,8 +59,11 @@ class Sampler:
         return self._paused.is_set()
 
     def _loop(self) -> None:
-        if self._first_delay:
-            self._stop.wait(self._first_delay)
+        first, self._first = self._first, None
+        if first is not None and not self._stop.is_set():
+            self._hand_on(first)
+        if self._first_delay:  # counted from start(), the first sample's hand-off included
+            self._stop.wait(max(0.0, self._first_delay - (time.monotonic() - self._started)))
         while not self._stop.is_set():
             if self._paused.is_set():
                 self._stop.wait(0.2)
@@ -72,9 +82,12 @@ class Sampler:
                 return
             if self._stop.is_set():
                 return
-            try:
-                self.on_snapshot(snap)
-            except Exception as e:  # a bug downstream (detector, UI hand-off) must be seen,
-                if self.on_error:  # not end sampling silently with a frozen dashboard
-                    self.on_error(e)
+            self._hand_on(snap)
             self._stop.wait(wait_for(self.source, started))
+
+    def _hand_on(self, snap: Snapshot) -> None:
+        try:
+            self.on_snapshot(snap)
+        except Exception as e:  # a bug downstream (detector, UI hand-off) must be seen,
+            if self.on_error:  # not end sampling silently with a frozen dashboard
+                self.on_error(e)

@@ -13,7 +13,6 @@ from typing import Protocol
 
 from gputui.collect.jobs import group_jobs
 from gputui.collect.model import Snapshot
-from gputui.collect.trace_read import read_trace, shown
 from gputui.errors import GputuiError
 
 
@@ -91,6 +90,7 @@ class ReplaySource:
         realtime: bool = True,
     ) -> ReplaySource:
         from gputui.collect.hostlist import host_from_name
+        from gputui.collect.trace_read import read_trace, shown
 
         name = shown(Path(path).name)
         src = cls(read_trace(path), name, speed=speed, start_s=start_s, realtime=realtime)
@@ -109,6 +109,8 @@ class ReplaySource:
     ) -> ReplaySource:
         """The bundled recording. `start_s` counts from the file's first sample;
         `into_demo_s` (what `--demo --start S` gives) from where the demo starts."""
+        from gputui.collect.trace_read import read_trace
+
         snaps = read_trace(demo_path())
         if start_s is None:
             start_s = demo_offset(snaps) + (into_demo_s or 0.0)

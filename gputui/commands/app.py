@@ -6,19 +6,26 @@ import argparse
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING, Any
 
 from gputui.commands.common import check_detector_args, open_source
 from gputui.errors import GputuiError
 
+if TYPE_CHECKING:
+    from gputui.ui.preframe import PreFrame
+
 NVML_START_TIMEOUT = 15.0  # seconds for nvmlInit and the device list before giving up
 
 
-def _open_in_background(args: argparse.Namespace) -> tuple[threading.Thread, list]:
+def _open_in_background(
+    args: argparse.Namespace, pre: PreFrame | None = None
+) -> tuple[threading.Thread, list]:
     """Open the source (nvmlInit, device list) and take its first sample, in a thread.
 
     Both overlap with importing Textual (~0.2-0.3 s), and the first frame can then show the
     GPUs at once instead of a "waiting" screen and a second layout pass; a driver that does
-    not answer cannot hang the start: the wait is bounded.
+    not answer cannot hang the start: the wait is bounded. With `pre`, the sample is drawn
+    at once in plain text (gputui.ui.preframe), while Textual is still importing.
     """
     result: list = []
 
@@ -33,6 +40,8 @@ def _open_in_background(args: argparse.Namespace) -> tuple[threading.Thread, lis
         except Exception:  # the sampler will try again and report it
             first = None
         result.append((source, first))
+        if pre is not None and first is not None:
+            pre.draw(first, getattr(source, "description", source.kind))
 
     t = threading.Thread(target=work, name="gputui-open-source", daemon=True)
     t.start()
@@ -61,7 +70,29 @@ def run(args: argparse.Namespace) -> int:
     # A lost terminal (ssh dropped, tmux pane killed) must end gputui even when the shell
     # that started it ignored SIGHUP (nohup, some job launchers).
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    thread, result = _open_in_background(args)
+    from gputui.ui.preframe import PreFrame
+
+    pre = PreFrame()
+    thread, result = _open_in_background(args, pre)
+    try:
+        app = _make_app(args, thread, result)
+    except BaseException:
+        pre.leave()  # the error is said on the normal screen, which is left as it was
+        raise
+    pre.close()  # Textual takes the screen over from here
+    try:
+        app.run(mouse=not args.no_mouse)
+    finally:
+        app.sampler.stop()
+        # `q` must not wait on nvmlShutdown (a wedged driver would hold it): the exit that
+        # follows releases NVML. Replays have nothing to leave and just close.
+        getattr(app.source, "leave", app.source.close)()
+    # A crash inside the UI is reported by Textual and must not look like a clean exit.
+    return app.return_code or 0
+
+
+def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) -> Any:
+    """The app on the opened source, once the source is open (or its error raised)."""
     from gputui.ui.app import GputuiApp
 
     replay = getattr(args, "demo", False) or getattr(args, "replay", None) is not None
@@ -82,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         from gputui.ui.story import DemoStory
 
         story = DemoStory()  # the demo holds at each finding until the user goes on
-    app = GputuiApp(
+    return GputuiApp(
         source,
         first=first,
         stall_after=args.stall_after,
@@ -91,12 +122,3 @@ def run(args: argparse.Namespace) -> int:
         watch_terminal=True,
         story=story,
     )
-    try:
-        app.run(mouse=not args.no_mouse)
-    finally:
-        app.sampler.stop()
-        # `q` must not wait on nvmlShutdown (a wedged driver would hold it): the exit that
-        # follows releases NVML. Replays have nothing to leave and just close.
-        getattr(source, "leave", source.close)()
-    # A crash inside the UI is reported by Textual and must not look like a clean exit.
-    return app.return_code or 0

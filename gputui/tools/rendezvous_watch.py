@@ -141,6 +141,8 @@ class RendezvousWatch:
         assert self.scanner is not None
         self.scanner.poke()
         ranks = self.scanner.ranks()
+        if not ranks and not self._judged and not self._said:
+            return None, None  # no rank on this host, none waiting, nothing said: no work
         # A rank computing on a GPU is past its rendezvous: no stack is taken of its job.
         computing = {p for g in snap.gpus if (g.util or 0) > 0 for p in g.pids}
         jobs = candidates(ranks, time.time(), self.scanner.started, self.wait_s)

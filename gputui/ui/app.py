@@ -217,14 +217,24 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
         self.table.focus()
         if self._first is not None:
             # Shown in the very first frame: the widgets build their lines when they are
-            # first laid out, with this data already in them.
-            self.on_snapshot_ready(self._prepare(self._first))
-            self._first = None
-            self.sampler.start(delay=self.source.next_delay())
+            # first laid out, with this data already in them. The detector's verdict on it
+            # (and the evidence watcher's start) follows from the sampler thread once this
+            # frame is painted: the UI thread never runs the detector.
+            first, self._first = self._first, None
+            self._show_first(first)
+            self.call_after_refresh(self.sampler.start, self.source.next_delay(), first)
         else:
             self.sampler.start()
         self.set_interval(1.0, self._check_stale)
         self._refresh_status()
+
+    def _show_first(self, snap: Snapshot) -> None:
+        """The first sample as it is, GPUs and processes, before any verdict."""
+        self.snapshot, self.received_at = snap, time.monotonic()
+        self.history = {
+            g.index: GpuHistory((g.util,), (g.mem_util,), (g.power_frac,)) for g in snap.gpus
+        }
+        self._render_snapshot()
 
     def on_unmount(self) -> None:
         self.sampler.stop()
@@ -295,9 +305,7 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
         )
         if self.story is not None:
             self.story_bar.redraw()
-        board.show(
-            snap.gpus, self.history, self._gpu_tags(), self._is_stale(), self.watcher.health.marks
-        )
+        board.show(snap.gpus, self.history, self._gpu_tags(), self._is_stale(), self.watcher.marks)
         note = self.no_gpu
         error = "" if snap.gpus else (snap.gpu_error or "this node reports no GPUs")
         if error != note.error:

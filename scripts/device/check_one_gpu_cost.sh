@@ -5,10 +5,13 @@
 #   1. bench/app_cpu.py --apps gputui nvitop floor, all three at once in 160x50 terminals,
 #      with .pyc present (compiled first, as pip leaves an install), then with --no-pyc;
 #   2. bench/exporter_cost.py --live beside nvitop-exporter, both scraped every second;
-#   3. bench/sampler_cost.py --nvml: what one live sample costs on this GPU.
+#   3. bench/first_frame.py: the first frame headless, live and --demo (5 starts each);
+#   4. bench/sampler_cost.py --nvml: what one live sample costs on this GPU;
+#   5. peak RSS of gputui as it is beside gputui with MALLOC_ARENA_MAX=2 (20 s, together):
+#      whether the per-thread malloc arenas of the NVML threads are what raises it here.
 # Run through run_all.sh (PYTHONPATH, OUT and the NCCL env):
-#   LIMIT=400 bash scripts/device/run_all.sh oc check_one_gpu_cost
-# Figures in $OUT/onegpu_cost.txt and the JSON files beside it. About 5 minutes.
+#   LIMIT=480 bash scripts/device/run_all.sh oc check_one_gpu_cost
+# Figures in $OUT/onegpu_cost.txt and the JSON files beside it. About 6 minutes.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 O="${OUT:?}"
@@ -46,6 +49,13 @@ for pyc in present absent; do
   tail -20 "$O/oc_app_pyc_$pyc.txt" | tee -a "$S"
 done
 
+# The first frame headless (Textual's run_test), timed where Textual composes it: the first
+# sample on screen, then the frame with the detector's verdict (bench/first_frame.py).
+(timeout -k 5 90 python3 bench/first_frame.py --modes live demo --starts 5 \
+  --json "$O/oc_first_frame.json") >"$O/oc_first_frame.txt" 2>&1
+say "== first_frame (headless, .pyc present): exit $?"
+grep -v '^{' "$O/oc_first_frame.txt" | tail -4 | tee -a "$S"
+
 (timeout -k 5 120 python3 bench/exporter_cost.py --live --duration 45 \
   --compare-cmd "python3 -m nvitop_exporter --bind-address 127.0.0.1 --port 9836 --interval 1" \
   --compare-url http://127.0.0.1:9836/metrics --compare-name "nvitop-exporter 1.7.2" \
@@ -57,4 +67,11 @@ tail -15 "$O/oc_exporter.txt" | tee -a "$S"
   --json "$O/oc_sampler.json") >"$O/oc_sampler.txt" 2>&1
 say "== sampler_cost --nvml: exit $?"
 tail -20 "$O/oc_sampler.txt" | tee -a "$S"
+
+(cd bench && timeout -k 5 60 python3 app_cpu.py --apps gputui \
+  "gputui-arena2=env MALLOC_ARENA_MAX=2 python3 -m gputui" --duration 20 --frames 1 \
+  --frame-timeout 20 --interval 1 --size 160x50 --runner auto --gputui "python3 -m gputui" \
+  --json "$O/oc_arena.json") >"$O/oc_arena.txt" 2>&1
+say "== app_cpu, MALLOC_ARENA_MAX=2 beside the default: exit $?"
+tail -8 "$O/oc_arena.txt" | tee -a "$S"
 say "INFO training job: $(grep -c . "$log") lines; $(tail -1 "$log")"
