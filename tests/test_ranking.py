@@ -207,3 +207,26 @@ def test_a_disagreement_between_two_mismatches_never_takes_the_headline():
     out = fold(v, [Evidence("nccl", ranked=(ras, fr))])
     assert out.reason == ras.text
     assert out.findings[-1].startswith("sources disagree: ")
+
+
+def test_a_gone_rank_whose_cause_is_known_is_not_also_said_to_have_just_exited():
+    v = stalled()
+    gone = Finding(
+        "rank 1 (pid 815) is gone: its process exited",
+        Strength.CULPRIT_LINE,
+        "stacks",
+        ranks=(1,),
+        pids=(815,),
+    )
+    why = Finding(
+        "rank 1 (pid 815) died: RuntimeError: boom (train.py:9)",
+        Strength.RANK_GONE,
+        "lastwords",
+        ranks=(1,),
+        pids=(815,),
+    )
+    out = fold(v, [Evidence("stacks", ranked=(gone,)), Evidence("lastwords", ranked=(why,))])
+    assert out.findings == (why.text,)
+    # ...and with no cause known, the stacks' sentence is still the answer
+    alone = fold(v, [Evidence("stacks", ranked=(gone,))])
+    assert alone.findings == (gone.text,)

@@ -183,10 +183,11 @@ def test_a_rank_that_died_is_gone_and_its_peer_still_waits(targets):
     finally:
         w.close()
     assert v.vanished == (1,)
-    # Its last words lead (killed: none, said honestly, with where it wrote), then the stacks.
+    # Its last words lead (killed: none, said honestly, with where it wrote), then the stacks;
+    # their "rank 1 is gone: its process exited" would say the same again, so it is left out.
     assert v.findings[0].startswith(f"rank 1 (pid {pids[1]}) exited; no message found")
-    assert v.findings[1] == f"rank 1 (pid {pids[1]}) is gone: its process exited"
-    assert re.fullmatch(r"rank 0 waits in all_reduce \(blocked\.py:\d+\)", v.findings[2])
+    assert not any(f.endswith("is gone: its process exited") for f in v.findings)
+    assert re.fullmatch(r"rank 0 waits in all_reduce \(blocked\.py:\d+\)", v.findings[1])
     gone = v.stacks[1]
     assert (gone["pid"], gone["outcome"], gone["stack"], gone["role"]) == (
         pids[1],

@@ -28,7 +28,7 @@ from typing import Any
 
 from gputui.collect.frames import Frame, RankStack, collective_name, ranks_of_record
 from gputui.collect.model import Snapshot
-from gputui.diagnose.evidence import Evidence
+from gputui.diagnose.evidence import GONE_WORDS, Evidence
 from gputui.diagnose.ranking import Finding, Strength
 from gputui.diagnose.verdict import Verdict
 
@@ -345,7 +345,7 @@ def _findings(ranks: list[_Rank], all_here: bool = False) -> list[Finding]:
     for r in suspects:
         if r.outcome == "gone":
             # Who, not why: a rank's last words (another source) say why, more strongly.
-            text = f"{r.stack.who()} is gone: its process exited"
+            text = f"{r.stack.who()} {GONE_WORDS}"
             out.append(_finding(text, Strength.CULPRIT_LINE, [r]))
         elif r.outcome == "done" and r.reading.frame is not None:
             label = r.reading.frame.label()

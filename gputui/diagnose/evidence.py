@@ -66,7 +66,7 @@ def fold(verdict: Verdict, evidence: Sequence[Evidence], known: Known | None = N
     for p in [p for e in evidence for p in e.suspect_pids]:
         if p not in pids:
             pids.append(p)
-    found = [f for e in evidence for f in e.all_findings()]
+    found = _without_said_gone([f for e in evidence for f in e.all_findings()])
     ordered = rank([*found, *disagreements(found)])  # a disagreement after the sources
     nvml = Finding(verdict.reason, Strength.NVML, "nvml") if verdict.reason else None
     top = strongest(ordered)
@@ -84,6 +84,22 @@ def fold(verdict: Verdict, evidence: Sequence[Evidence], known: Known | None = N
         evidence={e.kind: e.extra for e in evidence if e.extra},
         next_steps=_steps(verdict, k, tuple(pids), stacks),
     )
+
+
+GONE_WORDS = "is gone: its process exited"
+
+
+def _without_said_gone(found: list[Finding]) -> list[Finding]:
+    """The findings, less the stacks' "rank N is gone: its process exited" for a rank whose
+    cause a stronger finding already says (its last words, its Xid): who, said twice."""
+    told = {p for f in found if f.strength >= Strength.RANK_GONE for p in f.pids}
+    if not told:
+        return found
+    return [
+        f
+        for f in found
+        if not (f.source == "stacks" and f.text.endswith(GONE_WORDS) and set(f.pids) & told)
+    ]
 
 
 def _known(
