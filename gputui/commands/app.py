@@ -106,6 +106,7 @@ def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) 
         )
     if isinstance(result[0], BaseException):
         raise result[0]  # a bad recording or NVML's error first: what the user must fix
+    world = _world_probe_args(args)  # a bad host list is said before the terminal check
     require_terminal()
     source, first = result[0]
     story = None
@@ -115,6 +116,7 @@ def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) 
         story = DemoStory()  # the demo holds at each finding until the user goes on
     return GputuiApp(
         source,
+        probe_args=world,
         first=first,
         stall_after=args.stall_after,
         hang_after=args.hang_after,
@@ -122,3 +124,19 @@ def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) 
         watch_terminal=True,
         story=story,
     )
+
+
+def _world_probe_args(args: argparse.Namespace) -> dict[str, object] | None:
+    """`--probe-hosts LIST`: the probe key (P) runs the whole-world probe over those hosts."""
+    text = getattr(args, "probe_hosts", None)
+    if text is None:
+        return None
+    from gputui.collect.hostlist import expand_hosts
+
+    try:
+        hosts = expand_hosts(text)
+    except ValueError as e:
+        raise GputuiError(f"--probe-hosts: {e}") from None
+    if not hosts or any(h.startswith("-") for h in hosts):
+        raise GputuiError(f"--probe-hosts: not a host list: {text!r}")
+    return {"world_hosts": hosts, "launcher": getattr(args, "probe_launcher", "ssh")}

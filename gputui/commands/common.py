@@ -240,6 +240,19 @@ def add_app_args(p: argparse.ArgumentParser) -> None:
     add_source_args(p)
     add_replay_args(p)
     p.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
+    p.add_argument(
+        "--probe-hosts",
+        default=None,
+        metavar="LIST",
+        help="P runs the whole-world probe over these hosts (node[01-04], a,b or @file) "
+        "instead of this node's GPU pairs",
+    )
+    p.add_argument(
+        "--probe-launcher",
+        choices=("ssh", "srun", "pdsh", "local"),
+        default="ssh",
+        help="how --probe-hosts are reached (default ssh)",
+    )
     add_detector_args(
         p, "do not py-spy a stalled job's ranks on its own (py-spy pauses each for a few ms)"
     )

@@ -200,6 +200,14 @@ class ProcessActions:
                 timeout=6,
             )
             return
+        hosts = self.probe_args.get("world_hosts")
+        if hosts:  # --probe-hosts: the whole world, not this node's pairs
+            from gputui.probe.world import WorldOptions
+            from gputui.ui.world_screen import WorldScreen
+
+            launcher = str(self.probe_args.get("launcher") or "ssh")
+            self.push_screen(WorldScreen(list(hosts), WorldOptions(launcher=launcher)))
+            return
         try:
             from gputui.ui.probe_screen import ProbeScreen
         except ImportError as e:  # the probe module itself is missing from this build
