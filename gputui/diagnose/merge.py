@@ -28,113 +28,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputui.diagnose.merge_slow import slow_across, slow_keys
+from gputui.diagnose.merge_slow import slow_across
+from gputui.diagnose.merge_stacks import (  # noqa: F401  (names merge's callers import)
+    MAX_STACKS,
+    _odd_ones,
+    _stack_entries,
+    odd_text,
+    ranks_text,
+    stack_groups,
+)
+from gputui.diagnose.node_line import _RANK_LIST_LIMIT, NodeLine, line_from_json  # noqa: F401
 from gputui.diagnose.verdict import HUNG, OK, SLOW, STALLED
 
 WINDOW_S = 2.0
 _LOCAL_KEYS = ("node", "~", "pid:", "parent:")  # job keys that mean nothing on another node
-_RANK_LIST_LIMIT = 1 << 20
-MAX_STACKS = 256  # odd ranks' stack entries carried in a merged line
-
-
-@dataclass(frozen=True)
-class NodeLine:
-    """One node's verdict at one time, as `check --json` printed it."""
-
-    host: str
-    t: float
-    state: str
-    spinning: tuple[int, ...] = ()
-    suspects: tuple[int, ...] = ()
-    suspect_pids: tuple[int, ...] = ()
-    since: float | None = None
-    reason: str = ""
-    job_key: str | None = None
-    world_size: int | None = None
-    ranks: dict[int, int] = field(default_factory=dict)  # GPU -> global rank
-    stacks: tuple[dict[str, Any], ...] = ()
-    culprit_frame: str | None = None
-    findings: tuple[str, ...] = ()
-    sick: dict[int, str] = field(default_factory=dict)  # GPU -> "failed: why" (its health)
-    missing_ranks: tuple[int, ...] | None = None  # a rendezvous: ranks never seen here
-    # A slow job (gputui.diagnose.merge_slow): its local stragglers and every GPU's wait
-    # share. `state` stays ok for a slow line: slow is judged across nodes.
-    stragglers: tuple[int, ...] = ()
-    wait_share: dict[int, float] = field(default_factory=dict)
-
-
-def _sick(health: Any) -> dict[int, str]:
-    """GPUs that are not ok in a line's `health` (gputui.diagnose.health); {} if none."""
-    gpus = health.get("gpus") if isinstance(health, dict) else None
-    out: dict[int, str] = {}
-    for g, h in list(gpus.items())[:256] if isinstance(gpus, dict) else []:
-        if str(g).isdigit() and isinstance(h, dict) and h.get("health") in ("failed", "degraded"):
-            out[int(g)] = f"{h['health']}: {str(h.get('reason') or '')[:200]}"
-    return out
-
-
-def _ints(v: Any, what: str) -> tuple[int, ...]:
-    if v is None:
-        return ()
-    if not isinstance(v, list) or not all(
-        isinstance(x, int) and not isinstance(x, bool) for x in v
-    ):
-        raise ValueError(f"'{what}' must be a list of GPU indices")
-    return tuple(v)
-
-
-def line_from_json(d: Any, default_host: str) -> NodeLine:
-    """A NodeLine from a parsed `check --json` object. ValueError (one line) if it is not."""
-    if not isinstance(d, dict):
-        raise ValueError("not a JSON object")
-    t, state = d.get("t"), d.get("state")
-    if not isinstance(t, (int, float)) or isinstance(t, bool) or t != t or abs(t) > 1e11:
-        raise ValueError("missing or bad 't'")
-    if state not in (OK, STALLED, HUNG, SLOW):
-        raise ValueError("'state' must be ok, slow, stalled or hung")
-    host = d.get("host") or default_host
-    if not isinstance(host, str) or len(host) > 255:
-        raise ValueError("'host' must be a short string")
-    ranks_in = d.get("ranks") or {}
-    if not isinstance(ranks_in, dict):
-        raise ValueError("'ranks' must map GPU to rank")
-    ranks = {}
-    for g, r in ranks_in.items():
-        if not str(g).isdigit() or not isinstance(r, int) or isinstance(r, bool) or r < 0:
-            raise ValueError("'ranks' must map GPU indices to ranks")
-        ranks[int(g)] = r
-    stacks = d.get("stacks") or []
-    if not isinstance(stacks, list):
-        raise ValueError("'stacks' must be a list")
-    since, world, key = d.get("since"), d.get("world_size"), d.get("job_key")
-    return NodeLine(
-        host=host,
-        t=float(t),
-        state=OK if state == SLOW else state,  # slow is judged across nodes (merge_slow)
-        spinning=_ints(d.get("spinning"), "spinning"),
-        suspects=_ints(d.get("suspects"), "suspects"),
-        suspect_pids=_ints(d.get("suspect_pids"), "suspect_pids"),
-        since=float(since)
-        if isinstance(since, (int, float)) and not isinstance(since, bool)
-        else None,
-        reason=str(d.get("reason") or "")[:2000],
-        job_key=key if isinstance(key, str) else None,
-        world_size=world if isinstance(world, int) and not isinstance(world, bool) else None,
-        ranks=ranks,
-        stacks=tuple(s for s in stacks[:4096] if isinstance(s, dict)),
-        culprit_frame=d["culprit_frame"] if isinstance(d.get("culprit_frame"), str) else None,
-        findings=tuple(str(f)[:500] for f in d.get("findings") or [] if isinstance(f, str)),
-        sick=_sick(d.get("health")),
-        missing_ranks=_missing(d.get("missing_ranks")),
-        **slow_keys(d, _ints),
-    )
-
-
-def _missing(v: Any) -> tuple[int, ...] | None:
-    """A rendezvous line's `missing_ranks` (bounded); None when the line has none."""
-    if not isinstance(v, list):
-        return None
-    return tuple(x for x in v[:4096] if isinstance(x, int) and not isinstance(x, bool))
 
 
 # ---------------------------------------------------------------- the job-wide verdict
@@ -179,19 +86,6 @@ class Merged:
         )
 
 
-def ranks_text(ranks: Iterable[int]) -> str:
-    """'rank 62' or 'ranks 0-61,63': runs collapsed."""
-    rs = sorted(set(ranks))
-    runs, i = [], 0
-    while i < len(rs):
-        j = i
-        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
-            j += 1
-        runs.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
-        i = j + 1
-    return ("rank " if len(rs) == 1 else "ranks ") + ",".join(runs)
-
-
 def _hosts_text(hosts: list[str], limit: int = 6) -> str:
     shown = ", ".join(hosts[:limit])
     return shown + (f" and {len(hosts) - limit} more" if len(hosts) > limit else "")
@@ -199,69 +93,6 @@ def _hosts_text(hosts: list[str], limit: int = 6) -> str:
 
 def _is_local(key: str | None) -> bool:
     return key is None or key.startswith(_LOCAL_KEYS)
-
-
-def _where(entry: dict[str, Any]) -> str:
-    """Where a rank's stack is: 'all_reduce (train.py:44)', its frame, or its outcome."""
-    frame, coll = entry.get("frame"), entry.get("collective")
-    if coll and isinstance(frame, str) and "(" in frame:
-        return f"{coll} ({frame.rsplit('(', 1)[1]}"
-    if isinstance(frame, str) and frame:
-        return frame
-    outcome = entry.get("outcome")
-    return "an exited process" if outcome == "gone" else f"no stack ({outcome or 'unknown'})"
-
-
-def _odd_ones(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The stack entries outside the largest group: the ranks that are elsewhere.
-
-    With thousands of ranks the largest group is one sentence in `stack_groups`; repeating
-    every waiting rank's stack in every merged line would only bury the odd ones.
-    """
-    if not entries:
-        return []
-    counts = Counter(_where(e) for e in entries)
-    if len(counts) == 1:
-        return entries if len(entries) <= 16 else []
-    majority = counts.most_common(1)[0][0]
-    return [e for e in entries if _where(e) != majority][:MAX_STACKS]
-
-
-def stack_groups(entries: list[dict[str, Any]]) -> list[str]:
-    """STAT-style: ranks grouped by where they are, the largest group first."""
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for e in entries:
-        groups.setdefault(_where(e), []).append(e)
-    out = []
-    for where, es in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        ranks = [e["rank"] for e in es if isinstance(e.get("rank"), int)]
-        hosts = sorted({str(e.get("host")) for e in es if e.get("host")})
-        who = ranks_text(ranks) if ranks else f"{len(es)} process(es)"
-        on = f" on {hosts[0]}" if len(hosts) == 1 else f" on {len(hosts)} hosts" if hosts else ""
-        out.append(f"{who}{on} in {where}")
-    return out
-
-
-def _stack_entries(members: list[NodeLine]) -> list[dict[str, Any]]:
-    """Every alarmed node's stack entries, each named for the host its rank runs on.
-
-    A node watched through `--gpus` still carries the job's recorded stacks of every local
-    rank, the other GPUs' too: rank 1's entry from host a is rank 1 on b when b's GPUs hold
-    rank 1 (the text says `b:1`; the groups said "rank 1 on a"). One entry per rank."""
-    where = {r: ln.host for ln in members for r in ln.ranks.values()}
-    out: list[dict[str, Any]] = []
-    seen: set[tuple[str, Any]] = set()
-    for ln in members:
-        if ln.state == OK:
-            continue
-        for e in ln.stacks:
-            rank = e.get("rank")
-            host = where.get(rank, ln.host) if isinstance(rank, int) else ln.host
-            key = (host, rank if isinstance(rank, int) else ("pid", e.get("pid")))
-            if key not in seen:
-                seen.add(key)
-                out.append({**e, "host": host})
-    return out
 
 
 def judge(
@@ -367,28 +198,6 @@ def _missing_everywhere(members: list[NodeLine]) -> tuple[int, ...] | None:
     if not lists:
         return None
     return tuple(sorted(set.intersection(*lists)))
-
-
-def odd_text(entries: list[dict[str, Any]], limit: int = 4) -> str:
-    """The ranks outside the largest stack group, each as host:rank, against that group:
-    the strongest thing the stacks of many nodes say, so it leads the merged reason."""
-    if len(entries) < 2:
-        return ""
-    counts = Counter(_where(e) for e in entries)
-    if len(counts) < 2:
-        return ""
-    majority = counts.most_common(1)[0][0]
-    odd = [e for e in entries if _where(e) != majority]
-    if len(odd) * 2 >= len(entries):
-        return ""  # no clear majority: the stack groups say it better
-    named = [
-        f"{e.get('host')}:{e['rank'] if isinstance(e.get('rank'), int) else '?'} in {_where(e)}"
-        for e in odd[:limit]
-    ]
-    more = f" and {len(odd) - limit} more" if len(odd) > limit else ""
-    rest = [e["rank"] for e in entries if _where(e) == majority and isinstance(e.get("rank"), int)]
-    others = ranks_text(rest) if rest else f"{counts[majority]} rank(s)"
-    return f"odd one out: {', '.join(named)}{more}, while {others} are in {majority}"
 
 
 def _phrase(m: Merged, members: list[NodeLine], t: float) -> Merged:

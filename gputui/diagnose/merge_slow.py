@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from gputui.diagnose.straggler import split
 
 if TYPE_CHECKING:
-    from gputui.diagnose.merge import NodeLine
+    from gputui.diagnose.node_line import NodeLine
 
 _LOCAL_KEYS = ("node", "~", "pid:", "parent:")
 
@@ -35,7 +35,7 @@ class SlowAcross:
     mean_wait: float = 0.0
 
     def reason(self, hosts: int) -> str:
-        from gputui.diagnose.merge import ranks_text
+        from gputui.diagnose.merge_stacks import ranks_text
 
         who = f"job {self.job}: " if self.job else ""
         ranks = f" ({ranks_text(self.ranks)})" if self.ranks else ""
