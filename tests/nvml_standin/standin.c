@@ -4,7 +4,8 @@
  * nvidia-ml-py opens the library by name (CDLL("libnvidia-ml.so.1")), so a test that puts
  * the directory holding this build first on LD_LIBRARY_PATH of a gputui subprocess selects
  * it. It answers the entry points gputui calls with the readings of two idle H200 GPUs
- * (shared/calibration: ~78 W of a 700 W limit, 345 MHz SM clock, 143771 MiB, no process)
+ * (as recorded in tests/data/h200x2-trace.jsonl.gz: ~78 W of a 700 W limit, 345 MHz SM
+ * clock, 143771 MiB, no process)
  * until the failure chosen by GPUTUI_STANDIN_NVML starts. The value is a comma-separated
  * list of:
  *
