@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 LOOPBACKS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
@@ -45,12 +46,6 @@ class Sshd:
         return ["ssh", *(["-tt"] if tty else ["-T"]), *opts, f"{self.user}@127.0.0.1", *remote]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait_for_banner(port: int, deadline: float) -> bool:
     while time.monotonic() < deadline:
         try:
@@ -75,7 +70,7 @@ def sshd(tmp_path_factory) -> Iterator[Sshd]:
         )
     (d / "authorized_keys").write_text((d / "user.pub").read_text())
     os.chmod(d / "authorized_keys", 0o600)
-    port = _free_port()
+    port = free_port()
     user = (
         os.environ.get("USER")
         or subprocess.run(["id", "-un"], capture_output=True, text=True, check=True).stdout.strip()

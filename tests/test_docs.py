@@ -47,7 +47,9 @@ FOREIGN = re.compile(r"DESIGN\.md|evidence-interface\.md|\.\./shared|shared/cali
 def test_nothing_names_a_file_outside_the_repository():
     here = {"tests/test_docs.py"}
     roots = ["gputui", "tests", "bench", "scripts", "docs", "deploy"]
-    files = [p for r in roots for p in (REPO / r).rglob("*") if p.suffix in (".py", ".md", ".sh", ".c")]
+    files = [
+        p for r in roots for p in (REPO / r).rglob("*") if p.suffix in (".py", ".md", ".sh", ".c")
+    ]
     files += [REPO / n for n in ("README.md", "BENCHMARKS.md", "CONTRIBUTING.md", "CHANGELOG.md")]
     hits = [
         f"{p.relative_to(REPO)}:{i}: {line.strip()}"
@@ -75,7 +77,9 @@ def test_the_device_checks_are_named_where_they_live():
     """The GPU checks live in scripts/device/ (run from the repository root); a path to the
     old top-level device/ would send a person, or run_all.sh, to nothing."""
     roots = ["scripts", "tests", "bench", "docs", "deploy"]
-    files = [p for r in roots for p in (REPO / r).rglob("*") if p.suffix in (".py", ".md", ".sh", ".c")]
+    files = [
+        p for r in roots for p in (REPO / r).rglob("*") if p.suffix in (".py", ".md", ".sh", ".c")
+    ]
     files += [REPO / n for n in ("README.md", "BENCHMARKS.md", "CONTRIBUTING.md")]
     hits = [
         f"{p.relative_to(REPO)}:{i}: {line.strip()}"

@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -30,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, free_port
 from test_exporter_cli import DEMO_SPIN_START, start_exporter
 
 from gputui.exporter.metrics import exported_names
@@ -103,12 +102,6 @@ def test_the_dashboard_queries_only_metrics_the_exporter_serves():
 
 
 # ---------------------------------------------------------------- a real Prometheus
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get(url: str) -> dict:

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import free_port, run_cli
 
 from gputui.collect.source import demo_path, filter_gpus
 from gputui.collect.trace import TraceWriter, read_trace
@@ -31,12 +31,6 @@ from gputui.tools.fleet import pdsh_argv, remote_command, srun_argv, ssh_argv
 SSHD = "/usr/sbin/sshd"
 GPUTUI = str(Path(sys.executable).with_name("gputui"))
 STALL_END_S = 95.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Blackhole:
@@ -79,7 +73,7 @@ def sshd(tmp_path_factory):
         )
     (d / "authorized_keys").write_text((d / "userkey.pub").read_text())
     os.chmod(d / "authorized_keys", 0o600)
-    port = _free_port()
+    port = free_port()
     (d / "sshd_config").write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/hostkey\nPidFile {d}/sshd.pid\n"
         f"AuthorizedKeysFile {d}/authorized_keys\nPasswordAuthentication no\n"
@@ -108,7 +102,7 @@ def sshd(tmp_path_factory):
         proc.kill()
         pytest.skip(f"sshd did not start: {''.join(log)[-300:]}")
     hole = Blackhole()
-    closed = _free_port()
+    closed = free_port()
     hostkey = (d / "hostkey.pub").read_text().split()
     (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {hostkey[0]} {hostkey[1]}\n")
     (d / "ssh_config").write_text(

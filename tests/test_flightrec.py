@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 
 from gputui.collect.flightrec import (
     FrRank,
@@ -87,12 +87,6 @@ else:
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait_for(proc: subprocess.Popen, word: str, lines: queue.Queue, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -118,7 +112,7 @@ def gloo_job(tmp_path_factory):
     env = {
         **os.environ,
         "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(_free_port()),
+        "MASTER_PORT": str(free_port()),
         "WORLD_SIZE": "2",
         "TORCH_FR_BUFFER_SIZE": "2000",
         "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": str(d / "pipe_"),

@@ -9,14 +9,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import run_cli
+from conftest import free_port, run_cli
 
 from gputui.collect.hostranks import HostRank, listeners
 from gputui.collect.model import RankInfo
@@ -33,12 +32,6 @@ RANK = (
     "import datetime, torch.distributed as dist\n"
     "dist.init_process_group('gloo', timeout=datetime.timedelta(seconds=300))\n"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
