@@ -161,6 +161,7 @@ class Watcher:
         auto_dump: bool = True,
         gatherers: Sequence[tuple[str, Gather, Explain]] = DEFAULT_GATHERERS,
         live: bool = True,
+        host_ranks: bool = True,
     ) -> None:
         self._detector: Detector | None = None  # made at the first update (start-up)
         self.stall_after, self.hang_after = stall_after, hang_after
@@ -201,7 +202,9 @@ class Watcher:
         self.rankio: RankIOTracker | None = None
         # Ranks that never came: a job waiting in its rendezvous holds no GPU to spin. Made
         # at the first update: its host scan must not compete with the first frame.
-        self._wants_rendezvous = self._wants_rankio or not live
+        # `host_ranks=False`: the snapshots are not this host's (a test feeding synthetic
+        # samples), so the host's own waiting ranks must not become this Watcher's verdict.
+        self._wants_rendezvous = host_ranks and (self._wants_rankio or not live)
         self._auto_dump = auto_dump
         self.rendezvous: RendezvousWatch | None = None
 

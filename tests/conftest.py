@@ -167,19 +167,23 @@ LONGEST_FIRST = {
 # Modules whose module-scoped fixture is costly (a torch job, an sshd, compiled targets): one
 # worker runs all their tests, so the fixture starts once.
 ONE_WORKER = {"test_flightrec", "test_multi_rank", "test_fleet", "test_secrets_corpus"}
-# ... and modules whose tests each start a job that gputui on the host would see: two of them
-# at once would each find the other's ranks (a real rendezvous hang is a hang on the host).
-ONE_WORKER |= {"test_rendezvous"}
 # Modules that look at the whole machine's process table (the world probe's tests check that
 # no worker is left on any "host"): run on one worker together, so that one test never sees
 # another's workers.
 SHARED_GROUPS = {"test_world_probe": "world", "test_world_screen": "world"}
+# ... and the rendezvous tests, which run a live `gputui check` on the host, with the module
+# whose rank jobs (ranks missing from a local world, one that cannot be dumped) such a check
+# rightly calls a rendezvous hang: beside each other, the check would name the other's job.
+SHARED_GROUPS |= {"test_rendezvous": "host_ranks", "test_watch_live": "host_ranks"}
 
 
 def _module(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
 
 
+# tryfirst: xdist's own hook (in each worker) turns the xdist_group marks into the node ids'
+# "@group" suffix that --dist loadgroup schedules by; it must see the marks added here.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         name = _module(item)

@@ -60,7 +60,7 @@ def test_a_rank_that_segfaults_is_named_with_its_core_and_dump_core_reads_it(tmp
         cwd=tmp_path,
         preexec_fn=allow_cores,  # noqa: PLW1509 - sets one rlimit, no threads involved
     )
-    w = Watcher(1.0, 60.0, auto_dump=False)
+    w = Watcher(1.0, 60.0, auto_dump=False, host_ranks=False)
     try:
         for p in (waiter, crasher):
             assert p.stdout is not None and p.stdout.readline().strip() == b"ready"

@@ -60,7 +60,7 @@ def watch_spin(w: Watcher, pids: list[int], until, timeout: float = 20.0) -> lis
 
 
 def poller(stall_after: float = 2.0) -> Watcher:
-    w = Watcher(stall_after, 60.0, auto_dump=False)
+    w = Watcher(stall_after, 60.0, auto_dump=False, host_ranks=False)
     assert w.ras is not None
     w.ras.interval = 0.0  # ask at every sample (live: every 3 s), so the test is ordered
     return w
@@ -191,7 +191,7 @@ def test_recorded_ras_answers_replay_to_the_same_findings(spawn, tmp_path):
     kids = [spawn({"NCCL_RAS_ADDR": f"127.0.0.1:{port}"}) for _ in range(2)]
     pids = [k.pid for k in kids]
     path = tmp_path / "rec.jsonl.gz"
-    writer, live = TraceWriter(path), Watcher(1.0, 60.0, auto_dump=False)
+    writer, live = TraceWriter(path), Watcher(1.0, 60.0, auto_dump=False, host_ranks=False)
     assert live.ras is not None
     live.ras.interval = 0.3
     try:

@@ -93,7 +93,7 @@ def ranks(tmp_path: Path) -> Iterator[Ranks]:
 def run_until_gone(ranks: Ranks, end_rank1) -> object:
     """Feed the Watcher healthy samples until its tracker knows rank 1, end rank 1, then
     feed samples where GPU 0 spins and GPU 1 has lost its process; the last verdict."""
-    w = Watcher(1.0, 60.0, auto_dump=False)
+    w = Watcher(1.0, 60.0, auto_dump=False, host_ranks=False)
     t = 1000.0
     try:
         w.update(with_real_pids(t, ranks.pids, ["compute", "compute"]))
@@ -208,7 +208,7 @@ def test_the_bundle_keeps_each_ranks_log_tail_redacted_and_sanitized(tmp_path):
 def test_a_rank_that_dies_after_the_stall_began_is_read_again_when_it_goes(ranks):
     """At the stall rank 1 is alive and idle (nothing in its log); it dies later, still in
     the same stall: its last words are read again then, without waiting for 'hung'."""
-    w = Watcher(1.0, 60.0, auto_dump=False)
+    w = Watcher(1.0, 60.0, auto_dump=False, host_ranks=False)
     t = 1000.0
     try:
         w.update(with_real_pids(t, ranks.pids, ["compute", "compute"]))

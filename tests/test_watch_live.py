@@ -86,7 +86,7 @@ def run_until_evidence(
 
 def dump_of_stalled_job(targets, roles, states, **kw) -> tuple[list[int], Verdict, Watcher]:
     pids = start_job(targets, roles)
-    w = Watcher(1.0, 60.0, **kw)
+    w = Watcher(1.0, 60.0, **kw, host_ranks=False)
     try:
         verdicts = run_until_evidence(w, pids, (0.5, ["compute"] * len(roles)), (2.0, states))
     finally:
@@ -136,7 +136,7 @@ def test_a_real_torch_job_names_the_stuck_function_and_the_line_that_entered_all
     for p in procs:  # each says ready once it stands where the test expects (bounded: lifetime)
         assert p.stdout is not None and p.stdout.readline().startswith("ready "), p.pid
     pids = [p.pid for p in procs]
-    w = Watcher(1.0, 60.0)
+    w = Watcher(1.0, 60.0, host_ranks=False)
     try:
         v = run_until_evidence(w, pids, (0.5, ["compute", "compute"]), (2.0, ["spin", "idle"]))[-1]
     finally:
@@ -171,7 +171,7 @@ def test_ranks_in_different_collectives_are_the_finding_when_every_gpu_spins(tar
 
 def test_a_rank_that_died_is_gone_and_its_peer_still_waits(targets):
     pids = start_job(targets, ["allreduce", "loader"])
-    w = Watcher(1.0, 60.0)
+    w = Watcher(1.0, 60.0, host_ranks=False)
     try:
         w.update(snapshot(999.0, pids, ["compute", "compute"]))  # both seen alive
         dead = targets.procs[1]
@@ -229,7 +229,7 @@ def test_a_rank_that_exits_while_py_spy_runs_is_reported_gone(targets, tmp_path,
     monkeypatch.setenv("GPUTUI_TOOL_PATH", str(tmp_path))
     pids = start_job(targets, ["allreduce", "loader"])
     monkeypatch.setenv("KILL_PID", str(pids[1]))
-    w = Watcher(1.0, 60.0)
+    w = Watcher(1.0, 60.0, host_ranks=False)
     try:
         v = run_until_evidence(w, pids, (0.5, ["compute"] * 2), (2.0, ["spin", "idle"]))[-1]
     finally:
@@ -249,7 +249,7 @@ def test_a_rank_that_was_stopped_before_stays_stopped(targets):
         while ptrace.state_letter(pids[1]) != "T":
             assert time.monotonic() < deadline, "SIGSTOP did not land"
             time.sleep(0.005)
-        w = Watcher(1.0, 60.0)
+        w = Watcher(1.0, 60.0, host_ranks=False)
         try:
             v = run_until_evidence(w, pids, (0.5, ["compute"] * 2), (2.0, ["spin", "idle"]))[-1]
         finally:
