@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
 import sys
 
 from tmux import Tmux, needs_tmux
@@ -96,3 +97,25 @@ def test_after_q_nothing_of_the_dashboard_is_left_on_the_shell_screen():
         assert "loading…" not in screen and "H200" not in screen, screen
     finally:
         tmux.close()
+
+
+def test_the_gpus_are_drawn_before_textual_is_imported():
+    """Importing Textual holds the GIL against the thread that opens NVML and takes the first
+    sample: the dashboard waits (bounded) for that plain-text frame before it imports Textual.
+    Run in a fresh interpreter; off a terminal the start then stops at the terminal check."""
+    code = (
+        "import sys\n"
+        "from gputui.ui import preframe\n"
+        "seen = []\n"
+        "preframe.PreFrame.active = property(lambda self: True)\n"
+        "preframe.PreFrame.draw = lambda self, snap, d: seen.append('textual' in sys.modules)\n"
+        "from gputui.cli import main\n"
+        "rc = main(['--demo'])\n"
+        "print('drawn with textual imported:', seen, 'rc', rc)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert "drawn with textual imported: [False] rc 2" in r.stdout, (r.stdout, r.stderr)
+    assert "needs a terminal" in r.stderr

@@ -7,7 +7,6 @@ A Source is pulled by exactly one thread (the Sampler, or a CLI loop). `sample()
 from __future__ import annotations
 
 import time
-from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
@@ -42,6 +41,8 @@ MAX_REPLAY_DELAY_S = 3600.0
 
 def demo_path() -> Path:
     """The bundled real 2 x H200 recording (see gputui/data/README.md)."""
+    from importlib import resources  # here: the live start-up path does not need it
+
     return Path(str(resources.files("gputui") / "data" / DEMO_FILE))
 
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from gputui.ui.preframe import PreFrame
 
 NVML_START_TIMEOUT = 15.0  # seconds for nvmlInit and the device list before giving up
+PREFRAME_WAIT_S = 1.0  # at most this long for the plain-text first frame before Textual loads
 
 
 def _open_in_background(
@@ -74,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
 
     pre = PreFrame()
     thread, result = _open_in_background(args, pre)
+    if pre.active:
+        # The GPUs on screen first: importing Textual now would hold the GIL against the
+        # thread's Python (pynvml, psutil, the sample) and delay that plain-text frame ~2x.
+        thread.join(PREFRAME_WAIT_S)
     try:
         app = _make_app(args, thread, result)
     except BaseException:

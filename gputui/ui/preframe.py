@@ -66,6 +66,16 @@ class PreFrame:
         self._closed = False
         self.drawn = False
 
+    @property
+    def active(self) -> bool:
+        """It would draw: a terminal on all three streams, not closed, nothing drawn yet."""
+        return (
+            not self._closed
+            and not self.drawn
+            and self._stream is not None
+            and (self._is_terminal())
+        )
+
     def draw(self, snap: Any, description: str) -> bool:
         """Draw `snap` (a Snapshot); False when it may not (closed, drawn, not a terminal)."""
         with self._lock:
