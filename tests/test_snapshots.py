@@ -40,3 +40,11 @@ def test_dashboard_snapshot(snap_compare, demo_snaps, size, phase, seconds, keys
     source = eight_gpu_hang(seconds) if phase == "8gpu" else window(demo_snaps, phase, seconds)
     app = GputuiApp(source)
     assert snap_compare(app, terminal_size=size, run_before=_until_replay_ends, press=keys)
+
+
+@pytest.mark.parametrize("theme", ["textual-light", "ansi-light", "ansi-dark"])
+def test_the_hang_at_80x24_in_each_theme_that_matters(snap_compare, demo_snaps, theme):
+    """Light terminals (textual-light; ansi-light keeps the terminal's own colours) and
+    ansi-dark: the default, textual-dark, is the snapshots above."""
+    app = GputuiApp(window(demo_snaps, "stall_in_loop", 20.0), theme=theme)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_until_replay_ends)

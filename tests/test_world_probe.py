@@ -95,7 +95,7 @@ def test_a_host_whose_ssh_port_is_closed_is_named_and_the_rest_measured(hosts):
     assert by_host["c"]["ok"] is False
     assert "refused" in by_host["c"]["why"].lower()
     assert by_host["c"]["address"] == "127.0.0.3"  # resolved through ssh -G, as hosts see it
-    assert by_host["a"]["ok"] and by_host["b"]["ok"]
+    assert by_host["a"]["ok"] and by_host["b"]["ok"], (by_host, res.stderr[-1500:])
     pairs = [ln for ln in lines if ln["kind"] == "pair"]
     assert [(p["hosts"], p["ok"]) for p in pairs] == [(["a", "b"], True)]
     assert pairs[0]["sizes"] and pairs[0]["sizes"][-1]["busbw_gbps"] > 0

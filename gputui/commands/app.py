@@ -112,6 +112,7 @@ def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) 
     if isinstance(result[0], BaseException):
         raise result[0]  # a bad recording or NVML's error first: what the user must fix
     world = _world_probe_args(args)  # a bad host list is said before the terminal check
+    theme = _theme(args)  # and so is a bad theme
     require_terminal()
     source, first = result[0]
     story = None
@@ -128,7 +129,21 @@ def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) 
         auto_dump=not getattr(args, "no_auto_dump", False),
         watch_terminal=True,
         story=story,
+        theme=theme,
     )
+
+
+def _theme(args: argparse.Namespace) -> str | None:
+    """`--theme NAME` (or $GPUTUI_THEME): one of Textual's themes, else one line, exit 2."""
+    name = getattr(args, "theme", None)
+    if name is None:
+        return None
+    from textual.theme import BUILTIN_THEMES
+
+    if name not in BUILTIN_THEMES:
+        names = ", ".join(sorted(BUILTIN_THEMES))
+        raise GputuiError(f"--theme: no theme {name!r}; the themes are: {names}")
+    return str(name)
 
 
 def _world_probe_args(args: argparse.Namespace) -> dict[str, object] | None:

@@ -34,6 +34,7 @@ from gputui.ui.bars import KeyBar, StatusLine
 from gputui.ui.gpu_board import HISTORY, GpuBoard, GpuHistory
 from gputui.ui.messages import EvidenceArrived, SamplerFailed, SnapshotReady, SourceEnded
 from gputui.ui.notices import OneMessage
+from gputui.ui.palette import Palette
 from gputui.ui.process_table import ProcessTable
 from gputui.ui.story import DemoStory, StoryBar, StoryKeys
 from gputui.ui.straggler_view import slow_flags
@@ -72,7 +73,7 @@ class NoGpuNote(LineView):
         import textwrap
 
         why = textwrap.wrap(f"No GPUs: {self.error}", max(20, width - 2))[:3]  # read whole
-        return [*(text_line(f" {ln}", width, "bold yellow") for ln in why), text_line(hint, width)]
+        return [*(text_line(f" {ln}", width, "@caution") for ln in why), text_line(hint, width)]
 
 
 class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App[None]):
@@ -134,8 +135,11 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
         watch_terminal: bool = False,
         first: Snapshot | None = None,
         story: DemoStory | None = None,
+        theme: str | None = None,
     ) -> None:
         super().__init__()
+        if theme is not None:  # checked by the caller against available_themes
+            self.theme = theme
         self.source = source
         self.story = story  # the guided demo (`gputui --demo`), holding at each finding
         self.stall_after, self.hang_after = stall_after, hang_after
@@ -204,6 +208,7 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
         self.table = ProcessTable(id="procs")
         self.keybar = KeyBar(id="keys")
         yield from (
+            Palette(),  # the colours of the current theme (gputui.ui.palette)
             self.status,
             self.story_bar,
             self.banner,
@@ -319,6 +324,13 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
                 self.table.sort("cpu", reverse=False)
         self.table.apply(snap.processes, snap.jobs, snap.t, self._row_flags())
         self._refresh_status()
+
+    def restyle(self) -> None:
+        """The theme changed (gputui.ui.palette): every line is built again in its colours."""
+        for screen in self.screen_stack:
+            for w in screen.query(LineView):
+                w.redraw()
+        self.table.redraw()
 
     def _row_flags(self) -> dict[int, str]:
         v, snap = self.verdict, self.snapshot

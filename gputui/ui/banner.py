@@ -21,10 +21,10 @@ MAX_ANSWER_LINES = 6  # 80 columns: ~470 characters of headline, still leaving t
 NVML_LEVEL = 10  # gputui.diagnose.ranking.Strength.NVML (not imported: the UI starts fast)
 MISMATCH_LEVEL = 40  # Strength.MISMATCH
 
-OK_STYLE = "bold black on green"
-SLOW_STYLE = "bold white on magenta"
-STALLED_STYLE = "bold black on yellow"
-HUNG_STYLE = "bold white on red"
+OK_STYLE = "@ok"
+SLOW_STYLE = "@slow"
+STALLED_STYLE = "@stalled"
+HUNG_STYLE = "@hung"
 KEYS = "j select suspect · p its stack · a all ranks · d details · b bundle"
 
 
@@ -110,7 +110,7 @@ def banner_lines(v: Any | None, now: float, width: int) -> list[Strip]:
     badge, text = headline(v, now)
     first = Line().add(badge, HUNG_STYLE if v.state == "hung" else STALLED_STYLE)
     first.add(fit(text, max(0, width - first.length)), "bold")
-    style = "bold red" if v.findings else ""
+    style = "@alert" if v.findings else ""
     answers = [Line().add(fit(a, width), style).strip(width) for a in wrap(answer(v), width)]
     third = Line().add(fit(KEYS, width), "italic")
     return [first.strip(width), *answers, third.strip(width)]

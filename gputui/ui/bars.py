@@ -15,10 +15,10 @@ from textual.strip import Strip
 
 from gputui.ui.strips import Line, LineView, fit
 
-STATUS_STYLE = "white on #1f3b5a"
-STALE_STYLE = "bold white on red"
-KEYBAR_STYLE = "white on #262626"
-KEY_STYLE = "bold #ffd75f on #262626"
+STATUS_STYLE = "@status"
+STALE_STYLE = "@hung"
+KEYBAR_STYLE = "@keybar"
+KEY_STYLE = "@key"
 KEY_HINTS = (
     ("q", "quit"),
     ("?", "help"),
@@ -91,7 +91,7 @@ class KeyBar(LineView, can_focus=True):
             line.add("   enter apply · esc clear", KEYBAR_STYLE)
             return [line.strip(width, KEYBAR_STYLE)]
         if self.note:
-            line.add(f" {self.note} ", "bold black on #ffd75f")
+            line.add(f" {self.note} ", "@notice")
         for key, what in KEY_HINTS:
             if line.length + cell_len(key) + cell_len(what) + 2 > width:
                 break

@@ -12,6 +12,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from gputui.ui.palette import role
+
 
 class TextScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q", "dismiss", "Close", id="text.close")]
@@ -44,7 +46,7 @@ def verdict_text(v: Any | None, snap: Any | None) -> Text:
         t.append(f" for {snap.t - v.since:.0f} s")
     t.append(f"\n\n{v.reason}\n")
     if v.culprit_frame:
-        t.append("\nCulprit frame: ", style="bold").append(v.culprit_frame, style="bold red")
+        t.append("\nCulprit frame: ", style="bold").append(v.culprit_frame, style=role("@alert"))
         t.append("\n")
     ranked = getattr(v, "ranked", ()) or ()
     if ranked:  # strongest first, each with its strength (gputui.diagnose.ranking)

@@ -27,10 +27,10 @@ PANEL_H = 7  # a boxed panel: border, 5 lines, border
 SPARK = "▁▂▃▄▅▆▇█"
 
 TAG_STYLE = {
-    "spinning": "bold black on yellow",
-    "suspect": "bold white on red",
-    "computing": "green",
-    "communicating": "cyan",
+    "spinning": "@stalled",
+    "suspect": "@hung",
+    "computing": "@good",
+    "communicating": "@info",
     "idle": "dim",
     "free": "dim",
     "unknown": "dim",
@@ -62,27 +62,27 @@ def choose_mode(n_gpus: int, width: int, height: int, reserved: int) -> str:
 def _level(frac: float | None) -> str:
     if frac is None:
         return "dim"
-    return "red" if frac >= 0.9 else "yellow" if frac >= 0.6 else "green"
+    return "@high" if frac >= 0.9 else "@mid" if frac >= 0.6 else "@low"
 
 
 def _power_colour(frac: float | None) -> str:
-    """Colour of a history bar by the power at that sample: low power reads yellow (idle,
-    or a kernel spinning in a wait), moderate cyan, high green (arithmetic)."""
+    """Colour of a history bar by the power at that sample: low power reads as a warning
+    (idle, or a kernel spinning in a wait), moderate as info, high as good (arithmetic)."""
     if frac is None:
         return "dim"
-    return "yellow" if frac < 0.25 else "cyan" if frac < 0.5 else "green"
+    return "@mid" if frac < 0.25 else "@info" if frac < 0.5 else "@low"
 
 
 def spark(
     line: Line, values: Sequence[float | None], width: int, power: Sequence[float | None] | None
 ) -> None:
     """Append the last `width` values (0..100) as bars, right-aligned, each coloured by the
-    power fraction of its sample (magenta without one). Only the samples that fit are
+    power fraction of its sample (the accent colour without one). Only the samples that fit are
     read: the history holds up to 240 (a wide terminal), and this runs for every GPU line
     at every sample."""
     vals = list(values)[-width:] if width else []
     if power is None:
-        cols = ["magenta"] * len(vals)
+        cols = ["@accent"] * len(vals)
     else:
         cols = [_power_colour(p) for p in (list(power)[-width:] if width else [])]
     if len(vals) < width:
@@ -223,13 +223,13 @@ class GpuBoard(LineView):
 
     def _panel(self, g: GpuSample, w: int) -> list[Strip]:
         tag, detail = self.tags.get(g.index, ("", ""))
-        box = "yellow" if tag == "spinning" else "red" if tag == "suspect" else "blue"
+        box = "@box-spin" if tag == "spinning" else "@box-bad" if tag == "suspect" else "@box"
         inner = w - 4
         title = f"─ GPU {g.index} · {short_name(g.name)} "
         label = f" {_tag_text(tag)}{detail} " if tag else ""
         sick = self.health.get(g.index)
         if sick is not None:
-            box = "red" if sick.word == "failed" else "yellow"
+            box = "@box-bad" if sick.word == "failed" else "@box-spin"
         room = max(0, w - 4 - len(label))
         top = (
             Line()
@@ -279,7 +279,7 @@ class GpuBoard(LineView):
 
 
 _MARK = {"failed": "✖", "degraded": "!"}
-HEALTH_STYLE = {"failed": "bold white on red", "degraded": "bold black on yellow"}
+HEALTH_STYLE = {"failed": "@hung", "degraded": "@stalled"}
 
 
 def _metric(

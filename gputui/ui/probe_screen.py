@@ -30,8 +30,9 @@ from textual.widgets import Footer, Static
 from gputui.probe.analysis import best_copy, grade, worst
 from gputui.probe.result import PairResult, ProbeReport
 from gputui.probe.runner import ProbeConfig, Progress, run_probe, torch_installed
+from gputui.ui.palette import role
 
-STYLES = {"good": "green", "fair": "yellow", "bad": "bold red", "pending": "dim"}
+STYLES = {"good": "@good", "fair": "@mid", "bad": "@alert", "pending": "dim"}
 
 
 def default_save_dir() -> Path:
@@ -61,9 +62,9 @@ def matrix_table(report: ProbeReport) -> Table:
                 cells.append(Text("..." + label, style=STYLES["pending"]))
             elif c is not None and c.ok and c.gbps is not None:
                 g = grade(c.gbps, best, p.ok)
-                cells.append(Text(f"{c.gbps:.1f}{label}", style=STYLES[g]))
+                cells.append(Text(f"{c.gbps:.1f}{label}", style=role(STYLES[g])))
             else:
-                cells.append(Text("FAIL" + label, style=STYLES["bad"]))
+                cells.append(Text("FAIL" + label, style=role(STYLES["bad"])))
         table.add_row(Text(f"{prefix}{a}", style="bold"), *cells)
     return table
 
@@ -83,10 +84,10 @@ def allreduce_text(report: ProbeReport) -> Text:
             lat = f"{ar.latency_us:.0f} us" if ar.latency_us is not None else "N/A"
             out.append(
                 name + f"{ar.busbw_gbps:.1f} GB/s, {lat}\n",
-                style=STYLES[grade(ar.busbw_gbps, best)],
+                style=role(STYLES[grade(ar.busbw_gbps, best)]),
             )
         else:
-            out.append(name + "FAIL\n", style=STYLES["bad"])
+            out.append(name + "FAIL\n", style=role(STYLES["bad"]))
     return out
 
 

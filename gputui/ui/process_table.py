@@ -25,11 +25,11 @@ from gputui.ui.straggler_view import flag_label, flag_style
 from gputui.ui.strips import Line, fit, repaint_changed
 
 FLAG_TEXT = {"suspect": ("SUSP", "SUSPECT"), "waiting": ("wait", "waiting")}
-FLAG_STYLE = {"suspect": "bold white on red", "waiting": "black on yellow"}
+FLAG_STYLE = {"suspect": "@hung", "waiting": "@waiting"}
 HEADER_STYLE = "bold reverse"
 SELECTED_STYLE = "reverse"
-HEADING_STYLE = "bold cyan"
-_CELL_STYLE = {"state:Z": "bold red", "state:T": "bold red", "state:D": "bold red"}
+HEADING_STYLE = "@heading"
+_CELL_STYLE = {"state:Z": "@alert", "state:T": "@alert", "state:D": "@alert"}
 
 
 class ProcessTable(Widget, can_focus=True):
@@ -129,6 +129,9 @@ class ProcessTable(Widget, can_focus=True):
         for r in self.rows[self.top_row : self.top_row + height - 1]:
             new.append(self._line(r, width))
         new += [Strip.blank(width)] * (height - len(new))
+        base = self.rich_style  # the theme's background and text under the spans' colours
+        if base:
+            new = [s.apply_style(base) for s in new]
         old, self._shown = self._shown, new
         repaint_changed(self, old, new, width, layout=False)
 
@@ -147,7 +150,7 @@ class ProcessTable(Widget, can_focus=True):
             extra = "  tree" if self.tree_view else ""
             extra += f"  filter: {self.filter_text}" if self.filter_text else ""
             line = Line().add(fit(_plain(line), max(0, width - len(extra))), HEADER_STYLE)
-            line.add(extra, "bold black on yellow")
+            line.add(extra, "@stalled")
         return line.strip(width, HEADER_STYLE)
 
     def _line(self, r: R.Row, width: int) -> Strip:
@@ -180,7 +183,7 @@ class ProcessTable(Widget, can_focus=True):
             value = text.get(col.id, "")
             spec = _CELL_STYLE.get(f"{col.id}:{value[:1]}", "") if col.id == "state" else ""
             if col.id == "pid" and r.flag == "suspect":
-                spec = "bold red"
+                spec = "@alert"
             if selected:
                 spec = f"{spec} reverse".strip()
             line.cell(value, w, spec or base, col.align)
@@ -189,7 +192,12 @@ class ProcessTable(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         if 0 <= y < len(self._shown):
             return self._shown[y]
-        return Strip.blank(self.size.width)
+        return Strip.blank(self.size.width, self.rich_style)
+
+    def redraw(self) -> None:
+        """Build every row again (the theme changed: gputui.ui.palette)."""
+        self._row_cache.clear()
+        self._repaint()
 
     def on_resize(self) -> None:
         if self._data[0] or self.rows:

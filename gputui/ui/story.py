@@ -27,8 +27,8 @@ from gputui.ui.table_actions import TableActions
 if TYPE_CHECKING:
     from gputui.ui.protocols import AppLike
 
-STORY_STYLE = "bold black on #ffd75f"
-HINT_STYLE = "black on #ffd75f"
+STORY_STYLE = "@story"
+HINT_STYLE = "@story-hint"
 GO_ON_KEY = "space"
 LEAD_S = 4.0  # going on lands this long before the next chapter's job starts
 

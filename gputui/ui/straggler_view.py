@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 STRAGGLER = "straggler"
 WAIT_PREFIX = "wait:"
-STYLES = {STRAGGLER: "bold white on magenta", "wait": "yellow"}
+STYLES = {STRAGGLER: "@slow", "wait": "@mid"}
 
 
 def slow_flags(v: Any, snap: Snapshot) -> dict[int, str]:

@@ -21,11 +21,20 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gputui.ui.palette import role
+
+
+def style(spec: str) -> Style:
+    """The style of a spec: "@role" (gputui.ui.palette: a colour of the theme, with any
+    emphasis after it) or plain emphasis ("bold", "dim italic"). Made once per spec:
+    `Style.parse` is what a naive renderer pays for on every cell of every frame."""
+    if spec.startswith("@"):
+        return role(spec)
+    return _parsed(spec)
+
 
 @lru_cache(maxsize=256)
-def style(spec: str) -> Style:
-    """A parsed Rich style, made once per spec: `Style.parse` is what a naive renderer pays
-    for on every cell of every frame."""
+def _parsed(spec: str) -> Style:
     return Style.parse(spec) if spec else Style()
 
 
@@ -109,10 +118,16 @@ class LineView(Widget):
         width = self.size.width
         if width <= 0:  # not laid out yet: on_resize draws once it is
             return
-        new = self.build(width)
+        new = self._themed(self.build(width))
         old, self._strips = self._strips, new
         self._built_width = width
         repaint_changed(self, old, new, width, layout=True)
+
+    def _themed(self, strips: list[Strip]) -> list[Strip]:
+        """The lines on the theme's background and text colour (the widget's CSS style),
+        under the colours of their own spans: plain text is the theme's, not the terminal's."""
+        base = self.rich_style
+        return [s.apply_style(base) for s in strips] if base else strips
 
     def on_resize(self) -> None:
         if self.size.width != self._built_width:
@@ -121,14 +136,14 @@ class LineView(Widget):
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         if width != self._built_width and width > 0:
-            self._strips = self.build(width)
+            self._strips = self._themed(self.build(width))
             self._built_width = width
         return len(self._strips)
 
     def render_line(self, y: int) -> Strip:
         if 0 <= y < len(self._strips):
             return self._strips[y]
-        return Strip.blank(self.size.width)
+        return Strip.blank(self.size.width, self.rich_style)
 
     @property
     def lines_text(self) -> list[str]:

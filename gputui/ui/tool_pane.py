@@ -28,6 +28,7 @@ from textual.widgets import Footer, RichLog, Static
 from gputui.collect.model import Job, ProcessInfo, Snapshot
 from gputui.redact import redact_text
 from gputui.tools.result import Cancel, LineSink, Outcome, ToolResult
+from gputui.ui.palette import role
 
 ToolCall = Callable[[LineSink, Cancel], Any]
 """Runs a tool: `(on_line, cancel) -> ToolResult | DumpAll | BundleReport` (has summary_lines)."""
@@ -161,10 +162,10 @@ class DumpAllPane(ToolPane):
             return
         log = self.query_one(RichLog)
         log.clear()
-        styles = {"odd-header": "bold reverse red", "header": "bold", "note": "italic"}
+        styles = {"odd-header": "@hung", "header": "bold", "note": "italic"}
         for text, kind in render():
             self.lines.append(text)
-            log.write(Text(text, style=styles.get(kind, "")))
+            log.write(Text(text, style=role(styles.get(kind, ""))))
         super().show_result(result)
 
 

@@ -1,5 +1,5 @@
 """The world probe as a screen: the stage while it runs, then the host table, the host-pair
-matrix and the findings, failures in red.
+matrix and the findings, failures in the alert colour.
 
 It runs `check_world` (the same check as `gputui probe --hosts`) in a thread worker; stages
 come back through `app.call_from_thread`. c or escape cancels a run (every launch in flight is
@@ -23,16 +23,18 @@ from textual.widgets import Footer, Static
 from gputui.probe.world import WorldOptions
 from gputui.probe.world_launch import STOP
 from gputui.probe.world_report import WorldReport, text
+from gputui.ui.palette import role
 
 _BAD = r"\bFAIL(ED)?\b|\bpeer failed\b|^findings:|not checked on .*"
 _GOOD = r"\bok\b"
 
 
 def colored(report_text: str) -> Text:
-    """The report, failures red and passes green (the words, not the lines: easy to scan)."""
+    """The report, failures in the alert colour and passes in the good one (the words, not
+    the lines: easy to scan)."""
     t = Text(report_text)
-    t.highlight_regex(_BAD, "bold red")
-    t.highlight_regex(_GOOD, "green")
+    t.highlight_regex(_BAD, role("@alert"))
+    t.highlight_regex(_GOOD, role("@good"))
     return t
 
 
