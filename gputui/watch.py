@@ -27,123 +27,55 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gputui.collect.model import Job, ProcessInfo, Snapshot
 from gputui.diagnose.verdict import HUNG, OK, STALLED, Verdict
+from gputui.gatherers import (  # re-exported: callers import them from here
+    AUTO_DUMP_TIMEOUT_S,
+    DEFAULT_GATHERERS,
+    Explain,
+    Gather,
+    JobTarget,
+    explain_lastwords,
+    explain_nccl,
+    explain_stacks,
+    gather_lastwords,
+    gather_nccl,
+    gather_stacks,
+)
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from gputui.collect.frames import RankStack
     from gputui.collect.rankio import RankIOTracker
     from gputui.diagnose.detector import Detector
     from gputui.diagnose.evidence import Evidence
     from gputui.diagnose.health import HealthTracker
     from gputui.tools.rendezvous_watch import RendezvousWatch
 
-AUTO_DUMP_TIMEOUT_S = 5.0  # per rank; py-spy took 10-20 ms on a hung H200 rank
 # A record taken this long before a job's spinning began still belongs to that episode
 # (clocks of the sampler and the gatherer differ a little); older ones are a past episode.
 EPISODE_SLACK_S = 5.0
 KEEP_PER_JOB = 4  # records kept per (job, kind): only the newest usable one is shown
 CLOSE_WAIT_S = 3.0
 
-Gather = Callable[["JobTarget", threading.Event], "dict[str, Any] | None"]
-Explain = Callable[[dict[str, Any], Verdict, "Snapshot | None"], "Evidence"]
 
-
-@dataclass(frozen=True)
-class JobTarget:
-    """The stalled job at its transition, for a gatherer: who to look at, and why now."""
-
-    key: str  # the job's key (Job.key): records name it, so a replay finds its job
-    label: str
-    trigger: str  # "stalled" | "hung"
-    verdict: Verdict
-    ranks: tuple[ProcessInfo, ...]  # live local ranks, with create times for the identity check
-    gone: tuple[RankStack, ...] = ()  # ranks whose process has exited (Verdict.vanished)
-    rankio: RankIOTracker | None = None  # where each rank writes (gputui.collect.rankio)
-
-
-def gather_stacks(target: JobTarget, cancel: threading.Event) -> dict[str, Any] | None:
-    """py-spy on every local rank of the job, in parallel, each bounded; never raises."""
-    from gputui.tools.dumpall import dump_all, stacks_record
-
-    if not target.ranks and not target.gone:
-        return None
-    t = time.time()
-    try:
-        ranks = {p.pid: p.rank.rank for p in target.ranks if p.rank is not None}
-        res = dump_all(list(target.ranks), ranks=ranks, timeout=AUTO_DUMP_TIMEOUT_S, cancel=cancel)
-        return stacks_record(
-            res,
-            t=t,
-            job=target.key,
-            trigger=target.trigger,
-            processes=target.ranks,
-            gone=target.gone,
-        )
-    except Exception as e:  # a gatherer never raises: its failure is data in the record
-        from gputui.collect.frames import RankStack
-
-        failed = [
-            RankStack(p.pid, p.rank.rank if p.rank else None, None, "failed", error=str(e)[:200])
-            for p in target.ranks
-        ]
-        return {
-            "type": "stacks",
-            "t": round(t, 3),
-            "job": target.key,
-            "trigger": target.trigger,
-            "ranks": [r.to_json() for r in [*failed, *target.gone]],
-        }
-
-
-def explain_stacks(record: dict[str, Any], v: Verdict, snap: Snapshot | None) -> Evidence:
-    """gputui.diagnose.culprit's explainer, imported at the first stall, not at start-up."""
-    from gputui.diagnose.culprit import explain_stacks as explain
-
-    return explain(record, v, snap)
-
-
-def explain_nccl(record: dict[str, Any], v: Verdict, snap: Snapshot | None) -> Evidence:
-    """gputui.diagnose.nccl's explainer, imported when an nccl record is first explained."""
-    from gputui.diagnose.nccl import explain_nccl as explain
-
-    return explain(record, v, snap)
-
-
-def gather_nccl(target: JobTarget, cancel: threading.Event) -> dict[str, Any] | None:
-    """The flight recorder triggered, where the job set its pipe (RAS is asked by the
-    Watcher's RAS poller from the start of the spin, see gputui.ras_poll)."""
-    from gputui.tools.nccl_gather import gather_nccl as gather
-
-    return gather(target, cancel, ras=False)
-
-
-def gather_lastwords(target: JobTarget, cancel: threading.Event) -> dict[str, Any] | None:
-    """Each rank's log tail, error file and kernel lines (gputui.tools.lastwords_gather)."""
-    from gputui.tools.lastwords_gather import gather_lastwords as gather
-
-    return gather(target, cancel)
-
-
-def explain_lastwords(record: dict[str, Any], v: Verdict, snap: Snapshot | None) -> Evidence:
-    """Why a rank is gone (gputui.diagnose.gone)."""
-    from gputui.diagnose.gone import explain_lastwords as explain
-
-    return explain(record, v, snap)
-
-
-# Stacks first: the banner's second line is the first finding, and the culprit's frame is
-# what a person wants first; RAS and the flight recorder add the ranks of other nodes.
-DEFAULT_GATHERERS: tuple[tuple[str, Gather, Explain], ...] = (
-    ("stacks", gather_stacks, explain_stacks),
-    ("nccl", gather_nccl, explain_nccl),
-    ("lastwords", gather_lastwords, explain_lastwords),
-)
+__all__ = [
+    "AUTO_DUMP_TIMEOUT_S",
+    "DEFAULT_GATHERERS",
+    "Explain",
+    "Gather",
+    "JobTarget",
+    "Watcher",
+    "explain_lastwords",
+    "explain_nccl",
+    "explain_stacks",
+    "gather_lastwords",
+    "gather_nccl",
+    "gather_stacks",
+]
 
 
 class Watcher:
