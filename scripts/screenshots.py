@@ -111,6 +111,12 @@ async def main(only: list[str]) -> None:
         "dashboard-80x24": lambda: shoot(
             "dashboard-80x24", window(snaps, "stall_in_loop", 20.0), size=(80, 24)
         ),
+        "dashboard-light-80x24": lambda: shoot(  # --theme textual-light (ansi-light too)
+            "dashboard-light-80x24",
+            window(snaps, "stall_in_loop", 20.0),
+            size=(80, 24),
+            theme="textual-light",
+        ),
         "dashboard-8gpu-120x40": lambda: shoot(
             "dashboard-8gpu-120x40", eight_gpu_hang(), size=(120, 40)
         ),

@@ -23,8 +23,9 @@ TABLE_KEYS = (
 NOTES = (
     "Marks: SUSP = the rank the hang detector names (not spinning while its peers spin "
     "in a collective); wait = a rank spinning in a collective.\n"
-    "GPU history bars: height = util, colour = power (yellow: idle power, so a full "
-    "yellow bar is a kernel spinning in a wait; green: arithmetic).\n"
+    "GPU history bars: height = util, colour = power (the warning colour, yellow by "
+    "default: idle power, so a full bar of it is a kernel spinning in a wait; the success "
+    "colour, green by default: arithmetic).\n"
     "Data older than 3 sample intervals is shown as STALE."
 )
 

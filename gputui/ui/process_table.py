@@ -125,13 +125,11 @@ class ProcessTable(Widget, can_focus=True):
             self._width = width
             self._cols = R.visible_columns(width)
             self._row_cache.clear()
-        new = [self._header(width)]
+        base = self.rich_style  # the theme's background and text, under the spans' colours
+        new = [self._header(width).apply_style(base)]
         for r in self.rows[self.top_row : self.top_row + height - 1]:
             new.append(self._line(r, width))
-        new += [Strip.blank(width)] * (height - len(new))
-        base = self.rich_style  # the theme's background and text under the spans' colours
-        if base:
-            new = [s.apply_style(base) for s in new]
+        new += [Strip.blank(width, base)] * (height - len(new))
         old, self._shown = self._shown, new
         repaint_changed(self, old, new, width, layout=False)
 
@@ -159,8 +157,8 @@ class ProcessTable(Widget, can_focus=True):
         cached = self._row_cache.get(r.key)
         if cached is not None and cached[0] == state:
             return cached[1]
-        strip = self._draw_row(r, selected, width)
-        self._row_cache[r.key] = (state, strip)
+        strip = self._draw_row(r, selected, width).apply_style(self.rich_style)
+        self._row_cache[r.key] = (state, strip)  # styled once: cleared when the theme changes
         return strip
 
     def _draw_row(self, r: R.Row, selected: bool, width: int) -> Strip:
