@@ -25,8 +25,10 @@ for _ in range(2):
     w.update(src.sample())
 t_two = time.perf_counter() - t0
 pr.disable()
-print(f"import {t_imp:.3f} s wall {c_imp:.3f} s CPU; LiveSource() at {t_src:.3f} s; "
-      f"two samples + verdicts at {t_two:.3f} s; CPU {time.process_time() - c0:.3f} s")
+print(
+    f"import {t_imp:.3f} s wall {c_imp:.3f} s CPU; LiveSource() at {t_src:.3f} s; "
+    f"two samples + verdicts at {t_two:.3f} s; CPU {time.process_time() - c0:.3f} s"
+)
 pstats.Stats(pr).sort_stats("cumulative").print_stats(40)
 pstats.Stats(pr).sort_stats("tottime").print_stats(25)
 w.close()
