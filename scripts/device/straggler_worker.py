@@ -6,6 +6,9 @@ ranks over loopback), so one GPU holds a whole 2-rank job. Modes:
   imbalanced  each step: rank 0 runs 16 bf16 4096^3 matmuls, rank 1 runs 1, then all_reduce
   comm        each step: only an all_reduce of 256 MiB (a communication-only benchmark)
 
+With STRAGGLER_SEPARATE_GPUS=1 (a machine with 2+ GPUs) each rank gets a GPU of its own
+(LOCAL_RANK = rank) and NCCL connects them as on any node.
+
 Usage: python3 scripts/device/straggler_worker.py MODE SECONDS     (starts both ranks itself)
 Lines: READY rank=R pid=P, DONE rank=R steps=S. Every rank is bounded by SIGALRM.
 """
@@ -39,6 +42,10 @@ def spawn(mode: str, seconds: float) -> int:
             "NCCL_IB_DISABLE": "1",
             "NCCL_NVLS_ENABLE": "0",
         }
+        if os.environ.get("STRAGGLER_SEPARATE_GPUS") == "1":
+            env["LOCAL_RANK"] = str(rank)
+            for k in ("NCCL_HOSTID", "NCCL_SOCKET_IFNAME"):
+                env.pop(k)
         cmd = [sys.executable, os.path.abspath(__file__), "--rank", mode, str(seconds)]
         procs.append(subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL))  # noqa: S603
     return max(p.wait() for p in procs)
@@ -50,9 +57,10 @@ def rank_main(mode: str, seconds: float) -> None:
 
     signal.alarm(int(seconds) + 60)  # bounded even inside a collective
     rank = int(os.environ["RANK"])
-    torch.cuda.set_device(0)
+    dev = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(dev)
     dist.init_process_group(
-        "nccl", timeout=datetime.timedelta(seconds=120), device_id=torch.device("cuda", 0)
+        "nccl", timeout=datetime.timedelta(seconds=120), device_id=torch.device("cuda", dev)
     )
     w = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     grad = torch.randn((256 << 20) // 4 if mode == "comm" else 1 << 20, device="cuda")
