@@ -4,7 +4,7 @@ On the real recording's hang at 80x24, for the themes that matter: every colour 
 the theme's (a truecolor theme shows no named ANSI colour; an ANSI theme, which keeps the
 terminal's own palette for light terminals, shows no fixed RGB colour), each word that must
 stand out keeps a readable contrast, the STALLED badge is the theme's warning colour, and
-switching the theme while the app runs (ctrl+p, "Change theme") repaints every line in the
+switching the theme while the app runs (ctrl+p, "Theme") repaints every line in the
 new colours. A bad `--theme` is one line and exit 2.
 """
 
