@@ -32,6 +32,7 @@ from gputui.ui.actions import RECENT, ProcessActions
 from gputui.ui.banner import VerdictBanner, banner_height
 from gputui.ui.bars import KeyBar, StatusLine
 from gputui.ui.gpu_board import HISTORY, GpuBoard, GpuHistory
+from gputui.ui.keys import BINDINGS as KEYS
 from gputui.ui.messages import EvidenceArrived, SamplerFailed, SnapshotReady, SourceEnded
 from gputui.ui.notices import OneMessage
 from gputui.ui.palette import Palette
@@ -79,50 +80,7 @@ class NoGpuNote(LineView):
 class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App[None]):
     TITLE = "gputui"
     CSS = "Screen { layout: vertical; }"
-    BINDINGS = [
-        Binding("q", "quit", "Quit", id="quit"),
-        Binding("question_mark,f1,h", "help", "Help (every key)", key_display="?/F1/h", id="help"),
-        Binding("j", "jump_suspect", "Select the suspect rank's process", id="jump_suspect"),
-        Binding("d", "details", "Verdict details: reason, findings, next steps", id="details"),
-        Binding("p", "py_spy", "Python stack (py-spy dump)", id="py_spy"),
-        Binding("n", "py_spy_native", "Python + native stack", id="py_spy_native"),
-        Binding("g", "gdb", "gdb/cuda-gdb backtrace of every thread", id="gdb"),
-        Binding("T", "strace", "strace the process's system calls", key_display="T", id="strace"),
-        Binding("a", "dump_all", "Dump all ranks of its job, stacks grouped", id="dump_all"),
-        Binding("k", "kill", "Send a signal (asks first)", id="kill"),
-        Binding("e", "environment", "Its environment (secrets redacted)", id="environment"),
-        Binding("b", "bundle", "Write an incident bundle", id="bundle"),
-        Binding(
-            "X",
-            "end_job",
-            "End the stuck job's ranks here (after b; asks first)",
-            key_display="X",
-            id="end_job",
-        ),
-        Binding("P", "probe", "Pairwise GPU probe", key_display="P", id="probe"),
-        Binding("w", "profile", "Where its time goes: py-spy record, top functions", id="profile"),
-        Binding("t", "tree", "Tree view: jobs and their ranks", id="tree"),
-        Binding("slash", "filter", "Filter processes", key_display="/", id="filter"),
-        Binding("escape", "clear_filter", "Clear the filter", key_display="esc", id="clear"),
-        Binding(
-            "less_than_sign",
-            "sort_step(-1)",
-            "Sort by the column to the left",
-            key_display="<",
-            id="sort_left",
-        ),
-        Binding(
-            "greater_than_sign",
-            "sort_step(1)",
-            "Sort by the column to the right",
-            key_display=">",
-            id="sort_right",
-        ),
-        Binding("I", "sort_reverse", "Reverse the sort order", key_display="I", id="sort_rev"),
-        Binding("s", "sort", "Cycle the sort column", id="sort"),
-        Binding("v", "view", "GPU view: auto / one line each / panels", id="view"),
-        Binding("space", "pause", "Pause sampling", id="pause"),
-    ]
+    BINDINGS = KEYS
 
     def __init__(
         self,
