@@ -12,7 +12,6 @@ the dirty lines alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -26,16 +25,9 @@ from gputui.ui.palette import role
 
 def style(spec: str) -> Style:
     """The style of a spec: "@role" (gputui.ui.palette: a colour of the theme, with any
-    emphasis after it) or plain emphasis ("bold", "dim italic"). Made once per spec:
-    `Style.parse` is what a naive renderer pays for on every cell of every frame."""
-    if spec.startswith("@"):
-        return role(spec)
-    return _parsed(spec)
-
-
-@lru_cache(maxsize=256)
-def _parsed(spec: str) -> Style:
-    return Style.parse(spec) if spec else Style()
+    emphasis after it) or plain emphasis ("bold", "dim italic"). Made once per spec (and
+    theme): `Style.parse` is what a naive renderer pays for on every cell of every frame."""
+    return role(spec)
 
 
 def fit(text: str, width: int, align: str = "<") -> str:
