@@ -96,7 +96,7 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
         theme: str | None = None,
     ) -> None:
         super().__init__()
-        if theme is not None:  # checked by the caller against available_themes
+        if theme is not None:  # a name of BUILTIN_THEMES: the caller checked it (commands/app.py)
             self.theme = theme
         self.source = source
         self.story = story  # the guided demo (`gputui --demo`), holding at each finding
