@@ -14,23 +14,20 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from rich.table import Table
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.css.query import NoMatches
-from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from gputui.probe.analysis import best_copy, grade, worst
 from gputui.probe.result import PairResult, ProbeReport
 from gputui.probe.runner import ProbeConfig, Progress, run_probe, torch_installed
 from gputui.ui.palette import role
+from gputui.ui.run_screen import RunScreen, run_bindings
 
 STYLES = {"good": "@good", "fair": "@mid", "bad": "@alert", "pending": "dim"}
 
@@ -91,22 +88,11 @@ def allreduce_text(report: ProbeReport) -> Text:
     return out
 
 
-class ProbeScreen(ModalScreen[None]):
+class ProbeScreen(RunScreen):
     """Runs `gputui probe` inside the app; the constructor takes the CLI's options."""
 
-    BINDINGS = [
-        Binding("c", "cancel", "Cancel the probe", id="probe.cancel"),
-        Binding("escape", "cancel_or_close", "Cancel, or close when done", id="probe.escape"),
-        Binding("q", "close", "Close (cancels a running probe)", id="probe.close"),
-    ]
+    BINDINGS = run_bindings("probe")
     DEFAULT_CSS = """
-    ProbeScreen { align: center middle; }
-    ProbeScreen > Vertical { width: 95%; height: 90%; border: round $primary;
-        background: $surface; }
-    ProbeScreen #probe-title { height: 1; padding: 0 1; text-style: bold;
-        background: $primary-background; }
-    ProbeScreen #probe-progress { height: auto; padding: 0 1; }
-    ProbeScreen VerticalScroll { height: 1fr; padding: 0 1; }
     ProbeScreen #probe-worst { text-style: bold; }
     ProbeScreen #probe-worst.-ok { color: $success; }
     ProbeScreen #probe-worst.-bad { color: $error; }
@@ -141,8 +127,13 @@ class ProbeScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static("GPU pair probe", id="probe-title", markup=False)
-            yield Static("starting...  (c or escape cancels)", id="probe-progress", markup=False)
+            yield Static("GPU pair probe", id="probe-title", classes="run-title", markup=False)
+            yield Static(
+                "starting...  (c or escape cancels)",
+                id="probe-progress",
+                classes="run-stage",
+                markup=False,
+            )
             with VerticalScroll():
                 yield Static("", id="probe-matrix")
                 yield Static("", id="probe-allreduce")
@@ -179,20 +170,6 @@ class ProbeScreen(ModalScreen[None]):
         if len(devices) < 2:
             raise ValueError(f"a probe needs at least 2 devices, got {devices}")
         return ProbeConfig(devices, backend, size=self.probe_size, timeout=self.probe_timeout)
-
-    def _from_thread(self, fn: Callable[..., None], *args: object) -> None:
-        """Run `fn` on the UI thread; a screen already closed (or an app quitting) is fine."""
-
-        def guarded() -> None:
-            try:
-                fn(*args)
-            except NoMatches:
-                pass  # the screen was dismissed while the probe finished
-
-        try:
-            self.app.call_from_thread(guarded)
-        except RuntimeError:
-            pass  # the app is closing; the run is being cancelled anyway
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="probe")
     def _run(self) -> None:
@@ -277,20 +254,8 @@ class ProbeScreen(ModalScreen[None]):
             f"probe did not run: {message}  (q or escape closes)"
         )
 
-    def action_cancel(self) -> None:
-        if not self.finished.is_set():
-            self.cancel.set()
-            self.query_one("#probe-progress", Static).update("cancelling...")
+    def run_finished(self) -> bool:
+        return self.finished.is_set()
 
-    def action_cancel_or_close(self) -> None:
-        if self.finished.is_set():
-            self.dismiss(None)
-        else:
-            self.action_cancel()
-
-    def action_close(self) -> None:
-        self.cancel.set()
-        self.dismiss(None)
-
-    def on_unmount(self) -> None:
-        self.cancel.set()  # closed or the app is quitting: do not leave pairs running
+    def stop_run(self) -> None:
+        self.cancel.set()  # the runner kills the pairs' process groups

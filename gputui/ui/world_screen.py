@@ -9,21 +9,17 @@ closes the screen once it is done. The answer is the CLI's text, so both read th
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.css.query import NoMatches
-from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from gputui.probe.world import WorldOptions
 from gputui.probe.world_launch import STOP
 from gputui.probe.world_report import WorldReport, text
 from gputui.ui.palette import role
+from gputui.ui.run_screen import RunScreen, run_bindings
 
 _BAD = r"\bFAIL(ED)?\b|\bpeer failed\b|^findings:|not checked on .*"
 _GOOD = r"\bok\b"
@@ -38,23 +34,10 @@ def colored(report_text: str) -> Text:
     return t
 
 
-class WorldScreen(ModalScreen[None]):
+class WorldScreen(RunScreen):
     """Runs the world probe over `hosts` inside the app."""
 
-    BINDINGS = [
-        Binding("c", "cancel", "Cancel the probe", id="world.cancel"),
-        Binding("escape", "cancel_or_close", "Cancel, or close when done", id="world.escape"),
-        Binding("q", "close", "Close (cancels a running probe)", id="world.close"),
-    ]
-    DEFAULT_CSS = """
-    WorldScreen { align: center middle; }
-    WorldScreen > Vertical { width: 95%; height: 90%; border: round $primary;
-        background: $surface; }
-    WorldScreen #world-title { height: 1; padding: 0 1; text-style: bold;
-        background: $primary-background; }
-    WorldScreen #world-stage { height: auto; padding: 0 1; }
-    WorldScreen VerticalScroll { height: 1fr; padding: 0 1; }
-    """
+    BINDINGS = run_bindings("world")
 
     def __init__(self, hosts: list[str], opts: WorldOptions, *, bisect: bool = False) -> None:
         super().__init__()
@@ -68,26 +51,20 @@ class WorldScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(f"World probe: {len(self.hosts)} hosts", id="world-title", markup=False)
-            yield Static("starting...  (c or escape cancels)", id="world-stage", markup=False)
+            title = f"World probe: {len(self.hosts)} hosts"
+            yield Static(title, id="world-title", classes="run-title", markup=False)
+            yield Static(
+                "starting...  (c or escape cancels)",
+                id="world-stage",
+                classes="run-stage",
+                markup=False,
+            )
             with VerticalScroll():
                 yield Static("", id="world-report")
         yield Footer()
 
     def on_mount(self) -> None:
         self._run()
-
-    def _from_thread(self, fn: Callable[..., None], *args: object) -> None:
-        def guarded() -> None:
-            try:
-                fn(*args)
-            except NoMatches:
-                pass  # the screen was dismissed while the probe finished
-
-        try:
-            self.app.call_from_thread(guarded)
-        except RuntimeError:
-            pass  # the app is closing; the run is being stopped anyway
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="world")
     def _run(self) -> None:
@@ -125,22 +102,8 @@ class WorldScreen(ModalScreen[None]):
             f"world probe did not run: {message}  (q or escape closes)"
         )
 
-    def action_cancel(self) -> None:
-        if not self.finished:
-            STOP.set()
-            self.query_one("#world-stage", Static).update("cancelling...")
+    def run_finished(self) -> bool:
+        return self.finished
 
-    def action_cancel_or_close(self) -> None:
-        if self.finished:
-            self.dismiss(None)
-        else:
-            self.action_cancel()
-
-    def action_close(self) -> None:
-        if not self.finished:
-            STOP.set()
-        self.dismiss(None)
-
-    def on_unmount(self) -> None:
-        if not self.finished:
-            STOP.set()  # closed or the app is quitting: leave nothing running on the hosts
+    def stop_run(self) -> None:
+        STOP.set()  # every launch in flight is killed; the hosts' workers kill their ranks

@@ -20,17 +20,9 @@ stop_job() { stop_group "$JOB"; JOB=; tmux kill-server 2>/dev/null; }
 trap stop_job EXIT
 trap 'stop_job; exit 143' TERM INT
 
-pynvml_dir=$(python3 -c 'import os, pynvml; print(os.path.dirname(pynvml.__file__))')
-python3 -m compileall -q -j 0 /tmp/site "$PWD/gputui" "$pynvml_dir" >/dev/null 2>&1
 say "INFO $(nvidia-smi -L | head -1); $(nproc) cores"
-
 log="$O/ff_train.txt"
-setsid python3 -m torch.distributed.run --nproc-per-node 1 --master-port 29641 \
-  scripts/device/train_worker.py 250 >"$log" 2>&1 &
-JOB=$!
-for _ in $(seq 1 120); do grep -q '^READY' "$log" && break; sleep 0.5; done
-grep -q '^READY' "$log" || { say "FAIL the training job did not start"; tail -20 "$log"; exit 1; }
-sleep 2
+busy_gpu "$log" 29641 250 || { say "FAIL the training job did not start"; exit 1; }
 say "INFO busy: $(nvidia-smi --query-gpu=utilization.gpu,utilization.memory,power.draw,power.limit --format=csv,noheader)"
 
 (cd bench && timeout -k 5 110 python3 app_cpu.py --apps gputui nvitop floor --duration 45 \

@@ -24,18 +24,9 @@ stop_job() { stop_group "$JOB"; JOB=; }
 trap stop_job EXIT
 trap 'stop_job; exit 143' TERM INT
 
-# .pyc for everything the apps import, as `pip install` leaves it (the image writes none).
-pynvml_dir=$(python3 -c 'import os, pynvml; print(os.path.dirname(pynvml.__file__))')
-python3 -m compileall -q -j 0 /tmp/site "$PWD/gputui" "$pynvml_dir" >/dev/null 2>&1
 say "INFO $(nvidia-smi -L | head -1); $(nproc) cores"
-
 log="$O/oc_train.txt"
-setsid python3 -m torch.distributed.run --nproc-per-node 1 --master-port 29631 \
-  scripts/device/train_worker.py 330 >"$log" 2>&1 &
-JOB=$!
-for _ in $(seq 1 120); do grep -q '^READY' "$log" && break; sleep 0.5; done
-grep -q '^READY' "$log" || { say "FAIL the training job did not start"; tail -20 "$log"; exit 1; }
-sleep 3
+busy_gpu "$log" 29631 330 || { say "FAIL the training job did not start"; exit 1; }
 say "INFO busy: $(nvidia-smi --query-gpu=utilization.gpu,utilization.memory,power.draw,power.limit --format=csv,noheader)"
 
 for pyc in present absent; do

@@ -47,3 +47,18 @@ for line in sys.stdin:
     print(json.dumps(d), flush=True)
 '
 }
+
+# busy_gpu LOG PORT SECONDS: compile .pyc for what the apps import (as pip leaves an install;
+# the image writes none), then start the 1-rank training job (train_worker.py) that keeps
+# GPU 0 busy; sets JOB to its process group and returns once it trains (1 if it did not).
+busy_gpu() {
+  local pynvml_dir
+  pynvml_dir=$(python3 -c 'import os, pynvml; print(os.path.dirname(pynvml.__file__))')
+  python3 -m compileall -q -j 0 /tmp/site "$PWD/gputui" "$pynvml_dir" >/dev/null 2>&1
+  setsid python3 -m torch.distributed.run --nproc-per-node 1 --master-port "$2" \
+    scripts/device/train_worker.py "$3" >"$1" 2>&1 &
+  JOB=$!
+  for _ in $(seq 1 120); do grep -q '^READY' "$1" && break; sleep 0.5; done
+  grep -q '^READY' "$1" || { tail -20 "$1"; return 1; }
+  sleep 2
+}
