@@ -45,6 +45,7 @@ from gputui.gatherers import (  # re-exported: callers import them from here
     gather_nccl,
     gather_stacks,
 )
+from gputui.records import RecordStore
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
 # A record taken this long before a job's spinning began still belongs to that episode
 # (clocks of the sampler and the gatherer differ a little); older ones are a past episode.
 EPISODE_SLACK_S = 5.0
-KEEP_PER_JOB = 4  # records kept per (job, kind): only the newest usable one is shown
 CLOSE_WAIT_S = 3.0
 
 
@@ -115,12 +115,9 @@ class Watcher:
                 from gputui.ras_poll import RasPoller
 
                 self.ras = RasPoller(self._record, self._cancel)
-        self._lock = threading.Lock()
         self._pools: dict[str, ThreadPoolExecutor] = {}
         self._futures: list[Future[Any]] = []
-        # (job key, kind) -> records, newest last
-        self._records: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        self._new: list[dict[str, Any]] = []  # gathered, not yet taken by take_records()
+        self.records = RecordStore()  # kept for the verdicts, queued for `gputui record`
         self._state: dict[str, str] = {}  # job key -> "stalled" | "hung", while its alarm lasts
         self._gone: dict[str, tuple[Any, Any]] = {}  # job key -> (vanished, gone) last seen
         self._seen: dict[str, dict[int, ProcessInfo]] = {}  # job key -> GPU -> last process
@@ -198,8 +195,7 @@ class Watcher:
         if self.rendezvous is not None and not v.alarm:
             rv, new = self.rendezvous.update(snap)
             if new is not None:
-                with self._lock:
-                    self._new.append(new)
+                self.records.queue(new)
             if rv is not None:
                 from gputui.diagnose.rendezvous import with_rendezvous
 
@@ -290,8 +286,7 @@ class Watcher:
     def _record(self, rec: dict[str, Any]) -> None:
         """A gathered record: kept for the verdicts, queued for `gputui record`, announced."""
         self._keep(rec)
-        with self._lock:
-            self._new.append(rec)
+        self.records.queue(rec)
         cb = self.on_evidence
         if cb is not None:
             try:
@@ -319,48 +314,16 @@ class Watcher:
     # ------------------------------------------------------------ evidence
 
     def _keep(self, rec: dict[str, Any]) -> None:
-        kind, job, t = rec.get("type"), rec.get("job"), rec.get("t")
-        if kind not in self.explainers or not isinstance(job, str):
-            return
-        if not isinstance(t, (int, float)) or isinstance(t, bool):
-            return
-        with self._lock:
-            kept = self._records.setdefault((job, kind), [])
-            kept.append(rec)
-            kept.sort(key=lambda r: r["t"])
-            del kept[:-KEEP_PER_JOB]
+        self.records.keep(rec, self.explainers)
 
     def _prune(self, now: float) -> None:
         """No alarm: records too old for any future episode can go (memory stays bounded)."""
-        horizon = now - self.stall_after - EPISODE_SLACK_S - 10.0
-        with self._lock:
-            for key in list(self._records):
-                kept = [r for r in self._records[key] if r["t"] >= horizon]
-                if kept:
-                    self._records[key] = kept
-                else:
-                    del self._records[key]
+        self.records.prune(now - self.stall_after - EPISODE_SLACK_S - 10.0)
 
     def _evidence(self, v: Verdict, snap: Snapshot, job: Job) -> list[tuple[str, dict]]:
         """The newest record of each kind for this job, taken in this spin episode."""
         start = (v.since if v.since is not None else v.t) - EPISODE_SLACK_S
-        pids = set(job.pids) | set(v.suspect_pids)
-        found = []
-        with self._lock:
-            for kind in self.explainers:
-                recs = self._records.get((job.key, kind), [])
-                if not recs:  # a record under another key that names this job's pids
-                    recs = [
-                        r
-                        for (k, kd), rs in self._records.items()
-                        if kd == kind
-                        for r in rs
-                        if _pids_of(r) & pids
-                    ]
-                usable = [r for r in recs if r["t"] >= start]
-                if usable:
-                    found.append((kind, max(usable, key=lambda r: r["t"])))
-        return found
+        return self.records.newest(self.explainers, job.key, {*job.pids, *v.suspect_pids}, start)
 
     def _enrich(self, v: Verdict, snap: Snapshot, job: Job | None) -> Verdict:
         if job is None:
@@ -429,9 +392,7 @@ class Watcher:
 
     def take_records(self) -> list[dict[str, Any]]:
         """Records gathered since the last call, oldest first, for `gputui record` to write."""
-        with self._lock:
-            out, self._new = self._new, []
-        return sorted(out, key=lambda r: r.get("t", 0))
+        return self.records.take()
 
     def close(self) -> None:
         """Cancel running gatherers (their tools are killed) and let their threads end."""
@@ -486,10 +447,3 @@ def _busy(v: Verdict, evidence: list[Evidence]) -> Verdict | None:
             evidence={"ras": x},
         )
     return None
-
-
-def _pids_of(rec: dict[str, Any]) -> set[int]:
-    ranks = rec.get("ranks")
-    if not isinstance(ranks, list):
-        return set()
-    return {r["pid"] for r in ranks[:256] if isinstance(r, dict) and isinstance(r.get("pid"), int)}

@@ -76,9 +76,7 @@ def test_ras_is_asked_before_the_stall_and_again_while_the_job_stays_stalled(spa
         w = poller()
         try:
             job = with_real_pids(0.0, pids, ["spin"] * 2, master=MASTER).jobs[0].key
-            vs = watch_spin(
-                w, pids, lambda vs: vs[-1].alarm and len(w._records.get((job, "ras"), [])) >= 3
-            )
+            vs = watch_spin(w, pids, lambda vs: vs[-1].alarm and w.records.count(job, "ras") >= 3)
             records = w.take_records()
         finally:
             w.close()
