@@ -125,7 +125,8 @@ SLOW_MODULES = {
 # the interpreter, so .ci/run runs them on the main Python only (`-m "not pilot"` on 3.10,
 # where the unit tests run at a lower priority beside the main run).
 PILOT_MODULES = {
-    "test_app", "test_app_actions", "test_demo_story", "test_health_faces", "test_hostile_tui",
+    "test_app", "test_app_actions", "test_core_key", "test_demo_story", "test_health_faces",
+    "test_hostile_tui",
     "test_lastwords_replay", "test_no_gpu", "test_probe_screen", "test_process_table",
     "test_replay_keys", "test_secrets_corpus", "test_straggler_app", "test_tool_pane",
     "test_way_out", "test_world_screen",

@@ -162,3 +162,20 @@ def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot |
     if record.get("kernel_error"):
         extra["kernel_error"] = record["kernel_error"]
     return Evidence(KIND, ranked=tuple(found), extra=extra)
+
+
+def crashed_cores(verdict: Any) -> list[tuple[int | None, int, str]]:
+    """(rank, pid, core file) of each gone rank whose core the last words found, in the
+    order the verdict lists them (the headline's rank first): what the dashboard's `c` reads."""
+    extra = getattr(verdict, "evidence", {}).get(KIND) or {}
+    out = []
+    for e in extra.get("ranks") or ():
+        core, pid, rank = e.get("core"), e.get("pid"), e.get("rank")
+        if (
+            e.get("gone")
+            and isinstance(core, str)
+            and core.startswith("/")
+            and isinstance(pid, int)
+        ):
+            out.append((rank if isinstance(rank, int) else None, pid, core))
+    return out

@@ -91,6 +91,32 @@ class ProcessActions:
         if (p := self._live_target("gdb backtrace")) is not None:
             self.push_screen(gdb_pane(p))
 
+    def action_core(self: AppLike) -> None:
+        """gdb's backtrace of the core file a crashed rank left (its last words found it):
+        the rank is gone, so there is no process to select."""
+        from gputui.diagnose.gone import crashed_cores
+        from gputui.ui.tool_pane import core_pane
+
+        cores = crashed_cores(self.verdict)
+        if not cores:
+            self.notify(
+                "core: no rank of the stalled job left a core file that gputui found (a core "
+                "needs `ulimit -c` above 0 and a core_pattern that names a file)",
+                severity="warning",
+                timeout=6,
+            )
+            return
+        rank, pid, path = cores[0]
+        if not os.path.isfile(path):
+            where = (
+                " (this is a replay: it is on the recorded node)"
+                if self.source.kind == "replay"
+                else ""
+            )
+            self.notify(f"core: {path} is not here{where}", severity="warning", timeout=6)
+            return
+        self.push_screen(core_pane(path, f"rank {rank} (pid {pid})"))
+
     def action_strace(self: AppLike) -> None:
         from gputui.ui.dialogs import ConfirmDialog
         from gputui.ui.tool_pane import strace_pane

@@ -16,6 +16,7 @@ BINDINGS: list[BindingType] = [
     Binding("p", "py_spy", "Python stack (py-spy dump)", id="py_spy"),
     Binding("n", "py_spy_native", "Python + native stack", id="py_spy_native"),
     Binding("g", "gdb", "gdb/cuda-gdb backtrace of every thread", id="gdb"),
+    Binding("c", "core", "gdb backtrace of a crashed rank's core file", id="core"),
     Binding("T", "strace", "strace the process's system calls", key_display="T", id="strace"),
     Binding("a", "dump_all", "Dump all ranks of its job, stacks grouped", id="dump_all"),
     Binding("k", "kill", "Send a signal (asks first)", id="kill"),

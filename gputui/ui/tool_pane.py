@@ -191,6 +191,20 @@ def gdb_pane(proc: ProcessInfo) -> ToolPane:
     )
 
 
+def core_pane(core: str, who: str) -> ToolPane:
+    """gdb's backtrace of every thread of a crashed rank's core file (as `gputui dump
+    --core`); gdb answers at once, so its lines are shown when it is done."""
+    from gputui.tools.core import core_backtrace
+
+    def run(on_line: LineSink, cancel: Cancel) -> Any:
+        res = core_backtrace(core)
+        for line in res.lines:  # redacted by the tools layer
+            on_line(line)
+        return res
+
+    return ToolPane(f"gdb: the core of {who}  {core}", run)
+
+
 def strace_pane(proc: ProcessInfo, seconds: float = 30.0) -> ToolPane:
     from gputui.tools.stacks import strace_follow
 
