@@ -85,3 +85,20 @@ async def test_c_with_a_core_that_is_not_on_this_machine_says_so(demo_snaps):
     pane, said = await press_c(demo_snaps, verdict_with_core(7, "/nonexistent/core.7"))
     assert pane is None
     assert any("/nonexistent/core.7 is not here (this is a replay" in m for m in said), said
+
+
+def test_only_a_gone_ranks_absolute_core_path_is_taken_whatever_a_recording_holds():
+    from types import SimpleNamespace
+
+    from gputui.diagnose.gone import crashed_cores
+
+    junk = [None, {"evidence": None}, {"evidence": {"lastwords": []}},
+            {"evidence": {"lastwords": {"ranks": "x"}}},
+            {"evidence": {"lastwords": {"ranks": [1, None, {"gone": True, "core": "rel/core",
+                                                           "pid": 3}]}}}]  # fmt: skip
+    for v in junk:
+        assert crashed_cores(SimpleNamespace(**v) if isinstance(v, dict) else v) == []
+    alive = {"rank": 0, "pid": 5, "gone": False, "core": "/c/core.5"}
+    dead = {"rank": 1, "pid": 6, "gone": True, "core": "/c/core.6"}
+    v = Verdict(t=0.0, evidence={"lastwords": {"ranks": [alive, dead]}})
+    assert crashed_cores(v) == [(1, 6, "/c/core.6")]

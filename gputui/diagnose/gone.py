@@ -167,9 +167,11 @@ def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot |
 def crashed_cores(verdict: Any) -> list[tuple[int | None, int, str]]:
     """(rank, pid, core file) of each gone rank whose core the last words found, in the
     order the verdict lists them (the headline's rank first): what the dashboard's `c` reads."""
-    extra = getattr(verdict, "evidence", {}).get(KIND) or {}
-    out = []
-    for e in extra.get("ranks") or ():
+    evidence = getattr(verdict, "evidence", None)
+    extra = evidence.get(KIND) if isinstance(evidence, dict) else None
+    ranks = extra.get("ranks") if isinstance(extra, dict) else None
+    out: list[tuple[int | None, int, str]] = []
+    for e in ranks if isinstance(ranks, list) else ():
         core, pid, rank = e.get("core"), e.get("pid"), e.get("rank")
         if (
             e.get("gone")
