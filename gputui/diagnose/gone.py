@@ -172,12 +172,9 @@ def crashed_cores(verdict: Any) -> list[tuple[int | None, int, str]]:
     ranks = extra.get("ranks") if isinstance(extra, dict) else None
     out: list[tuple[int | None, int, str]] = []
     for e in ranks if isinstance(ranks, list) else ():
+        if not isinstance(e, dict) or not e.get("gone"):
+            continue
         core, pid, rank = e.get("core"), e.get("pid"), e.get("rank")
-        if (
-            e.get("gone")
-            and isinstance(core, str)
-            and core.startswith("/")
-            and isinstance(pid, int)
-        ):
+        if isinstance(core, str) and core.startswith("/") and isinstance(pid, int):
             out.append((rank if isinstance(rank, int) else None, pid, core))
     return out
