@@ -146,6 +146,12 @@ def test_a_theme_that_does_not_exist_is_one_line_and_exit_2():
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "--theme: no theme 'no-such-theme'" in r.stderr
     assert "textual-light" in r.stderr and "Traceback" not in r.stderr
+    env = {**__import__("os").environ, "GPUTUI_THEME": "nope"}
+    r = subprocess.run(
+        [sys.executable, "-m", "gputui", "--demo"],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    assert r.returncode == 2 and r.stderr.startswith("gputui: $GPUTUI_THEME: no theme 'nope'")
 
 
 def test_no_colour_is_named_in_the_ui_code_outside_the_palette():

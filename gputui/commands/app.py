@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -135,14 +136,16 @@ def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) 
 
 def _theme(args: argparse.Namespace) -> str | None:
     """`--theme NAME` (or $GPUTUI_THEME): one of Textual's themes, else one line, exit 2."""
-    name = getattr(args, "theme", None)
+    name, said = getattr(args, "theme", None), "--theme"
+    if name is None:
+        name, said = os.environ.get("GPUTUI_THEME") or None, "$GPUTUI_THEME"
     if name is None:
         return None
     from textual.theme import BUILTIN_THEMES
 
     if name not in BUILTIN_THEMES:
         names = ", ".join(sorted(BUILTIN_THEMES))
-        raise GputuiError(f"--theme: no theme {name!r}; the themes are: {names}")
+        raise GputuiError(f"{said}: no theme {name!r}; the themes are: {names}")
     return str(name)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
 from typing import TYPE_CHECKING
 
@@ -243,7 +242,7 @@ def add_app_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
     p.add_argument(
         "--theme",
-        default=os.environ.get("GPUTUI_THEME") or None,
+        default=None,
         metavar="NAME",
         help="colour theme: textual-dark (default), textual-light, ansi-light (a light "
         "terminal, its own colours), ansi-dark, nord, ...; or $GPUTUI_THEME; ctrl+p switches",
