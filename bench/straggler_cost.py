@@ -61,7 +61,7 @@ def measure(procs: int, updates: int) -> dict[str, float]:
     book = []
     for k, (s, g) in enumerate(zip(snaps, groups, strict=True)):
         start = time.process_time()
-        shares.observe(s)
+        shares.observe(s, g)
         out = shares.judge(s, g)
         if k >= warm:
             book.append(time.process_time() - start)

@@ -28,6 +28,10 @@ READINGS = {
     "wait_4x": (98.0, 8.0, 0.46, True),
     # A rank waiting on a peer only 20 % slower: NVML's averaging reads it as busy.
     "wait_mild": (98.0, 19.0, 0.85, True),
+    # Ranks waiting for a peer with 2.5x their work (4 x H200, one rank per GPU): 411 W, and
+    # one at 434 W (62 % of its limit), over the old fixed cut of 60 %; the straggler 693 W.
+    "wait_2_5x": (98.0, 12.0, 0.59, True),
+    "wait_2_5x_warm": (98.0, 12.0, 0.62, True),
 }
 DT = 0.25  # seconds between samples, as in the calibration trace
 

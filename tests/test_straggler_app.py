@@ -79,3 +79,25 @@ def test_ranks_that_all_wait_alike_show_their_shares_and_no_straggler():
     assert len(flags) == 2 and "straggler" not in flags.values()
     assert all(50 <= int(f.removeprefix("wait:")) <= 70 for f in flags.values())
     assert all(flag_label(f)[0].endswith("%") for f in flags.values())
+
+
+def test_the_slow_sentence_wraps_whole_at_80_columns_as_a_stall_does():
+    """4 GPUs, rank 2 the straggler: "slow: rank 2 (GPU 2) is the straggler; ranks 0, 1, 3
+    (GPUs 0, 1, 3) wait for it in ..." is longer than 80 columns. It wraps under the SLOW
+    badge onto as many lines as it needs (up to three), never cut mid-word."""
+    from synth import timeline
+
+    from gputui.diagnose.detector import Detector
+    from gputui.ui.banner import banner_height, banner_lines
+
+    det = Detector()
+    states = ["wait_2_5x", "wait_2_5x_warm", "compute", "wait_2_5x"]
+    for snap in timeline((3, ["idle"] * 4), (20, states)):
+        v = det.update(snap)
+    assert v.state == "slow" and len(v.reason) > 80
+    lines = [strip.text for strip in banner_lines(v, snap.t, 80)]
+    assert len(lines) == banner_height(v, 80) >= 2
+    assert all(len(line) <= 80 for line in lines) and "…" not in "".join(lines)
+    said = " ".join(" ".join(line.split()) for line in lines)
+    assert said.startswith("SLOW job h:29500: slow: rank 2 (GPU 2) is the straggler; ranks 0, 1, 3")
+    assert said.endswith("over 20 s) · d why")  # the why (power, clocks) is behind d

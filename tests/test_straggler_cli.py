@@ -5,6 +5,8 @@ straggler rank (a gloo job on the CPU where rank 0 does 20x the work)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,6 +21,8 @@ from gputui.diagnose.detector import Detector
 from gputui.diagnose.exitcodes import SLOW
 from gputui.tools.profile import StragglerProfiler, fold
 from gputui.tools.which import find_tool
+
+TARGETS = Path(__file__).parent / "targets"
 
 DATA = Path(__file__).parent / "data"
 STRAGGLER = str(DATA / "h200x4-straggler-4x.jsonl.gz")
@@ -149,3 +153,61 @@ def test_the_straggler_of_a_real_gloo_job_is_profiled_to_its_busy_function(gloo_
     assert top["frame"].startswith("crunch (gloo_straggler.py:") and top["share"] >= 0.5
     assert any(e["frame"].startswith("heavy_step") for e in got["top_total"])
     assert "crunch (gloo_straggler.py:" in _profile_lines(got)
+
+
+def test_two_samplers_fold_into_wall_time_with_each_frames_idle_share():
+    """The --idle sampler saw 100 samples, the running one 12: load_batch was idle in 85 of
+    its 88 samples, step() ran in all of its 12."""
+    from gputui.tools.profile import Row, fold_wall, idle_kind, row_sentence
+
+    wall = "main (t.py:9);load_batch (t.py:3) 88\nmain (t.py:9);step (t.py:6) 12\n"
+    running = "main (t.py:9);load_batch (t.py:3) 3\nmain (t.py:9);step (t.py:6) 9\n"
+    n, idle, own, total = fold_wall(wall, running)
+    assert n == 100 and idle == 0.88
+    assert own[0] == Row("load_batch (t.py:3)", 0.88, 0.85)
+    assert own[1] == Row("step (t.py:6)", 0.12, 0.03)  # 3 running samples were missed
+    assert total[0].frame == "main (t.py:9)" and total[0].share == 1.0
+    assert idle_kind([("S", "hrtimer_nanosleep"), ("R", "0"), ("S", "do_nanosleep")]) == "sleeping"
+    assert idle_kind([("S", "futex_wait_queue")]) == "waiting on a lock or another thread"
+    assert idle_kind([("D", "io_schedule")]).startswith("in the kernel")
+    assert idle_kind([("R", "0")]) is None
+    assert row_sentence(own[0], "sleeping") == "load_batch (t.py:3): 88% of wall time, sleeping"
+    assert row_sentence(own[1], "sleeping") == "step (t.py:6): 12% of wall time, running"
+
+
+@pytest.fixture
+def host_bound():
+    """A real process that sleeps 40 ms in load_batch() and computes a few ms each step."""
+    proc = subprocess.Popen(
+        [sys.executable, str(TARGETS / "host_bound.py"), "60"],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        line = proc.stdout.readline()  # blocks until the first step is done
+        assert line.startswith("ready "), line
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.mark.skipif(find_tool("py-spy") is None, reason="py-spy is not installed")
+def test_a_host_bound_rank_is_profiled_in_wall_time_to_its_sleeping_input_function(host_bound):
+    """The 4 x H200 case: the rank sleeping 40 ms a step in its input function read
+    "synchronize 80 %, the input function 20 %" when idle samples were left out. In wall
+    time its input function holds most samples, and the profile says it was asleep there."""
+    from gputui.tools.profile import profile
+
+    prof = profile(host_bound, seconds=2.0)
+    assert prof.result.ok, prof.result.message
+    top = prof.top_self[0]
+    assert top.frame.startswith("load_batch (host_bound.py:") and top.share >= 0.6
+    assert top.idle / top.share >= 0.8
+    assert prof.idle_share is not None and prof.idle_share >= 0.6
+    assert prof.samples >= 60  # every sample, idle ones too: ~100 at 50 Hz for 2 s
+    assert prof.idle_kind == "sleeping"
+    assert prof.sentence().startswith("load_batch (host_bound.py:")
+    assert prof.sentence().endswith("of wall time, sleeping")
+    assert prof.to_json()["basis"] == "wall"

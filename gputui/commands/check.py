@@ -326,5 +326,11 @@ def _profile_lines(prof: dict[str, object] | None) -> str:
     head = f"py-spy of the straggler (pid {prof.get('pid')}): {prof.get('outcome')}"
     if prof.get("outcome") != "done":
         return f"\n{'':19s}{head}: {prof.get('message')}"
-    rows = [f"{e['share']:5.0%}  {e['frame']}" for e in prof.get("top_self") or []]  # type: ignore[attr-defined]
+    where = prof.get("where")
+    head += f": {where}" if isinstance(where, str) else ""
+    rows = [
+        f"{e['share']:5.0%}  {e['frame']}"
+        + (f"  ({e.get('idle', 0) / e['share']:.0%} idle)" if e.get("idle") else "")
+        for e in prof.get("top_self") or []  # type: ignore[attr-defined]
+    ]
     return f"\n{'':19s}{head}" + "".join(f"\n{'':21s}{r}" for r in rows)

@@ -206,7 +206,7 @@ def _wait_words(straggles: Sequence[Straggle]) -> dict[str, str]:
     """Job key -> its GPUs' wait shares and what they say (a replay's snapshot only)."""
     if not straggles:
         return {}
-    from gputui.diagnose.straggler import job_words
+    from gputui.diagnose.straggler_words import job_words
 
     return {s.key: job_words(s) for s in straggles}
 
@@ -214,7 +214,7 @@ def _wait_words(straggles: Sequence[Straggle]) -> dict[str, str]:
 def _wait_json(straggles: Sequence[Straggle]) -> dict[str, Any]:
     if not straggles:
         return {}
-    from gputui.diagnose.straggler import straggle_to_json
+    from gputui.diagnose.straggler_words import straggle_to_json
 
     return {"wait": [straggle_to_json(s) for s in straggles]}
 

@@ -28,7 +28,8 @@ from gputui.collect.model import Snapshot
 from gputui.diagnose.classify import GpuState, classify_gpu, describe_state
 from gputui.diagnose.groups import Group, GroupMemory
 from gputui.diagnose.runs import SpinRun, advance_run
-from gputui.diagnose.straggler import Straggle, WaitShares, headline
+from gputui.diagnose.straggler import SPIN_BREAKS_HOLD_S, Straggle, WaitShares
+from gputui.diagnose.straggler_words import headline
 from gputui.diagnose.verdict import HUNG, STALLED, Verdict, next_steps, stall_reason
 
 MAX_GAP_S = 5.0  # spinning samples further apart than this do not make one run
@@ -66,7 +67,7 @@ class Detector:
         for i in set(self.runs) - set(states):  # a GPU no longer reported
             del self.runs[i]
         groups = self.memory.update(snap)
-        self.waits.observe(snap)
+        self.waits.observe(snap, groups)
         verdicts = []
         self.job_verdicts = {}
         claimed: set[int] = set()  # spinning GPUs already explained by a larger group
@@ -84,8 +85,9 @@ class Detector:
                 self.job_verdicts[g.key] = verdicts[-1]
         words = {i: str(s) for i, s in states.items()}
         stuck = {i for v in verdicts for i in v.spinning + v.suspects}
+        spin = {i for i, r in self.runs.items() if r.length(snap.t) >= SPIN_BREAKS_HOLD_S}
         self.straggles = [  # a stalled job has no stragglers: its culprit is a suspect
-            s for s in self.waits.judge(snap, groups) if not set(s.shares) & stuck
+            s for s in self.waits.judge(snap, groups, spin) if not set(s.shares) & stuck
         ]
         shares = {i: x for s in self.straggles for i, x in s.shares.items()}
         waiting = tuple(sorted(i for s in self.straggles for i in s.waiting))

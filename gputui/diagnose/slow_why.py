@@ -14,7 +14,8 @@ import statistics
 from typing import Any
 
 from gputui.collect.model import GpuSample, Snapshot
-from gputui.diagnose.straggler import Straggle, headline, who
+from gputui.diagnose.straggler import Straggle
+from gputui.diagnose.straggler_words import headline, who
 from gputui.diagnose.verdict import SLOW, Verdict
 
 # nvmlDeviceGetCurrentClocksEventReasons bits (nvml.h, nvmlClocksEventReason*)

@@ -29,6 +29,18 @@ straggler that catches up is dropped within RECENT_S. A mild imbalance (ranks wa
 of each step) never reaches the pattern: NVML averages over its sampling period, so such a
 rank's samples read as busy.
 
+Each rank is judged against its peers in the same job, not only against fixed cuts: a
+sample also counts as waiting when the GPU is clearly lighter than the job's busiest GPU at
+that sample (REL_POWER_GAP of its limit less power and REL_MEM_GAP points less memory
+traffic). Measured on 4 x H200 with a 2.5x straggler, a waiting rank drew 434 W (62 % of its
+limit) against the straggler's 693 W: over the fixed 60 % cut, so the old rule named it a
+straggler beside the real one; 0.62 is 0.37 below the straggler's 0.99, far past the gap.
+
+A verdict holds while its cause holds (`_Hold`): once a set of stragglers is named it stays
+named while the rule fails for up to HOLD_S, and another set replaces it only after being
+named SWITCH_S without a break, so a share hovering at a margin gives one steady state rather
+than "slow, ok, slow" every few seconds.
+
 Incremental: O(1) amortized per GPU per sample (deques with running counts), pure (the same
 snapshots give the same answers), so replay and live agree.
 """
@@ -36,7 +48,7 @@ snapshots give the same answers), so replay and live agree.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -59,24 +71,78 @@ GAP_MIN = 0.4  # and the two groups' shares are this far apart at least
 WAITING_LEAVE = 0.4  # a GPU counted as waiting (>= WAITER_SHARE_MIN) stops below this
 BURST_GAP_S = 1.5  # a rank without a busy sample for this long has left its GPU idle
 ALIKE_SPREAD_MAX = 0.25  # every rank waits, within this much of each other: no straggler
+REL_POWER_GAP = 0.15  # of the limit: a rank this far below its job's busiest GPU waits
+REL_MEM_GAP = 5.0  # ...with this many points less memory traffic (a 1.25x imbalance: 4)
+HOLD_S = 8.0  # a named straggler set holds while the rule fails for up to this long
+SWITCH_S = 6.0  # another set replaces it once named this long without a break
+SPIN_BREAKS_HOLD_S = 2.0  # a GPU of the job spinning this long ends the hold (see judge)
 
 WAIT, BUSY = True, False
 K = TypeVar("K")  # a GPU index here; "host:gpu" across nodes
 
 
-def is_waiting(g: GpuSample) -> bool | None:
-    """True: this sample shows the collective-wait pattern; False: busy otherwise; None:
-    no kernel (idle, free) or the readings needed to tell are missing."""
+Ref = tuple[float | None, float | None]  # the job's busiest power fraction and mem_util
+
+
+def is_waiting(g: GpuSample, ref: Ref | None = None) -> bool | None:
+    """True: this sample shows a rank waiting in a collective; False: busy otherwise; None:
+    no kernel (idle, free) or the readings needed to tell are missing.
+
+    Waiting is either the collective-wait pattern itself (a resident kernel that moves little
+    memory and draws little power) or, given `ref` (the busiest readings of the GPU's job at
+    this sample), a resident kernel clearly lighter than its busiest peer's."""
     if g.util is None or g.util < BUSY_UTIL_MIN or not g.pids:
         return None
     if g.mem_util is None and g.power_frac is None:
         return None
     if g.util < WAIT_UTIL_MIN:
         return BUSY
+    if _pattern(g) or (ref is not None and _lighter(g, ref)):
+        return WAIT
+    return BUSY
+
+
+def _pattern(g: GpuSample) -> bool:
+    """The absolute wait levels: little memory traffic and little power for its limit."""
     if g.mem_util is not None and g.mem_util > WAIT_MEM_UTIL_MAX:
-        return BUSY
+        return False
     frac = g.power_frac
-    return WAIT if frac is None or frac <= WAIT_POWER_FRAC_MAX else BUSY
+    return frac is None or frac <= WAIT_POWER_FRAC_MAX
+
+
+def _lighter(g: GpuSample, ref: Ref) -> bool:
+    """Clearly below the job's busiest GPU at the same sample: less power (when both read
+    it) and less memory traffic (when both read it); at least one of the two is compared."""
+    frac, mem = ref
+    compared = False
+    if g.power_frac is not None and frac is not None:
+        if g.power_frac > frac - REL_POWER_GAP:
+            return False
+        compared = True
+    if g.mem_util is not None and mem is not None:
+        if g.mem_util > mem - REL_MEM_GAP:
+            return False
+        compared = True
+    return compared
+
+
+def _refs(snap: Snapshot, groups: Iterable[Group]) -> dict[int, Ref]:
+    """GPU -> the busiest readings of its job at this sample, for jobs of two GPUs or more
+    with a kernel on them: the peers each rank is measured against."""
+    out: dict[int, Ref] = {}
+    for group in groups:
+        busy = [
+            g
+            for i in group.present(snap)
+            if (g := snap.gpu(i)) is not None and (g.util or 0.0) >= BUSY_UTIL_MIN and g.pids
+        ]
+        if len(busy) < 2:
+            continue
+        frac = max((g.power_frac for g in busy if g.power_frac is not None), default=None)
+        mem = max((g.mem_util for g in busy if g.mem_util is not None), default=None)
+        for g in busy:
+            out[g.index] = (frac, mem)
+    return out
 
 
 class _Counted:
@@ -138,15 +204,31 @@ class Straggle:
         return bool(self.stragglers)
 
 
+@dataclass
+class _Hold:
+    """The stragglers a job was last named with, and a different set the rule names now."""
+
+    stragglers: tuple[int, ...]
+    waiters: tuple[int, ...]
+    last: float  # the last sample at which the rule named exactly these
+    said: Straggle  # the last Straggle that named them (what is shown while they hold)
+    other: tuple[int, ...] = ()
+    other_since: float = 0.0
+
+
 class WaitShares:
-    """Feed it every snapshot (with the detector's groups); it returns each job's Straggle."""
+    """Feed it every snapshot with the detector's groups (`observe`, then `judge`); it returns
+    each job's Straggle."""
 
     def __init__(self) -> None:
         self.gpus: dict[int, _GpuHistory] = {}
         self.waiting: set[int] = set()  # GPUs counted as waiting at the last judge()
+        self._held: dict[str, _Hold] = {}
 
-    def observe(self, snap: Snapshot) -> None:
-        """Account this sample's GPUs: O(1) amortized per GPU."""
+    def observe(self, snap: Snapshot, groups: Iterable[Group] = ()) -> None:
+        """Account this sample's GPUs, each against the busiest GPU of its job in `groups`
+        (without groups, by the wait levels alone): O(1) amortized per GPU."""
+        refs = _refs(snap, groups)
         seen = set()
         for g in snap.gpus:
             seen.add(g.index)
@@ -155,7 +237,7 @@ class WaitShares:
                 h = self.gpus[g.index] = _GpuHistory(frozenset(g.pids), snap.t)  # a new job
             elif g.pids and h.pids != g.pids:
                 h.pids = frozenset(g.pids)
-            waiting = is_waiting(g)
+            waiting = is_waiting(g, refs.get(g.index))
             if waiting is not None:
                 h.window.add(snap.t, waiting)
                 h.recent.add(snap.t, waiting)
@@ -164,17 +246,31 @@ class WaitShares:
         for i in set(self.gpus) - seen:
             del self.gpus[i]
 
-    def judge(self, snap: Snapshot, groups: Iterable[Group]) -> list[Straggle]:
-        """The Straggle of every job with two or more GPUs here and enough history."""
+    def judge(
+        self, snap: Snapshot, groups: Iterable[Group], spinning: Collection[int] = ()
+    ) -> list[Straggle]:
+        """The Straggle of every job with two or more GPUs here and enough history.
+
+        `spinning`: GPUs the hang detector sees spinning without a break (its runs). A job
+        with one is neither held slow nor said to "wait alike": its stall may be starting, and
+        a slow line must not stand in for the onset of a hang."""
         out = []
         waiting: set[int] = set()
+        judged: set[str] = set()
         for group in groups:
             if len(group.members) < 2:
                 continue  # a lone process (most of a crowded node): nothing to compare
             present = group.present(snap)
             if len(present) < 2:
                 continue
+            judged.add(group.key)
             s = self._judge(group, present, snap.t)
+            if set(present) & set(spinning):
+                self._held.pop(group.key, None)
+                if s is not None and s.alike:  # alike, or the onset of a hang: not said
+                    s = Straggle(**{**s.__dict__, "alike": False})
+            else:
+                s = self._damp(group.key, s, snap.t)
             if s is not None:
                 # Hysteresis: a GPU starts to count as waiting at WAITER_SHARE_MIN and stops
                 # below WAITING_LEAVE, so a share near the line does not flap.
@@ -186,7 +282,35 @@ class WaitShares:
                 waiting.update(now)
                 out.append(Straggle(**{**s.__dict__, "waiting": now}))
         self.waiting = waiting
+        for key in set(self._held) - judged:  # the job ended or left this node's GPUs
+            del self._held[key]
         return out
+
+    def _damp(self, key: str, s: Straggle | None, now: float) -> Straggle | None:
+        """One steady answer per cause: the named set holds through HOLD_S of silence, and a
+        different set takes over only once named for SWITCH_S without a break."""
+        h = self._held.get(key)
+        named = s.stragglers if s is not None else ()
+        if h is not None and now - h.last >= HOLD_S:
+            del self._held[key]
+            h = None
+        if named and (h is None or named == h.stragglers):
+            assert s is not None
+            self._held[key] = _Hold(named, s.waiters, now, s)
+            return s
+        if h is None:
+            return s
+        if named:
+            if named != h.other:
+                h.other, h.other_since = named, now
+            if now - h.other_since >= SWITCH_S:
+                assert s is not None
+                self._held[key] = _Hold(named, s.waiters, now, s)
+                return s
+        else:
+            h.other = ()
+        base = s if s is not None else h.said
+        return Straggle(**{**base.__dict__, "stragglers": h.stragglers, "waiters": h.waiters})
 
     def _judge(self, group: Group, present: tuple[int, ...], now: float) -> Straggle | None:
         hist = {i: h for i in present if (h := self.gpus.get(i)) is not None}
@@ -252,79 +376,15 @@ def split(
     return (), (), alike
 
 
-def spans(ix: Iterable[int]) -> str:
-    """1, 2, 3, 5 -> "1-3, 5": how a person writes a list of ranks."""
-    out: list[str] = []
-    xs = sorted(set(ix))
-    i = 0
-    while i < len(xs):
-        j = i
-        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
-            j += 1
-        out.append(
-            str(xs[i]) if j == i else f"{xs[i]}-{xs[j]}" if j > i + 1 else f"{xs[i]}, {xs[j]}"
-        )
-        i = j + 1
-    return ", ".join(out)
-
-
-def who(s: Straggle, gpus: Iterable[int]) -> str:
-    """ "rank 0 (GPU 0)", "ranks 1-3 (GPUs 1-3)" or, when ranks are unknown, "GPUs 1-3"."""
-    gpus = sorted(gpus)
-    where = ("GPU " if len(gpus) == 1 else "GPUs ") + spans(gpus)
-    if all(i in s.ranks for i in gpus):
-        ranks = [s.ranks[i] for i in gpus]
-        return ("rank " if len(ranks) == 1 else "ranks ") + spans(ranks) + f" ({where})"
-    return where
-
-
-def headline(s: Straggle) -> str:
-    """The one sentence of a slow job, or of one whose ranks all wait alike."""
-    job = f"job {s.label}: " if s.label else ""
-    if s.slow:
-        waiting = sum(s.shares[i] for i in s.waiters) / len(s.waiters)
-        own = ", ".join(f"{s.shares[i]:.0%}" for i in s.stragglers)
-        verb = "is the straggler" if len(s.stragglers) == 1 else "are the stragglers"
-        wait, their = ("waits", "its") if len(s.waiters) == 1 else ("wait", "their")
-        return (
-            f"{job}slow: {who(s, s.stragglers)} {verb}; {who(s, s.waiters)} {wait} for it in "
-            f"{waiting:.0%} of {their} samples ({own} for the straggler, over {s.window_s:.0f} s)"
-        )
-    if s.alike:
-        mean = sum(s.shares.values()) / len(s.shares)
-        return (
-            f"{job}all ranks wait alike ({mean:.0%} of each step): the bottleneck is outside "
-            "the GPUs (input pipeline, host CPU, network), not a straggler"
-        )
-    return ""
-
-
 def straggles_over(snaps: Iterable[Snapshot]) -> list[Straggle]:
     """Each job's Straggle at the last of `snaps` (a replay's `snapshot --at`): the same
-    bookkeeping as the detector's, run over the samples up to there."""
+    bookkeeping as the detector's, judged at every sample so that a held answer is too."""
     from gputui.diagnose.groups import GroupMemory
 
     memory, shares = GroupMemory(), WaitShares()
-    groups: list[Group] = []
-    last: Snapshot | None = None
+    out: list[Straggle] = []
     for s in snaps:
         groups = memory.update(s)
-        shares.observe(s)
-        last = s
-    return shares.judge(last, groups) if last is not None else []
-
-
-def job_words(s: Straggle) -> str:
-    """The wait shares of a job's GPUs on one line: `wait GPU 0 0%, GPU 1 98%; slow: ...`."""
-    shares = ", ".join(f"GPU {i} {x:.0%}" for i, x in sorted(s.shares.items()))
-    said = headline(s)
-    return f"wait {shares}" + (f"; {said.split(': ', 1)[1] if s.label else said}" if said else "")
-
-
-def straggle_to_json(s: Straggle) -> dict[str, object]:
-    return {
-        "job_key": s.key,
-        "wait_share": {str(i): round(x, 3) for i, x in sorted(s.shares.items())},
-        "stragglers": list(s.stragglers),
-        "alike": s.alike,
-    }
+        shares.observe(s, groups)
+        out = shares.judge(s, groups)
+    return out

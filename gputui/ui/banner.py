@@ -11,6 +11,7 @@ screen (`d`).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from textual.strip import Strip
@@ -18,6 +19,8 @@ from textual.strip import Strip
 from gputui.ui.strips import Line, LineView, fit
 
 MAX_ANSWER_LINES = 6  # 80 columns: ~470 characters of headline, still leaving the GPUs room
+MAX_SLOW_LINES = 3  # a slow job is no alarm: its sentence takes less of the screen
+SLOW_BADGE = " SLOW "
 NVML_LEVEL = 10  # gputui.diagnose.ranking.Strength.NVML (not imported: the UI starts fast)
 MISMATCH_LEVEL = 40  # Strength.MISMATCH
 
@@ -95,17 +98,37 @@ def banner_height(v: Any | None, width: int = 80) -> int:
     the GPU board can choose its form in the same pass)."""
     if v is None:
         return 0
+    if v.state == "slow":
+        return len(_slow_lines(v, width))
     return 2 + len(wrap(answer(v), width)) if v.alarm else 1
+
+
+def slow_headline(reason: str) -> str:
+    """The first sentence of a slow verdict (who is the straggler, how much the others wait),
+    with the job's key alone: why it is slow (power, clocks, host CPU) is behind `d`."""
+    first = reason.split(". ", 1)[0].rstrip(".")
+    first = re.sub(r"^job (\S+) \([^)]*\): ", r"job \1: ", first)
+    return first + (" · d why" if first != reason.rstrip(".") else "")
+
+
+def _slow_lines(v: Any, width: int) -> list[str]:
+    """A slow job's sentence after its badge, wrapped as a stall's answer is (at 80 columns
+    "slow: rank 2 (GPU 2) is the straggler; ranks 0, 1, 3 wait ..." does not fit one line)."""
+    room = max(1, width - len(SLOW_BADGE))
+    lines = wrap(f"  {slow_headline(v.reason)}", room, MAX_SLOW_LINES)
+    return [lines[0]] + [" " * len(SLOW_BADGE) + ln for ln in lines[1:]]
 
 
 def banner_lines(v: Any | None, now: float, width: int) -> list[Strip]:
     if v is None:
         return []
+    if v.state == "slow":  # a straggler: not an alarm, but worth a badge of its own
+        first, *rest = _slow_lines(v, width)
+        line = Line().add(SLOW_BADGE, SLOW_STYLE).add(fit(first, width - len(SLOW_BADGE)))
+        return [line.strip(width), *(Line().add(fit(r, width)).strip(width) for r in rest)]
     if not v.alarm:
-        slow = v.state == "slow"  # a straggler: not an alarm, but worth a badge of its own
-        badge, style = (" SLOW ", SLOW_STYLE) if slow else (" OK ", OK_STYLE)
-        line = Line().add(badge, style)
-        line.add(fit(f"  {v.reason}", max(0, width - len(badge))), "" if slow else "dim")
+        line = Line().add(" OK ", OK_STYLE)
+        line.add(fit(f"  {v.reason}", max(0, width - 4)), "dim")
         return [line.strip(width)]
     badge, text = headline(v, now)
     first = Line().add(badge, HUNG_STYLE if v.state == "hung" else STALLED_STYLE)
