@@ -307,13 +307,29 @@ def _mismatch(sites: dict[str, list[_Rank]]) -> Finding:
     """
     groups = list(sites.items())
     where, odd = min(reversed(groups), key=lambda kv: len(kv[1]))
-    said = ", ".join(f"{_ranks_words(rs)} in {w}" for w, rs in groups)
     site = odd[0].reading.site
+    frame = site.label() if site is not None else None
+    if all(r.reading.collective == "synchronize" for rs in sites.values() for r in rs):
+        # NCCL: the collective returned at once and Python waits in synchronize, so the
+        # stacks know each rank's line, not its collective (RAS and the flight recorder do).
+        said = ", ".join(
+            f"{_ranks_words(rs)} at {rs[0].reading.site.site() if rs[0].reading.site else w}"
+            for w, rs in groups
+        )
+        return _finding(
+            "ranks stopped at different lines (each in synchronize after NCCL calls, which "
+            "return at once; NCCL RAS or the flight recorder names the collectives): " + said,
+            Strength.MISMATCH,
+            odd,
+            frame=frame,
+            headline="ranks stopped at different lines (in synchronize): " + said,
+        )
+    said = ", ".join(f"{_ranks_words(rs)} in {w}" for w, rs in groups)
     return _finding(
         "ranks entered different collectives: " + said,
         Strength.MISMATCH,
         odd,
-        frame=site.label() if site is not None else None,
+        frame=frame,
         headline="ranks in different collectives: " + said,
     )
 

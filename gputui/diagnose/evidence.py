@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gputui.diagnose.mismatch import joined_mismatch
 from gputui.diagnose.ranking import Finding, Strength, rank, strongest
 from gputui.diagnose.verdict import Known, Verdict, next_steps
 
@@ -67,6 +68,9 @@ def fold(verdict: Verdict, evidence: Sequence[Evidence], known: Known | None = N
         if p not in pids:
             pids.append(p)
     found = _without_said_gone([f for e in evidence for f in e.all_findings()])
+    joined = joined_mismatch(found, stacks, [e.extra for e in evidence])
+    if joined is not None:  # each rank's collective and line, from every source: it leads
+        found = [joined, *found]
     ordered = rank([*found, *disagreements(found)])  # a disagreement after the sources
     nvml = Finding(verdict.reason, Strength.NVML, "nvml") if verdict.reason else None
     top = strongest(ordered)

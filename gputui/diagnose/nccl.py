@@ -24,6 +24,7 @@ from gputui.diagnose.evidence import Evidence
 from gputui.diagnose.fr_findings import explain_flightrec
 from gputui.diagnose.fr_findings import ranks_text as _ranks_text
 from gputui.diagnose.ranking import Finding, Strength
+from gputui.diagnose.ras_pids import PidMap, pid_map, with_host_pids
 from gputui.diagnose.verdict import Verdict
 
 KIND = "nccl"
@@ -151,6 +152,11 @@ def _comm_findings(
         )
         out["mismatch"] = True
         out["mismatch_ranks"] = sorted(set(out.get("mismatch_ranks", [])) | set(odd))
+        # Each rank's collective: the one type it is ahead in (gputui.diagnose.mismatch).
+        for r in c.ranks:
+            mine = [op for op, (_top, ahead, _b) in states.items() if r.rank in ahead]
+            if len(mine) == 1:
+                out.setdefault("mismatch_ops", {})[str(r.rank)] = mine[0]
         return found
     size = c.size or c.reporting
     for op, (top, _ahead, behind_known) in states.items():
@@ -318,11 +324,14 @@ def _answers(ras: dict[str, Any]) -> tuple[list[RasAnswer], list[float], list[st
     return answers, times, problems
 
 
-def explain_ras(ras: Any, local_pids: set[int]) -> tuple[list[str], dict[str, Any]]:
-    """Findings from the record's "ras" part."""
+def explain_ras(
+    ras: Any, local_pids: set[int], pids: PidMap | None = None
+) -> tuple[list[str], dict[str, Any]]:
+    """Findings from the record's "ras" part, RAS's pids mapped to this host's (`pids`)."""
     if not isinstance(ras, dict):
         return [], {}
     answers, times, problems = _answers(ras)
+    answers = [with_host_pids(a, pids or {}) for a in answers]
     if not answers:
         why = ras_unavailable(ras)
         if why == NO_NCCL:
@@ -379,7 +388,7 @@ def explain_nccl(record: dict[str, Any], verdict: Verdict, snap: Snapshot | None
     for r in ranks if isinstance(ranks, list) else []:
         if isinstance(r, dict) and isinstance(r.get("pid"), int):
             local.add(r["pid"])
-    ras_found, ras_json = explain_ras(record.get("ras"), local)
+    ras_found, ras_json = explain_ras(record.get("ras"), local, pid_map(record.get("local")))
     fr_found, fr_json = explain_flightrec(record.get("flightrec"))
     if record.get("error"):
         ras_found.append(f"NCCL evidence could not be gathered: {str(record['error'])[:200]}")

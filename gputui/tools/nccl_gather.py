@@ -52,8 +52,30 @@ def local_ranks(ranks: Sequence[ProcessInfo]) -> list[dict[str, Any]]:
             env = proc.environ()
         except psutil.Error:
             env = {}
-        out.append({"pid": p.pid, "rank": _rank_number(p, env), "gpus": list(p.gpus)})
+        out.append(_local_entry(p, env))
     return out
+
+
+def _local_entry(p: ProcessInfo, env: dict[str, str]) -> dict[str, Any]:
+    """One rank of the record's `local` part; `nspid` where the rank sees itself under
+    another pid (a PID namespace): RAS reports that one (gputui.diagnose.ras_pids)."""
+    entry: dict[str, Any] = {"pid": p.pid, "rank": _rank_number(p, env), "gpus": list(p.gpus)}
+    ns = namespace_pid(p.pid)
+    if ns is not None and ns != p.pid:
+        entry["nspid"] = ns
+    return entry
+
+
+def namespace_pid(pid: int) -> int | None:
+    """The pid a process has in its own (innermost) PID namespace: the last `NSpid:` field."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f.read(16384).splitlines():
+                if line.startswith(b"NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _ranks_of(target: Any) -> Sequence[ProcessInfo]:
@@ -157,9 +179,7 @@ def gather_nccl(
             live.append((p, proc, env))
         if not live:
             return None
-        record["local"] = [
-            {"pid": p.pid, "rank": _rank_number(p, env), "gpus": list(p.gpus)} for p, _, env in live
-        ]
+        record["local"] = [_local_entry(p, env) for p, _, env in live]
         if problems:
             record["problems"] = problems
         fr_result: dict[str, Any] = {}
