@@ -208,3 +208,15 @@ def test_a_counter_the_gpu_does_not_support_is_na_once_and_not_asked_again(nvml_
     g0 = json.loads(snap.stdout)["health"]["gpus"]["0"]
     assert g0["nvlink"]["na"] == {"crc_data": "n/a: Not Supported"}
     assert g0["health"] == "ok"
+
+
+def test_a_counter_read_that_never_returns_ends_the_check_within_its_deadline(nvml_lib):
+    """The read holds the library's lock, as a wedged driver call does, so the samples wait
+    too: the check says NVML did not answer and leaves (through os._exit: the stand-in's
+    destructor would wait on that lock for ever), within its deadlines, not at the duration."""
+    node = {"GPUTUI_STANDIN_GPUS": "2", "GPUTUI_STANDIN_NVLINK": "2", "GPUTUI_NVLINK_PASS_S": "1"}
+    env = env_of(nvml_lib, node, mode="hang_nvlink")
+    t0 = time.monotonic()
+    r = run(env, "check", "--json", "--interval", "0.5", "--duration", "30", "--timeout", "2")
+    assert r.returncode == 2 and "NVML did not answer within 2 s" in r.stderr, r.stderr
+    assert time.monotonic() - t0 < 20

@@ -42,6 +42,7 @@
  *
  *   nvlink_counter_na:C nvmlDeviceGetNvLinkErrorCounter answers Not Supported for counter C
  *                       (and GPUTUI_STANDIN_LOG gets a line "nvlink_counter_na_asked" each time)
+ *   hang_nvlink         the first nvmlDeviceGetNvLinkErrorCounter call never returns
  *
  * The node's shape and its NVLinks, each from its own variable:
  *
@@ -135,7 +136,8 @@ static struct {
     double climb_per_s;
     int counter_na;  /* this counter answers Not Supported (-1: none) */
     double t0;
-} nvl = {0, 800, -1, -1, 100.0, -1, -1.0};
+    int hang;  /* the first error-counter read never returns */
+} nvl = {0, 800, -1, -1, 100.0, -1, -1.0, 0};
 
 static struct {
     int hang_init, hang_shutdown, lost, bad_name, init_error, no_driver, spin;
@@ -188,6 +190,7 @@ static void parse_mode(void) {
         else if (!strcmp(tok, "spin")) mode.spin = 1;
         else if (!strncmp(tok, "busy_pid:", 9)) mode.pids[0] = (unsigned int)atol(tok + 9);
         else if (!strncmp(tok, "nvlink_counter_na:", 18)) nvl.counter_na = atoi(tok + 18);
+        else if (!strcmp(tok, "hang_nvlink")) nvl.hang = 1;
     }
     const char *n = getenv("GPUTUI_STANDIN_GPUS");
     if (n && *n) {
@@ -500,6 +503,7 @@ nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t d, unsigned int link, 
     DEVICE_CALL(d);
     if (!nvl.links) LEAVE(NVML_ERROR_NOT_SUPPORTED);
     if (link >= (unsigned int)nvl.links) LEAVE(NVML_ERROR_INVALID_ARGUMENT);
+    if (nvl.hang) hang();  /* with the lock held: every other call waits too */
     if (counter == nvl.counter_na) {
         note("nvlink_counter_na_asked");  /* a test counts how often the n/a one was asked */
         LEAVE(NVML_ERROR_NOT_SUPPORTED);
