@@ -172,6 +172,16 @@ def test_a_link_of_the_hangs_suspect_is_named_beside_it_not_as_its_headline():
     ]
     assert said[0].strength == Strength.CONTEXT and said[0].ranks == (1,)
     assert "link" not in v.reason  # corrected errors slow a link; they do not stop a job
+    plain = watch(rank1_hangs([]))[-1]
+    assert v.suspect_pids == plain.suspect_pids and v.reason == plain.reason
+
+
+def test_a_link_on_a_spinning_gpu_of_a_job_without_suspects_names_no_suspect():
+    snaps = timeline((2, ["compute", "compute"]), (60, ["spin", "spin"]))
+    v = watch(with_records(snaps, passes(2, gpus=2, t0=940.0, bad={(0, 2): 4_100.0})))[-1]
+    plain = watch(timeline((2, ["compute", "compute"]), (60, ["spin", "spin"])))[-1]
+    assert v.alarm and v.suspects == () and v.suspect_pids == plain.suspect_pids
+    assert any(f.startswith("rank 0 (GPU 0) link 2: NVLink CRC errors") for f in v.findings)
 
 
 def test_a_link_of_a_gpu_outside_the_hung_job_is_not_in_its_verdict():

@@ -156,8 +156,9 @@ def link_findings(
     for f in tracker.links.findings():
         if f.gpu not in want:
             continue
-        r, pid = rank_on(f.gpu) if rank_on is not None else (None, None)
+        r, _pid = rank_on(f.gpu) if rank_on is not None else (None, None)
         where = _who(r, None, f.gpu) + (f" link {f.link}" if f.link is not None else "")
+        # No pid: health evidence's pids become suspects, and a link is not a suspect's mark.
         out.append(
             Finding(
                 f"{where}: {f.words()}",
@@ -165,7 +166,6 @@ def link_findings(
                 "health",
                 ranks=(r,) if r is not None else (),
                 gpus=(f.gpu,),
-                pids=(pid,) if pid else (),
             )
         )
     return out
