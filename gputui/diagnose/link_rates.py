@@ -137,6 +137,7 @@ class LinkRates:
         self.pcie_rate: dict[int, tuple[float, float]] = {}  # gpu -> (per min, at)
         self.version = 0
         self._cache: tuple[int, tuple[LinkFinding, ...]] | None = None
+        self._bases: tuple[int, dict[str, float | None]] = (-1, {})
 
     # ------------------------------------------------------------ input
 
@@ -210,8 +211,13 @@ class LinkRates:
 
     def baseline(self, kind: str) -> float | None:
         """The node's rate for `kind`: the median of its healthy links' latest rates."""
-        rates = [r[kind] for links in self.rates.values() for r in links.values() if kind in r]
-        return _baseline(rates, FLOOR_PER_MIN)
+        if self._bases[0] != self.version:  # faces ask every sample; reads come every few s
+            self._bases = (self.version, {})
+        known = self._bases[1]
+        if kind not in known:
+            rates = [r[kind] for links in self.rates.values() for r in links.values() if kind in r]
+            known[kind] = _baseline(rates, FLOOR_PER_MIN)
+        return known[kind]
 
     def pcie_baseline(self) -> float | None:
         return _baseline([r for r, _t in self.pcie_rate.values()], PCIE_FLOOR_PER_MIN)
