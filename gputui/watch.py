@@ -206,6 +206,7 @@ class Watcher:
         if job is None:
             self._state.clear()
             self._prune(snap.t)
+            v = self._beside_stragglers(v, snap)
             self._last = (v, snap)
             return v
         out = self._enrich(v, snap, job)
@@ -216,6 +217,15 @@ class Watcher:
             self._state.pop(job.key, None)
         self._last = (v, snap)
         return out
+
+    def _beside_stragglers(self, v: Verdict, snap: Snapshot) -> Verdict:
+        """A slow verdict names its stragglers' links whose error rates stand out."""
+        h = self._health
+        if not v.stragglers or h is None or not h.links.findings():
+            return v
+        from gputui.diagnose.health_words import with_links
+
+        return with_links(v, h, snap)  # type: ignore[no-any-return]
 
     def _poll_ras(self, v: Verdict, snap: Snapshot, alarm: Job | None) -> None:
         """Ask RAS for every job whose GPUs spin now, before the stall is called."""

@@ -98,6 +98,7 @@ SLOW_MODULES = {
     "test_packaging",
     "test_nvml_standin",
     "test_nvml_standin_tui",
+    "test_nvlink_standin",
     "test_secrets_corpus",
     "test_fleet",
     "test_flightrec",
@@ -140,6 +141,7 @@ PILOT_MODULES = {
 LONGEST_FIRST = {
     "test_exporter_prometheus": 60,
     "test_nvml_standin": 57,
+    "test_nvlink_standin": 51,
     "test_terminal": 53,
     "test_probe": 30,
     "test_flightrec": 16,

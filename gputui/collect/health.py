@@ -6,11 +6,17 @@ so `gputui record` writes it and a replay hands it back at its time (gputui.diag
 reads it the same way live and in replay). A record is made only when something is new: an
 Xid, counters that changed (or a heartbeat every HEARTBEAT_S), a note.
 
-- Counters (ECC, row remaps, retired pages, PCIe replays, NVLink) are read at the first poll
-  and then every COUNTER_EVERY_S (at once after an ECC event), never every sample, in one
-  unit of the NVML thread with its deadline. Each read that is not supported (NotSupported,
-  FunctionNotFound, no NVLink in a VM) is "n/a" with its reason, never an error and never
-  bad health. A GPU that answers GPU_IS_LOST is recorded `lost` and not asked again.
+- Counters (ECC, row remaps, retired pages, PCIe replays, NVLink links up and down) are read
+  at the first poll and then every COUNTER_EVERY_S (at once after an ECC event), never every
+  sample, in one unit of the NVML thread with its deadline: microseconds each. Each read that
+  is not supported (NotSupported, FunctionNotFound, no NVLink in a VM) is "n/a" with its
+  reason, never an error and never bad health. A GPU that answers GPU_IS_LOST is recorded
+  `lost` and not asked again.
+- NVLink error counters cost the driver ~0.8 ms of CPU per (counter, link): they are read by
+  gputui.collect.nvlink on a thread of its own, one GPU per slot, a pass a minute, starting at
+  the second poll (after the first sample is out), and each poll hands the reads finished
+  since into the record (`nvlink`: per link values with the time of each read), from which
+  gputui.diagnose.link_rates makes rates. `nvlink=False` (snapshot, dump, bundle): never read.
 - The kernel log (/dev/kmsg) is read without blocking at every poll; only Xid lines and a GPU
   fallen off the bus are kept. Lines written before gputui started count when they are at
   most WINDOW_S old (the record carries `started`, so each is shown with its age). Where the
@@ -24,6 +30,7 @@ from typing import Any
 
 from gputui.collect.health_events import XidEvents
 from gputui.collect.kernlog import KernelLog
+from gputui.collect.nvlink import COUNTERS, NvLinkReader, pass_seconds
 from gputui.collect.nvml_thread import NvmlHung
 from gputui.diagnose.xid import XidEvent, pci_key, xid_events
 
@@ -94,23 +101,21 @@ def _read_one(nv: Any, d: Any, thread: Any) -> dict[str, Any]:
 
 
 def _nvlink(nv: Any, q: Any, na: dict[str, str]) -> dict[str, Any]:
-    """Links up/down and their summed error counters (replay, recovery, CRC)."""
-    up = down = errors = 0
+    """Links up and down (microseconds each). Their error counters cost ~0.8 ms a read and
+    are read apart, rarely (gputui.collect.nvlink)."""
+    up = down = 0
     for link in range(NVLINK_MAX):
         state = q("nvlink", nv.nvmlDeviceGetNvLinkState, link)
         if state is None:
             break
-        if not state:
+        if state:
+            up += 1
+        else:
             down += 1
-            continue
-        up += 1
-        for counter in (0, 1, 2, 3):  # DL replay, DL recovery, CRC flit, CRC data
-            v = q("nvlink_errors", nv.nvmlDeviceGetNvLinkErrorCounter, link, counter)
-            errors += v or 0
     if up + down == 0:
         return {}
     na.pop("nvlink", None)  # the link past the last one answers "invalid argument"
-    return {"nvlink_up": up, "nvlink_down": down, "nvlink_errors": errors}
+    return {"nvlink_up": up, "nvlink_down": down}
 
 
 class HealthMonitor:
@@ -122,6 +127,7 @@ class HealthMonitor:
         *,
         kernel_log: KernelLog | None = None,
         events: bool = True,
+        nvlink: bool = True,
         now: float | None = None,
     ) -> None:
         self.reader = reader
@@ -137,6 +143,8 @@ class HealthMonitor:
         self._want_events = events
         self._first = True
         self.counter_reads = 0
+        self._want_nvlink = nvlink
+        self.nvlink: NvLinkReader | None = None  # made at the second poll (see _start_nvlink)
 
     def _open(self) -> None:
         """At the first poll (after the first sample: a hang names the sample's call)."""
@@ -195,6 +203,8 @@ class HealthMonitor:
             events += self._events.take()
             if self._events.note:
                 self._note(self._events.note)
+        if not self._first and self.nvlink is None and self._want_nvlink:
+            self._start_nvlink()  # the first sample is out: its answer never waited for this
         counters = None
         ecc = self._events is not None and self._events.ecc_seen.is_set()
         if self._first or ecc or now - self._counters_at >= COUNTER_EVERY_S:
@@ -215,9 +225,34 @@ class HealthMonitor:
             self._last_counters, self._written_at = counters, now
         if events:
             rec["events"] = [e.to_json() for e in events[-MAX_EVENTS_PER_RECORD:]]
+        if self.nvlink is not None:
+            if reads := self.nvlink.take():
+                rec["nvlink"] = {
+                    "pass_s": self.nvlink.pass_s,
+                    "counters": [name for name, _ in COUNTERS],
+                    "reads": reads,
+                }
+            if self.nvlink.note:
+                self._note(self.nvlink.note)
         if self.notes:
             rec["notes"], self.notes = self.notes, []
         return [rec] if len(rec) > 3 else []
+
+    def _start_nvlink(self) -> None:
+        """The NVLink counter thread, for the GPUs the first counter read found links on."""
+        self._want_nvlink = False
+        nv, devices = getattr(self.reader, "_nv", None), list(getattr(self.reader, "devices", []))
+        if nv is None or getattr(self.reader, "status", "ok") == "hung":
+            return
+        rows = self._last_counters or {}
+        with_links = [d for d in devices if (rows.get(str(d.index)) or {}).get("nvlink_up", 0) > 0]
+        if not with_links:
+            return  # no link up anywhere (a VM, PCIe cards): no thread at all
+        pass_s, note = pass_seconds()
+        if note:
+            self._note(note)
+        self.nvlink = NvLinkReader(nv, with_links, timeout=self.reader.timeout, pass_s=pass_s)
+        self.nvlink.start()
 
     def _read_counters(self) -> dict[str, Any] | None:
         nv, devices = getattr(self.reader, "_nv", None), list(getattr(self.reader, "devices", []))
@@ -241,16 +276,20 @@ class HealthMonitor:
         return None
 
     def stop(self) -> None:
-        """Ask the Xid thread to end, without waiting (a process about to exit)."""
+        """Ask the Xid and NVLink threads to end, without waiting (a process about to exit)."""
         if self._events is not None:
             self._events.stop()
+        if self.nvlink is not None:
+            self.nvlink.stop()
 
     def close(self) -> bool:
-        """Stop the Xid thread and close the log. False when the thread is still inside
-        NVML after its wait should have ended: NVML must then not be shut down."""
+        """Stop the Xid and NVLink threads and close the log. False when a thread is still
+        inside NVML after its wait should have ended: NVML must then not be shut down."""
         ended = True
+        if self.nvlink is not None:
+            ended = self.nvlink.close()
         if self._events is not None:
             self._events.close()
-            ended = not self._events.alive
+            ended = ended and not self._events.alive
         self.kernel_log.close()
         return ended

@@ -39,14 +39,22 @@ class LiveSource:
         host_limit: int = 40,
         timeout: float = DEFAULT_TIMEOUT_S,
         health_events: bool = True,
+        nvlink: bool | None = None,
     ) -> None:
         self.interval = interval
         self.nvml = NvmlReader(timeout=timeout)
         if self.nvml.status == HUNG:
             raise NvmlHung(self.nvml.error or "NVML did not answer")
         # GPU health (Xids, ECC, remaps, lost GPUs): records in each snapshot; the Xid event
-        # thread only for the commands that watch for a while (health_events).
-        self.health = HealthMonitor(self.nvml, events=health_events) if self.nvml.devices else None
+        # thread and the NVLink error counters (a thread of their own, from the second
+        # sample on) only for the commands that watch for a while (health_events; `nvlink`
+        # None: the same as health_events).
+        links = health_events if nvlink is None else nvlink
+        self.health = (
+            HealthMonitor(self.nvml, events=health_events, nvlink=links)
+            if self.nvml.devices
+            else None
+        )
         self.procs = ProcessReader()
         self.pidmap = PidMapper()
         self.podres = PodResources()
@@ -130,7 +138,8 @@ class LiveSource:
 
     def close(self) -> None:
         """nvmlShutdown, bounded by `timeout`; a shutdown that overstays shows in problem().
-        The Xid event thread ends first (within one wait), so no call follows the shutdown."""
+        The Xid event and NVLink threads end first (within one wait, one link), so no call
+        follows the shutdown."""
         if self.health is not None and not self.health.close():
             self.nvml.leave()  # the Xid thread is stuck in NVML: never queue a shutdown behind it
             return

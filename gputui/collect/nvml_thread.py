@@ -12,14 +12,18 @@ the library is *hung* for the rest of the process:
   a normal exit runs the C libraries' destructors, and one that takes the library's lock
   would wait forever on the thread that holds it.
 
-One thread for the whole process because NVML itself is process-wide: a hang seen by one
-reader means every other use of NVML in the process would hang too.
+One thread for the samples because NVML itself is process-wide: a hang seen by one reader
+means every other use of NVML in the process would hang too. Slow reads that must not hold
+the samples up (the NVLink error counters, ~0.8 ms of driver CPU per read: collect/nvlink.py)
+get a *side* thread of their own (`side_thread`), with the same deadline and the same
+abandon-on-overstay; `stuck()` counts every side thread too.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -119,9 +123,19 @@ class NvmlThread:
         job.result, job.error, job.finished = result, error, True
         job.done.release()
 
+    def end(self) -> None:
+        """Let the thread end once the queue is done (a side thread whose reader closed)."""
+        with self._lock:
+            if self._thread is not None and self.hung is None:
+                self._queue.put(_END)
+
     def _loop(self) -> None:
         while True:
             job = self._queue.get()
+            if job is _END:
+                with self._lock:
+                    self._thread = None
+                return
             with self._lock:
                 if job.finished:  # failed by _give_up while queued
                     continue
@@ -151,6 +165,8 @@ def _describe(current: Any) -> str:
 
 
 _THREAD = NvmlThread()
+_END = _Job(lambda: None, (), "end")  # queued by end(): the loop returns
+_SIDE: weakref.WeakSet[NvmlThread] = weakref.WeakSet()
 
 
 def nvml_thread() -> NvmlThread:
@@ -158,6 +174,14 @@ def nvml_thread() -> NvmlThread:
     return _THREAD
 
 
+def side_thread(name: str) -> NvmlThread:
+    """A thread of its own into NVML, for slow reads off the samples' path; `stuck()` counts
+    it (NVML is thread-safe: the driver serializes what it must)."""
+    t = NvmlThread(name)
+    _SIDE.add(t)
+    return t
+
+
 def stuck() -> bool:
     """True when a thread may be stuck inside NVML: the process should leave with os._exit."""
-    return _THREAD.stuck()
+    return _THREAD.stuck() or any(t.stuck() for t in list(_SIDE))

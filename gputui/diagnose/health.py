@@ -16,6 +16,11 @@ The words:
   Readings that are not supported (n/a) never make a GPU degraded.
 
 `sick()` is what makes `check` exit 3 (exitcodes.SICK_GPU) when no job is stalled.
+
+NVLink and PCIe error counters are judged as rates against the node's own baseline
+(gputui.diagnose.link_rates, `links`): a link whose rate stands out is a finding (context
+strength; named beside a straggler or a hang on its GPU), never a health word of its own,
+and totals since boot are context only.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui.diagnose import xid as X
+from gputui.diagnose.link_rates import LinkRates
 from gputui.diagnose.ranking import Finding
 
 MAX_EVENTS = 500  # newest kept
@@ -83,6 +89,7 @@ class HealthTracker:
         # The GPUs that are not ok, replaced whole at each update: what another thread (the
         # dashboard's) reads without a lock.
         self.marks: dict[int, GpuHealth] = {}
+        self.links = LinkRates()  # NVLink and PCIe error rates, and the links that stand out
 
     def update(self, snap: Any) -> None:
         before = self.version
@@ -105,12 +112,17 @@ class HealthTracker:
         if isinstance(started, (int, float)) and not isinstance(started, bool):
             self.started = float(started) if self.started is None else self.started
         counters = rec.get("counters")
+        t = rec.get("t")
+        t = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
         if isinstance(counters, dict):
             for k, row in list(counters.items())[:64]:
                 if isinstance(k, str) and k.isdigit() and isinstance(row, dict):
                     self.counters[int(k)] = row
                     if row.get("lost") is True:
                         self.lost.setdefault(int(k), "GPU is lost")
+                    if t is not None and "pcie_replay" in row:
+                        self.links.add_pcie(int(k), t, row["pcie_replay"])
+        self.links.add_record(rec.get("nvlink"))
         for d in rec.get("events", [])[:1000] if isinstance(rec.get("events"), list) else []:
             ev = _event(d)
             if ev is not None:
@@ -151,7 +163,7 @@ class HealthTracker:
         if gpus:
             idx = {g.index for g in gpus}
         else:
-            idx = set(self.counters) | set(self.lost)
+            idx = set(self.counters) | set(self.lost) | set(self.links.reads)
             idx |= {e.gpu for e in self.events if e.gpu is not None}
         return {i: self.word(i) for i in sorted(idx)}
 
@@ -210,19 +222,28 @@ class HealthTracker:
     def to_json(self, now: float | None = None) -> dict[str, Any]:
         """check --json / snapshot --json / bundle: every GPU's word, counters, Xid events."""
         words = self.words()
-        return {
-            "gpus": {
-                str(i): {
-                    "health": h.word,
-                    "reason": h.reason,
-                    "counters": {k: v for k, v in self.counters.get(i, {}).items() if k != "na"},
-                    "na": self.counters.get(i, {}).get("na", {}),
-                }
-                for i, h in words.items()
-            },
+        out: dict[str, Any] = {
+            "gpus": {str(i): self._gpu_json(i, h) for i, h in words.items()},
             "xids": [
                 {**e.to_json(), **({"age": self.age(e, now)} if now is not None else {})}
                 for e in self.events
             ],
             "notes": list(self.notes),
         }
+        if (node := self.links.node_json()) is not None:
+            out["nvlink"] = node
+        out["findings"] = [f.to_json() for f in self.links.findings()]
+        return out
+
+    def _gpu_json(self, i: int, h: GpuHealth) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "health": h.word,
+            "reason": h.reason,
+            "counters": {k: v for k, v in self.counters.get(i, {}).items() if k != "na"},
+            "na": self.counters.get(i, {}).get("na", {}),
+        }
+        if (links := self.links.gpu_json(i)) is not None:
+            row["nvlink"] = links  # rates per minute; totals since boot are context only
+        if (pcie := self.links.pcie_rate.get(i)) is not None:
+            row["pcie_replay_per_min"] = round(pcie[0], 1)
+        return row

@@ -19,13 +19,16 @@ MAX_XID_LINES = 8  # text faces show the newest; JSON has them all (bounded by t
 
 def has_health(tracker: HealthTracker) -> bool:
     """Anything to say: counters were read, an Xid came, a GPU is lost, or a note."""
-    return bool(tracker.counters or tracker.events or tracker.lost or tracker.notes)
+    links = tracker.links.reads or tracker.links.na
+    return bool(tracker.counters or tracker.events or tracker.lost or tracker.notes or links)
 
 
 def health_key(tracker: HealthTracker) -> tuple[Any, ...]:
-    """What a change of prints a new `check --json` line: the words and the Xids seen."""
+    """What a change of prints a new `check --json` line: the words, the Xids seen, and the
+    links named (not their rates, which change at every read)."""
     words = tuple((i, h.word, h.reason) for i, h in tracker.words().items())
-    return words, len(tracker.events), len(tracker.notes)
+    named = tuple((f.gpu, f.link, f.kind) for f in tracker.links.findings())
+    return words, len(tracker.events), len(tracker.notes), named
 
 
 def health_line(tracker: HealthTracker, snap: Any) -> dict[str, Any]:
@@ -59,6 +62,9 @@ def health_text(tracker: HealthTracker, snap: Any) -> list[str]:
         out.append(f"health: GPU {h.gpu} {h.word.upper()}: {clean(h.reason, limit=300)}")
     if not sick and tracker.counters:
         out.append(f"health: {len(tracker.words())} GPU(s) ok (no hardware Xid, ECC or remap)")
+    out += [f"health: {f.text}" for f in tracker.links.findings()]
+    if boot := link_context(tracker):
+        out.append(f"  {boot}")
     for g in getattr(snap, "gpus", ()):
         if slow := hardware_slowdown(g.events):
             out.append(f"  GPU {g.index} clocks held down by the hardware: {', '.join(slow)}")
@@ -66,6 +72,19 @@ def health_text(tracker: HealthTracker, snap: Any) -> list[str]:
     out += [f"  {clean(xid_text(tracker, e, now), limit=300)}" for e in events]
     out += [f"  note: {clean(n, limit=300)}" for n in tracker.notes]
     return out
+
+
+def link_context(tracker: HealthTracker) -> str:
+    """NVLink errors since boot, per GPU, said as context ("" before any read): healthy
+    GPUs read thousands, so a total is never bad health; the rates are what count."""
+    boot = {g: sum(tracker.links.since_boot(g).values()) for g in sorted(tracker.links.reads)}
+    if not boot:
+        return ""
+    base = tracker.links.node_json()
+    per = (base or {}).get("baseline_per_min", {})
+    rate = f"; the node's links count {per['crc']:,.0f} CRC errors/min each" if "crc" in per else ""
+    each = ", ".join(f"GPU {g} {n:,}" for g, n in boot.items())
+    return f"NVLink errors since boot (context, not health): {each}{rate}"
 
 
 def bundle_health(snapshots: Any) -> dict[str, Any] | None:

@@ -4,16 +4,23 @@
 stack: when a rank's GPU failed, or a rank took a program's Xid (31, 43), that leads the
 verdict (Strength.HARDWARE, Strength.RANK_GONE), with the GPU, the rank, the Xid, what it
 means and, for a program's fault, the rank's pid from the kernel log.
+
+A link whose error rate stands out (gputui.diagnose.link_rates) is named beside the verdict
+when its GPU is the hang's suspect (any of the job's GPUs when none is suspected) or the
+slow job's straggler: "rank 3 (GPU 3) link 7: NVLink CRC errors at 4,100/min against the
+node's 12/min", at CONTEXT strength: corrected errors slow a link, they do not stop a job,
+so it never takes the headline (Xid 74 is where the driver calls a link failed).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gputui.diagnose import xid as X
 from gputui.diagnose.evidence import Evidence
-from gputui.diagnose.ranking import Finding, Strength, strongest
+from gputui.diagnose.ranking import Finding, Strength, rank, strongest
 
 if TYPE_CHECKING:
     from gputui.diagnose.health import HealthTracker
@@ -132,7 +139,61 @@ def job_findings(
                 pids=(pid,) if pid else (),
             )
         )
+    out += link_findings(tracker, set(v.suspects) or gpus, rank_on)
     return tuple(out)
+
+
+def link_findings(
+    tracker: HealthTracker,
+    gpus: Iterable[int],
+    rank_on: Callable[[int | None], tuple[int | None, int | None]] | None = None,
+) -> list[Finding]:
+    """CONTEXT findings for the links of `gpus` whose error rate stands out, naming the one
+    rank on the GPU where `rank_on` knows it: "rank 3 (GPU 3) link 7: NVLink CRC errors at
+    4,100/min against the node's 12/min"."""
+    want = set(gpus)
+    out = []
+    for f in tracker.links.findings():
+        if f.gpu not in want:
+            continue
+        r, _pid = rank_on(f.gpu) if rank_on is not None else (None, None)
+        where = _who(r, None, f.gpu) + (f" link {f.link}" if f.link is not None else "")
+        # No pid: health evidence's pids become suspects, and a link is not a suspect's mark.
+        out.append(
+            Finding(
+                f"{where}: {f.words()}",
+                Strength.CONTEXT,
+                "health",
+                ranks=(r,) if r is not None else (),
+                gpus=(f.gpu,),
+            )
+        )
+    return out
+
+
+def with_links(v: Any, tracker: HealthTracker, snap: Any) -> Any:
+    """A slow verdict with its stragglers' links that stand out named beside its reason (the
+    reason stays the headline). For the Watcher (or the straggler rule) to call on a slow
+    verdict; the verdict itself when there is nothing to name."""
+    if not getattr(v, "stragglers", ()) or not tracker.links.findings():
+        return v
+
+    def rank_on(gpu: int | None) -> tuple[int | None, int | None]:
+        procs = [p for p in getattr(snap, "processes", ()) if gpu in p.gpus]
+        if len(procs) != 1:
+            return None, None
+        p = procs[0]
+        return (p.rank.rank if p.rank is not None else None), p.pid
+
+    found = [f for f in link_findings(tracker, v.stragglers, rank_on) if f.text not in v.findings]
+    if not found:
+        return v
+    ranked = v.ranked or ((Finding(v.reason, Strength.NVML, "nvml"),) if v.reason else ())
+    return replace(
+        v,
+        findings=(*v.findings, *(f.text for f in found)),
+        ranked=rank([*ranked, *found]),
+    )
 
 
 def health_evidence(

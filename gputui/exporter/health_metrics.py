@@ -10,6 +10,13 @@ sick. Kernel-log Xids from before the start are not counted (they are in `check`
 
 Readings that are not supported are left out, never exported as 0; a GPU whose health was
 never read (a recording made before gputui read it) has no health series at all.
+
+NVLink error rates (gputui.diagnose.link_rates), per minute: `gputui_gpu_nvlink_error_rate_max`
+is each GPU's worst link per kind (crc, replay, recovery): at most 3 series a GPU, where one
+per link would be 54 (432 on 8 GPUs), and a bad link is what an alert wants, not a sum that
+18 healthy links' noise hides it in. `gputui_nvlink_error_rate` carries the link number, but
+only for the links the rule names (usually none), so its cardinality stays that of the
+faults. Totals since boot are not exported: healthy GPUs read thousands.
 """
 
 from __future__ import annotations
@@ -41,6 +48,9 @@ class HealthRow:
     remap_failure: bool | None = None
     pcie_replay: int | None = None
     xids: tuple[tuple[int, str, int], ...] = ()  # (xid, kind, faults since start)
+    nvlink_max: tuple[tuple[str, float], ...] = ()  # (kind, worst link's errors a minute)
+    nvlink_named: tuple[tuple[int, str, float], ...] = ()  # (link, kind, a minute): named
+    pcie_replay_rate: float | None = None  # a minute
 
 
 def _int(v: Any) -> int | None:
@@ -55,6 +65,7 @@ def health_rows(tracker: Any, snap: Any, uuid: Any = str) -> tuple[HealthRow, ..
     """A row per GPU of the snapshot from what the tracker knows (after `update(snap)`)."""
     words = tracker.words(snap.gpus)
     known = set(tracker.counters) | set(tracker.lost) | {g for g, _ in tracker.counts}
+    known |= set(tracker.links.reads)
     rows = []
     for g in snap.gpus:
         if g.index not in known:
@@ -66,6 +77,13 @@ def health_rows(tracker: Any, snap: Any, uuid: Any = str) -> tuple[HealthRow, ..
             if gpu == g.index
         )
         h = words.get(g.index)
+        links = tracker.links
+        pcie = links.pcie_rate.get(g.index)
+        named = tuple(
+            (f.link, f.kind, f.per_min)
+            for f in links.findings()
+            if f.gpu == g.index and f.link is not None
+        )
         rows.append(
             HealthRow(
                 index=g.index,
@@ -79,6 +97,9 @@ def health_rows(tracker: Any, snap: Any, uuid: Any = str) -> tuple[HealthRow, ..
                 remap_failure=_bool(c.get("remap_failure")),
                 pcie_replay=_int(c.get("pcie_replay")),
                 xids=xids,
+                nvlink_max=tuple(sorted(links.max_rates(g.index).items())),
+                nvlink_named=named,
+                pcie_replay_rate=pcie[0] if pcie is not None else None,
             )
         )
     return tuple(rows)
@@ -118,8 +139,29 @@ def health_families(rows: tuple[HealthRow, ...], host: str) -> Iterator[Metric]:
     replay = GaugeMetricFamily(
         "gputui_gpu_pcie_replays", "PCIe replay counter (NVML)", labels=LABELS
     )
+    link_max = GaugeMetricFamily(
+        "gputui_gpu_nvlink_error_rate_max",
+        "NVLink errors a minute on the GPU's worst link, by kind (crc, replay, recovery), "
+        "between two reads of its counters a pass (60 s) apart",
+        labels=[*LABELS, "counter"],
+    )
+    link_named = GaugeMetricFamily(
+        "gputui_nvlink_error_rate",
+        "NVLink errors a minute on a link whose rate stands out (at least 10x the node's "
+        "median link and 100 a minute); only such links have a series",
+        labels=[*LABELS, "link", "counter"],
+    )
+    pcie_rate = GaugeMetricFamily(
+        "gputui_gpu_pcie_replay_rate", "PCIe replays a minute (NVML's counter)", labels=LABELS
+    )
     for r in rows:
         labels = [str(r.index), r.uuid, host]
+        for kind, per_min in r.nvlink_max:
+            link_max.add_metric([*labels, kind], per_min)
+        for link, kind, per_min in r.nvlink_named:
+            link_named.add_metric([*labels, str(link), kind], per_min)
+        if r.pcie_replay_rate is not None:
+            pcie_rate.add_metric(labels, r.pcie_replay_rate)
         for w in WORDS:
             health.add_metric([*labels, w], 1.0 if r.word == w else 0.0)
         for number, kind, n in r.xids:
@@ -137,6 +179,7 @@ def health_families(rows: tuple[HealthRow, ...], host: str) -> Iterator[Metric]:
         if r.pcie_replay is not None:
             replay.add_metric(labels, float(r.pcie_replay))
     yield from (health, xid, ecc, remapped, pending, failure, replay)
+    yield from (link_max, link_named, pcie_rate)
 
 
 NAMES = (
@@ -147,4 +190,7 @@ NAMES = (
     "gputui_gpu_remap_pending",
     "gputui_gpu_remap_failure",
     "gputui_gpu_pcie_replays",
+    "gputui_gpu_nvlink_error_rate_max",
+    "gputui_nvlink_error_rate",
+    "gputui_gpu_pcie_replay_rate",
 )

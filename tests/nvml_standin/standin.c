@@ -36,8 +36,28 @@
  *   lost_gpu:G          only GPU G answers GPU_IS_LOST, from the start (handles too)
  *   no_events           nvmlEventSetCreate answers Not Supported (a vGPU, MIG)
  *
- * Retired pages and NVLink answer Not Supported (an H100 VM without NVLink); the PCI bus
- * of GPU G is 0000:1G:00 (GPU 0 at PCI:0000:10:00, GPU 1 at PCI:0000:11:00).
+ * Retired pages answer Not Supported (an H100 remaps rows instead); so does NVLink (an H100
+ * VM without NVLink) unless GPUTUI_STANDIN_NVLINK says otherwise (below). The PCI bus of GPU G
+ * is 0000:1G:00 (GPU 0 at PCI:0000:10:00, GPU 1 at PCI:0000:11:00).
+ *
+ *   nvlink_counter_na:C nvmlDeviceGetNvLinkErrorCounter answers Not Supported for counter C
+ *                       (and GPUTUI_STANDIN_LOG gets a line "nvlink_counter_na_asked" each time)
+ *   hang_nvlink         the first nvmlDeviceGetNvLinkErrorCounter call never returns
+ *
+ * The node's shape and its NVLinks, each from its own variable:
+ *
+ *   GPUTUI_STANDIN_GPUS=N           N GPUs (1-8; default 2), each an idle H200
+ *   GPUTUI_STANDIN_NVLINK=L         each GPU has L NVLinks up (0-18; default 0: Not Supported)
+ *   GPUTUI_STANDIN_NVLINK_COST_US=U each nvmlDeviceGetNvLinkErrorCounter call burns U us of
+ *                                   the calling thread's CPU time, under the library's lock
+ *                                   (default 800: what driver 580 charges per (counter, link)
+ *                                   read on an H200)
+ *   GPUTUI_STANDIN_NVLINK_CLIMB=G:L[:R]  link L of GPU G has its CRC flit errors climb by R a
+ *                                   second (default 100, i.e. 6,000 a minute)
+ *
+ * Every link counts as a healthy H200 link does: 445 errors since boot (8,010 a GPU over 18
+ * links: replay 100, recovery 1, CRC flit 300, CRC data 44) and 15 more a minute (replay 3,
+ * CRC flit 12), counted from the first nvmlInit.
  *
  *   busy_pid:N          GPU 0 runs process N (1 GiB), a job's rank for the probe to refuse
  *
@@ -54,6 +74,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef int nvmlReturn_t;
@@ -82,21 +103,41 @@ typedef struct {
     unsigned int gpuInstanceId, computeInstanceId;
 } nvmlProcessInfo_t;
 
-#define NGPU 2
+#define NGPU 8  /* at most; GPUTUI_STANDIN_GPUS picks how many are listed (default 2) */
+#define NLINK 18  /* NVLinks per GPU at most (an H100/H200 has 18) */
 #define MIB (1024ULL * 1024ULL)
 #define MEMORY_V2_VERSION ((unsigned int)(sizeof(nvmlMemory_v2_t) | (2 << 24)))
 
-static gpu_t gpus[NGPU] = {{0}, {1}};
+static gpu_t gpus[NGPU] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
 static const char *uuids[NGPU] = {
     "GPU-549afb26-e13b-c2a8-a9b1-fd78b6f5476a",
     "GPU-518262ad-7539-d871-723f-12b5d7ad6471",
+    "GPU-7d0c64b3-1f2e-4a55-9c1e-0b8f4a2d3e62",
+    "GPU-a3e51c90-6b7d-4e28-8f03-5c9d21e7b4a3",
+    "GPU-0f9b2d47-c8a1-4d6e-b5f2-93e0a6c1d7b4",
+    "GPU-c61e8a05-2d3f-4b9c-a7e4-f1b08d5c2e95",
+    "GPU-e4a7b912-5c0d-4f63-8e1b-2d9f6a0c3b76",
+    "GPU-3b8f0e6c-a4d2-4c17-9f5e-7a1c2b0d8e47",
 };
-static const unsigned int power_mw[NGPU] = {80276, 78139};
-static const unsigned int temp_c[NGPU] = {38, 39};
+static const unsigned int power_mw[NGPU] = {80276, 78139, 79012, 80554, 77893, 78620, 79347, 80101};
+static const unsigned int temp_c[NGPU] = {38, 39, 38, 40, 37, 39, 38, 39};
+static int ngpu = 2;  /* GPUs listed */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int parsed, initialized, log_fd = -1;
 static long util_reads;  /* calls of nvmlDeviceGetUtilizationRates so far */
+
+/* NVLink (see the header): links per GPU, the CPU each error-counter read costs, the link
+   whose counters climb fast, and the time the counters count from (the first nvmlInit). */
+static struct {
+    int links;
+    long cost_us;
+    int climb_gpu, climb_link;
+    double climb_per_s;
+    int counter_na;  /* this counter answers Not Supported (-1: none) */
+    double t0;
+    int hang;  /* the first error-counter read never returns */
+} nvl = {0, 800, -1, -1, 100.0, -1, -1.0, 0};
 
 static struct {
     int hang_init, hang_shutdown, lost, bad_name, init_error, no_driver, spin;
@@ -105,6 +146,12 @@ static struct {
     int xid_gpu, xid, ecc[NGPU], remap_pending[NGPU], lost_gpu, no_events;  /* gpu -1: none */
 } mode;
 static int xid_delivered;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
 
 static void parse_mode(void) {
     if (parsed) return;
@@ -142,9 +189,32 @@ static void parse_mode(void) {
         } else if (!strncmp(tok, "lost_gpu:", 9)) mode.lost_gpu = atoi(tok + 9);
         else if (!strcmp(tok, "spin")) mode.spin = 1;
         else if (!strncmp(tok, "busy_pid:", 9)) mode.pids[0] = (unsigned int)atol(tok + 9);
+        else if (!strncmp(tok, "nvlink_counter_na:", 18)) nvl.counter_na = atoi(tok + 18);
+        else if (!strcmp(tok, "hang_nvlink")) nvl.hang = 1;
+    }
+    const char *n = getenv("GPUTUI_STANDIN_GPUS");
+    if (n && *n) {
+        ngpu = atoi(n);
+        if (ngpu < 1) ngpu = 1;
+        if (ngpu > NGPU) ngpu = NGPU;
+    }
+    const char *links = getenv("GPUTUI_STANDIN_NVLINK");
+    if (links && *links) {
+        nvl.links = atoi(links);
+        if (nvl.links < 0) nvl.links = 0;
+        if (nvl.links > NLINK) nvl.links = NLINK;
+    }
+    const char *cost = getenv("GPUTUI_STANDIN_NVLINK_COST_US");
+    if (cost && *cost) nvl.cost_us = atol(cost) < 0 ? 0 : atol(cost);
+    const char *climb = getenv("GPUTUI_STANDIN_NVLINK_CLIMB");
+    if (climb && *climb) {
+        char *end = NULL;
+        nvl.climb_gpu = (int)strtol(climb, &end, 10);
+        nvl.climb_link = (end && *end == ':') ? (int)strtol(end + 1, &end, 10) : -1;
+        if (end && *end == ':') nvl.climb_per_s = strtod(end + 1, NULL);
     }
     const char *pids = getenv("GPUTUI_STANDIN_PIDS");
-    for (int i = 0; pids && *pids && i < NGPU; i++) {
+    for (int i = 0; pids && *pids && i < ngpu; i++) {
         mode.pids[i] = (unsigned int)strtoul(pids, (char **)&pids, 10);
         if (*pids == ',') pids++;
     }
@@ -174,7 +244,7 @@ static nvmlReturn_t gate(nvmlDevice_t d) {
     if (mode.lost || (mode.lost_after >= 0 && util_reads > mode.lost_after))
         return NVML_ERROR_GPU_IS_LOST;
     if (mode.hang_read_after >= 0 && util_reads > mode.hang_read_after) hang();
-    if (d != &gpus[0] && d != &gpus[1]) return NVML_ERROR_INVALID_ARGUMENT;
+    if (d < &gpus[0] || d >= &gpus[ngpu]) return NVML_ERROR_INVALID_ARGUMENT;
     if (d->index == mode.lost_gpu) return NVML_ERROR_GPU_IS_LOST;
     return NVML_SUCCESS;
 }
@@ -208,6 +278,7 @@ nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
     if (mode.no_driver) LEAVE(NVML_ERROR_DRIVER_NOT_LOADED);
     if (mode.init_error) LEAVE(NVML_ERROR_UNKNOWN);
     initialized++;
+    if (nvl.t0 < 0) nvl.t0 = now_s();
     LEAVE(NVML_SUCCESS);
 }
 nvmlReturn_t nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
@@ -236,14 +307,14 @@ nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int len) {
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
     ENTER();
     if (!initialized) LEAVE(NVML_ERROR_UNINITIALIZED);
-    *count = NGPU;
+    *count = (unsigned int)ngpu;
     LEAVE(NVML_SUCCESS);
 }
 nvmlReturn_t nvmlDeviceGetCount(unsigned int *count) { return nvmlDeviceGetCount_v2(count); }
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
-    DEVICE_CALL(&gpus[index < NGPU ? index : 0]);
-    if (index >= NGPU) LEAVE(NVML_ERROR_INVALID_ARGUMENT);
+    DEVICE_CALL(&gpus[index < (unsigned int)ngpu ? index : 0]);
+    if (index >= (unsigned int)ngpu) LEAVE(NVML_ERROR_INVALID_ARGUMENT);
     *device = &gpus[index];
     LEAVE(NVML_SUCCESS);
 }
@@ -405,9 +476,46 @@ nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t d, unsigned int *value)
 }
 
 nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned int link, unsigned int *active) {
-    (void)link; (void)active;
     DEVICE_CALL(d);
-    LEAVE(NVML_ERROR_NOT_SUPPORTED);  /* a VM's GPU without NVLink */
+    if (!nvl.links) LEAVE(NVML_ERROR_NOT_SUPPORTED);  /* a VM's GPU without NVLink */
+    if (link >= (unsigned int)nvl.links) LEAVE(NVML_ERROR_INVALID_ARGUMENT);
+    *active = 1;
+    LEAVE(NVML_SUCCESS);
+}
+
+/* Burns `us` microseconds of this thread's CPU time: the driver's cost of one counter read
+   (CPU time, not wall time, so a loaded machine charges the same CPU per read). */
+static void burn_cpu(long us) {
+    struct timespec a, b;
+    if (us <= 0 || clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a)) return;
+    do {
+        if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b)) return;
+    } while ((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000L < us);
+}
+
+/* A healthy link: 8,010 errors since boot summed over a GPU's 18 links (what healthy 4 x
+   H200 GPUs read: 7,300-8,400) and 15 more a minute per link (270 a GPU); the climbing link
+   adds GPUTUI_STANDIN_NVLINK_CLIMB's rate to its CRC flit errors. */
+nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t d, unsigned int link, int counter,
+                                             unsigned long long *value) {
+    static const unsigned long long base[4] = {100, 1, 300, 44};  /* replay, recovery, flit, data */
+    static const double per_min[4] = {3.0, 0.0, 12.0, 0.0};
+    DEVICE_CALL(d);
+    if (!nvl.links) LEAVE(NVML_ERROR_NOT_SUPPORTED);
+    if (link >= (unsigned int)nvl.links) LEAVE(NVML_ERROR_INVALID_ARGUMENT);
+    if (nvl.hang) hang();  /* with the lock held: every other call waits too */
+    if (counter == nvl.counter_na) {
+        note("nvlink_counter_na_asked");  /* a test counts how often the n/a one was asked */
+        LEAVE(NVML_ERROR_NOT_SUPPORTED);
+    }
+    if (counter < 0 || counter > 3) LEAVE(NVML_ERROR_NOT_SUPPORTED);
+    burn_cpu(nvl.cost_us);
+    double s = now_s() - nvl.t0;
+    double v = (double)base[counter] + per_min[counter] * s / 60.0;
+    if (counter == 2 && d->index == nvl.climb_gpu && (int)link == nvl.climb_link)
+        v += nvl.climb_per_s * s;
+    *value = (unsigned long long)v;
+    LEAVE(NVML_SUCCESS);
 }
 
 typedef struct { int registered[NGPU]; } event_set_t;
@@ -446,7 +554,7 @@ nvmlReturn_t nvmlEventSetWait_v2(event_set_t *set, nvmlEventData_t *data, unsign
     ENTER();
     if (!initialized) LEAVE(NVML_ERROR_UNINITIALIZED);
     int g = mode.xid_gpu;
-    if (!xid_delivered && g >= 0 && g < NGPU && set->registered[g]) {
+    if (!xid_delivered && g >= 0 && g < ngpu && set->registered[g]) {
         xid_delivered = 1;
         memset(data, 0, sizeof *data);
         data->device = &gpus[g];
