@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 
 from gputui.redact.names import holds_a_path, is_secret_name, looks_like_path
 from gputui.redact.scan import REDACTED, apply_spans, argv_spans, text_spans
-from gputui.redact.tools import tool_spans
+from gputui.redact.tools import Programs, tool_spans
 
 __all__ = [
     "REDACTED",
@@ -62,11 +62,12 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: redact_value(k, v) for k, v in env.items()}
 
 
-def redact_argv(argv: Iterable[str], program: str | None = None) -> list[str]:
+def redact_argv(argv: Iterable[str], program: Programs = None) -> list[str]:
     """A command line with secrets redacted, argument by argument (`--token X`,
     `--api-key=X`, `-pX`, `PASS=X`, URLs, JSON and key formats inside arguments, and each
-    known tool's own forms: `redis-cli -a X`). `program` is the executable's name when it
-    may differ from argv[0] (`exec -a`): its tool's rules then apply from the start."""
+    known tool's own forms: `redis-cli -a X`). `program` is the executable's name, or its
+    names (/proc/PID/comm, the basename of /proc/PID/exe), when they may differ from argv[0]
+    (`exec -a`): its tool's rules then apply from the start."""
     args = list(argv)
     spans = argv_spans(args)
     if program:

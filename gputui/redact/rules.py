@@ -154,11 +154,14 @@ def gdb_arg_spans(text: str) -> Iterator[Span]:
 
 # ----------------------------------------------------------------- options
 
-# A flag starts a word, or follows a quote, bracket, comma or shell operator.
+# A flag starts a word, or follows a quote, bracket, comma or shell operator. The value is
+# matched inside a lookahead, so that it is not consumed: in `-p --password X`, `--password`
+# is both the value looked at for -p and a flag of its own.
 _FLAG = re.compile(
-    r"(?<![^\s\"'(\[,;|&])(?P<flag>--?[A-Za-z][\w.\-]{0,200})[ \t]+(?!-{1,2}[A-Za-z])"
-    rf"(?P<value>\"(?:[^\"\\]|\\.){{0,{_V}}}\"|'[^']{{0,{_V}}}'|[^\s\"']{{1,{_V}}})"
+    r"(?<![^\s\"'(\[,;|&])(?P<flag>--?[A-Za-z][\w.\-]{0,200})[ \t]+"
+    rf"(?=(?P<value>\"(?:[^\"\\]|\\.){{0,{_V}}}\"|'[^']{{0,{_V}}}'|[^\s\"']{{1,{_V}}}))"
 )
+_LOOKS_LIKE_OPTION = re.compile(r"-{1,2}[A-Za-z]")
 # -pSECRET (mysql); but not gcc's -pthread or find's -path, and not `-pw`, an option itself.
 _GLUED_P = re.compile(rf"(?<![^\s\"'(\[,;|&])-p(?P<value>[^\s\"'=][^\s\"']{{0,{_V}}})")
 _NOT_GLUED_P = frozenset(
@@ -186,18 +189,33 @@ def is_glued_p(arg: str) -> bool:
     )
 
 
+def takes_any_value(flag: str) -> bool:
+    """Whether the word after `flag` is its value even when it looks like an option
+    (`--password --dashPW33`): every secret-named option but the short ones, whose letter
+    means a password to some tools only (`mkdir -p -m 755`, `curl -u -v`)."""
+    return flag.startswith("--") or (len(flag) > 2 and flag not in USER_OPTIONS)
+
+
 def flag_spans(text: str) -> Iterator[Span]:
-    """In a command line read as text: `--pw v`, `-p v` (not a path), `-pv`, `-u user:v`."""
+    """In a command line read as text: `--pw v` (whatever v looks like: `--pw --dashX`),
+    `-p v` (not a path, not an option), `-pv`, `-u user:v`."""
+    done = 0  # end of the last value taken: a flag inside it is part of the secret
     for m in _FLAG.finditer(text):
+        if m.start() < done:
+            continue
         flag, value = m["flag"], m["value"]
-        if flag in USER_OPTIONS and ":" in value:
+        option_like = _LOOKS_LIKE_OPTION.match(value) is not None
+        if flag in USER_OPTIONS and ":" in value and not option_like:
             yield m.start("value") + value.index(":") + 1, m.end("value")
             continue
         if not is_secret_name(flag) or value == REDACTED:
             continue
+        if option_like and not takes_any_value(flag):
+            continue
         if (flag == "-p" or holds_a_path(flag)) and looks_like_path(value):
             continue
         a, b = m.span("value")
+        done = b
         if value[0] in "\"'":
             a, b = a + 1, b - 1
         yield a, b

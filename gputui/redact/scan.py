@@ -24,6 +24,7 @@ from gputui.redact.rules import (
     gdb_arg_spans,
     is_glued_p,
     pair_spans,
+    takes_any_value,
     url_spans,
 )
 from gputui.redact.tools import tool_spans
@@ -141,14 +142,17 @@ def argv_spans(args: Sequence[str], depth: int = 0) -> list[list[Span]]:
 
     The value after a secret option is secret, in every spelling: `--pw X`, `--pw=X`,
     `-p X`, `-pX`; so is the value of `NAME=X` when NAME is secret; `-u user:password` hides
-    the password. A secret switch followed by another option (`--use-token --epochs 3`) took
-    no value. Everything else is scanned as text.
+    the password. After a secret-named long option the next argument is its value whatever
+    it looks like (`--password --dashPW33`: a password may start with a dash; a switch such
+    as `--use-token` or `--no-password` is not secret-named). Only the short options whose
+    letter is a password to some tools alone (`-p`, `-u`) took no value when another option
+    follows (`mkdir -p -m 755`). Everything else is scanned as text.
     """
     out: list[list[Span]] = [[] for _ in args]
     pending: str | None = None  # the option whose value this argument is
     for i, arg in enumerate(args):
         opt, pending = pending, None
-        if opt is not None and arg and not _is_option(arg):
+        if opt is not None and arg and (takes_any_value(opt) or not _is_option(arg)):
             if opt in USER_OPTIONS:
                 if ":" in arg:
                     out[i].append((arg.index(":") + 1, len(arg)))
