@@ -22,7 +22,7 @@ they are read (gputui.collect.procs), environments where the bundle reads them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from gputui.redact.names import holds_a_path, is_secret_name, looks_like_path
 from gputui.redact.scan import REDACTED, apply_spans, argv_spans, text_spans
@@ -32,6 +32,7 @@ __all__ = [
     "REDACTED",
     "is_secret_name",
     "redact_argv",
+    "redact_command",
     "redact_env",
     "redact_text",
     "redact_value",
@@ -74,3 +75,12 @@ def redact_argv(argv: Iterable[str], program: Programs = None) -> list[str]:
         for i, extra in enumerate(tool_spans(args, program)):
             spans[i] += extra
     return [apply_spans(a, s) if s else a for a, s in zip(args, spans, strict=True)]
+
+
+def redact_command(text: str, argv: Sequence[str] = (), program: Programs = None) -> str:
+    """A command line printed as one string by someone else (py-spy's `Process N: ...`
+    header), redacted by the same rules as the process table's: by its argv when `argv`
+    (the process's own, from /proc) is what the string shows, else by its words split at
+    spaces; then as text, for what spans words. `program`: as for redact_argv."""
+    words = list(argv) if argv and " ".join(argv) == text else text.split(" ")
+    return redact_text(" ".join(redact_argv(words, program)))

@@ -145,8 +145,10 @@ def _judge(name: str) -> bool:
         words.pop()
     if not words:
         return False
-    if name.startswith("-") and len(words) > 1 and (
-        words[0] in _SWITCH_PREFIXES or words[-1] in _SWITCH_SUFFIXES
+    if (
+        name.startswith("-")
+        and len(words) > 1
+        and (words[0] in _SWITCH_PREFIXES or words[-1] in _SWITCH_SUFFIXES)
     ):
         return False  # --no-auth, --use-auth-token, --password-stdin: switches
     return any(_secret_word(w, i == len(words) - 1) for i, w in enumerate(words))
