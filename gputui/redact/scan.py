@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
-from gputui.redact.formats import Span, format_spans
+from gputui.redact.formats import Span, aws_context, aws_secret_spans, format_spans
 from gputui.redact.names import holds_a_path, is_secret_name, looks_like_path
 from gputui.redact.rules import (
     AUTH_VALUE,
@@ -182,4 +182,7 @@ def argv_spans(args: Sequence[str], depth: int = 0) -> list[list[Span]]:
         out[i] += text_spans(arg, depth)
     for i, extra in enumerate(tool_spans(args)):  # redis-cli -a X, ldapsearch -w X ...
         out[i] += extra
+    if aws_context(args):  # `aws ... AKIA... <secret key>`: the key id names the next one
+        for i, arg in enumerate(args):
+            out[i] += aws_secret_spans(arg)
     return out
