@@ -5,7 +5,11 @@ gputui.redact, so two figures matter:
 
 - typical cost: microseconds per line of real-looking tool output (py-spy, gdb, strace,
   half of it carrying a secret), per command line (`redact_argv`) and per environment of
-  60 variables (`redact_env`); median over --repeat rounds, CPU time;
+  60 variables (`redact_env`); of the by-shape part alone (the key formats, AWS context,
+  PEM, random tokens: `format_spans`) per tool line; and per sample of a table of 40
+  process rows: all 40 command lines new (redacted, the worst case: live, a process is
+  redacted once when first seen) and all 40 already seen (a replay's cache);
+  median over --repeat rounds, CPU time;
 - hostile input: a process controls its own command line (up to 128 KiB per argument), so a
   crafted argument must not stall the sampler. For each pattern, the time for a 100 KiB and
   a 1 MiB string: linear code takes ~10 x as long for 10 x the size.
@@ -23,6 +27,8 @@ from typing import Any
 from common import machine, machine_line, median, table, write_json
 
 from gputui.redact import redact_argv, redact_env, redact_text
+from gputui.redact.formats import format_spans
+from gputui.redact.recorded import recorded_argv
 
 TOOL_LINES = [
     'Thread 23005 (idle): "MainThread"',
@@ -57,6 +63,9 @@ ENV.update(
 )
 ENV.update({f"NCCL_X_{i}": str(i) for i in range(5)})
 
+# A sample's process table: 40 rows, each its own command line (a rank index differs).
+ROWS = [tuple(ARGV) + ("--local-rank", str(i)) for i in range(40)]
+
 HOSTILE: dict[str, str] = {
     "letters": "a",
     "dashes": "-",
@@ -74,6 +83,11 @@ HOSTILE: dict[str, str] = {
     "argv arrays": '["-p", ',
     "gdb args": 'password=0x1 "',
     "base64": "Ab1+",
+    "base64 with /": "Ab1/",
+    "key prefixes": "sk-AKIA",
+    "AWS context": "AKIAIOSFODNN7EXAMPL0 ",
+    "Azure Q~": "ab1Q~",
+    "JWT parts": "eyJa.",
 }
 
 
@@ -93,6 +107,9 @@ def run(repeat: int = 7, sizes: tuple[int, int] = (100_000, 1_000_000)) -> dict[
         "argv us": cpu_us(lambda: [redact_argv(ARGV) for _ in range(200)], 200, repeat),
         "env us": cpu_us(lambda: [redact_env(ENV) for _ in range(50)], 50, repeat),
         "env vars": len(ENV),
+        "shape us": cpu_us(lambda: [list(format_spans(ln)) for ln in lines], len(lines), repeat),
+        "rows new ms": cpu_us(lambda: [redact_argv(a) for a in ROWS], 1, repeat) / 1e3,
+        "rows seen ms": cpu_us(lambda: [recorded_argv(a) for a in ROWS], 1, repeat) / 1e3,
     }
     hostile = []
     for name, unit in HOSTILE.items():
@@ -122,6 +139,9 @@ def main() -> None:
                 ("tool output line", t["tool line us"]),
                 ("command line (redact_argv)", t["argv us"]),
                 (f"environment of {t['env vars']} variables", t["env us"]),
+                ("by shape alone, per tool line (format_spans)", t["shape us"]),
+                ("a sample's 40 process rows, all new (ms)", t["rows new ms"]),
+                ("a sample's 40 process rows, seen before (ms)", t["rows seen ms"]),
             ],
             ["redaction, typical", "CPU us each (median)"],
         )

@@ -27,6 +27,7 @@ import psutil
 
 from gputui import __version__
 from gputui.collect.model import ProcessInfo, Snapshot
+from gputui.collect.procs import exe_name
 from gputui.collect.trace import TraceWriter
 from gputui.errors import GputuiError
 from gputui.jsonout import dumps
@@ -108,7 +109,7 @@ def process_record(p: ProcessInfo | int) -> dict[str, Any]:
     rec: dict[str, Any] = {"pid": pid}
     if info is not None:
         rec.update(create_time=info.create_time, user=info.user, gpus=list(info.gpus))
-        rec["cmdline"] = redact_argv(info.cmdline)
+        rec["cmdline"] = redact_argv(info.cmdline, info.name)
         if info.rank is not None:
             rec["rank"] = info.rank.rank
     if info is not None and not info.live:
@@ -122,7 +123,8 @@ def process_record(p: ProcessInfo | int) -> dict[str, Any]:
         proc = psutil.Process(pid)
         with proc.oneshot():
             rec["create_time"] = proc.create_time()
-            rec["cmdline"] = redact_argv(proc.cmdline())
+            # the tool known by its comm or executable too (`exec -a python redis-cli -a X`)
+            rec["cmdline"] = redact_argv(proc.cmdline(), (proc.name(), *exe_name(proc)))
             rec["user"] = proc.username()
             rec["state"] = proc.status()
             rec["cwd"] = proc.cwd()
@@ -144,7 +146,7 @@ def _redacted_snapshot(s: Snapshot) -> Snapshot:
     procs = tuple(
         replace(
             p,
-            cmdline=tuple(redact_argv(p.cmdline)),
+            cmdline=tuple(redact_argv(p.cmdline, p.name)),
             parent_cmd=redact_text(p.parent_cmd) if p.parent_cmd else p.parent_cmd,
         )
         for p in s.processes
