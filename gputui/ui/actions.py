@@ -12,9 +12,8 @@ import os
 import signal
 from typing import TYPE_CHECKING
 
-from rich.text import Text
-
 from gputui.collect.model import Job, ProcessInfo
+from gputui.ui.safe_text import Text
 
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
