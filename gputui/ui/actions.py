@@ -212,6 +212,9 @@ class ProcessActions:
             # A replay's pids are not processes of this node: samples and verdict only.
             processes=[] if replay else None,
             recorded_node=(getattr(self.source, "node", "") or "recording") if replay else None,
+            made_from=f"the recording {getattr(self.source, 'name', '')}".rstrip()
+            if replay
+            else None,
         )
         self.last_bundle = pane  # the way out (X) needs the evidence saved first
         self.push_screen(pane)
