@@ -436,3 +436,33 @@ async def test_secrets_in_a_recordings_records_are_not_on_the_dashboard(
         seen += screen_text(app)
     assert any(REDACTED in ln for ln in seen)
     assert not _record_leaks("\n".join(seen))
+
+
+def test_no_field_of_gputuis_own_records_is_secret_named():
+    """recorded_record redacts a whole value under a secret-named key (`{"password": x}`):
+    a field of gputui's own records so named would be blanked in every replay."""
+    from escape_recording import lines as escape_lines
+
+    from gputui.collect.source import demo_path
+    from gputui.collect.trace import read_trace
+    from gputui.redact import is_secret_name
+
+    data = Path(__file__).resolve().parent / "data"
+    records = [d for d in escape_lines(True) if "type" in d]
+    records += _recorded_records(T0)
+    for path in [demo_path(), *sorted(data.glob("*.jsonl.gz"))]:
+        records += [r for s in read_trace(path) for r in s.records]
+    keys: set[str] = set()
+
+    def walk(v: object) -> None:
+        if isinstance(v, dict):
+            keys.update(k for k in v if isinstance(k, str))
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    walk(records)
+    assert len(keys) > 50
+    assert not sorted(k for k in keys if is_secret_name(k))
