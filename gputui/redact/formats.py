@@ -72,10 +72,10 @@ def looks_random(token: str) -> bool:
     `nvmlDeviceGetC2cModeInfoV1` or `mkl_dft_avx2_ippsDFTFree_C_32f` are made of such runs or
     of many `_`-separated parts); and the characters have high Shannon entropy.
     """
-    if token.startswith("_Z") or _UUIDISH.fullmatch(token):  # a C++ symbol, a (GPU-)UUID
-        return False
     core = token.strip("=-_")
-    if len(core) < MIN_RANDOM_LEN or _HEXISH.fullmatch(core):
+    if len(core) < MIN_RANDOM_LEN or token.startswith("_Z"):  # short, or a C++ symbol
+        return False
+    if _HEXISH.fullmatch(core) or _UUIDISH.fullmatch(token):  # hex, a (GPU-)UUID
         return False
     seps = core.count("_") + core.count("-")
     if seps >= 3 and len(core) < 8 * seps:
@@ -161,7 +161,10 @@ def _random_spans(text: str) -> Iterator[Span]:
 def aws_context(texts: Iterable[str]) -> bool:
     """Whether an AWS secret key may stand in these texts (a command line's arguments, a
     line): an access key id, or `secret_access_key`, is there."""
-    return any(_AWS_CONTEXT.search(t) for t in texts)
+    return any(
+        ("AKIA" in t or "ASIA" in t or "access_key" in t.lower()) and _AWS_CONTEXT.search(t)
+        for t in texts
+    )
 
 
 def aws_secret_spans(text: str) -> Iterator[Span]:
@@ -182,9 +185,10 @@ def format_spans(text: str) -> Iterator[Span]:
     if "Q~" in text:
         for m in _AZURE_SECRET.finditer(text):
             yield m.span()
-    for m in _WEBHOOKS.finditer(text):
-        g = "s" if m.group("s") else "d"
-        yield m.span(g)
+    if "hooks" in text:
+        for m in _WEBHOOKS.finditer(text):
+            g = "s" if m.group("s") else "d"
+            yield m.span(g)
     if "PRIVATE KEY" in text:
         for m in _PEM.finditer(text):
             if m.group(2).strip():

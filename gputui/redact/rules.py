@@ -122,6 +122,8 @@ def _value_span(text: str, m: re.Match[str]) -> Span | None:
 def pair_spans(text: str) -> Iterator[Span]:
     """Values of secret names: `NAME=v`, `name: v`, `"name": "v"`, `'name': v`, `Password=v;`,
     `&token=v`, headers. Quoted and bracketed values are taken whole."""
+    if "=" not in text and ":" not in text:
+        return
     done = 0  # end of the last secret value: names inside it are part of the secret
     for m in _PAIR.finditer(text):
         if m.start() < done:
@@ -145,6 +147,8 @@ def pair_spans(text: str) -> Iterator[Span]:
 
 def gdb_arg_spans(text: str) -> Iterator[Span]:
     """The string gdb prints after a secret-named argument's address."""
+    if "0x" not in text:  # cheap: most text holds no address at all
+        return
     for m in _GDB_ARG.finditer(text):
         if is_secret_name(m["name"]):
             v = QUOTED['"'].match(text, m.end() - 1)
@@ -199,6 +203,8 @@ def takes_any_value(flag: str) -> bool:
 def flag_spans(text: str) -> Iterator[Span]:
     """In a command line read as text: `--pw v` (whatever v looks like: `--pw --dashX`),
     `-p v` (not a path, not an option), `-pv`, `-u user:v`."""
+    if "-" not in text:
+        return
     done = 0  # end of the last value taken: a flag inside it is part of the secret
     for m in _FLAG.finditer(text):
         if m.start() < done:
@@ -229,3 +235,13 @@ NETRC_PASSWORD = re.compile(r"(?<![\w\-])login[ \t]+\S+[ \t]+password[ \t]+(?P<v
 AUTH_VALUE = re.compile(
     r"(?<![\w\-])(?:(?i:bearer|basic)|Token|Bot)\s+(?P<v>[A-Za-z0-9._~+/\-]{8,}=*)"
 )
+
+
+def auth_and_netrc_spans(text: str) -> Iterator[Span]:
+    """`Bearer X` / `Basic X` / `Token X` / `Bot X`, and netrc's `login u password X`
+    (each tried only when its word is there at all)."""
+    lower = text.lower()
+    if "bearer" in lower or "basic" in lower or "Token" in text or "Bot" in text:
+        yield from (m.span("v") for m in AUTH_VALUE.finditer(text))
+    if "password" in text:
+        yield from (m.span("v") for m in NETRC_PASSWORD.finditer(text))

@@ -15,11 +15,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from gputui.redact.formats import Span, aws_context, aws_secret_spans, format_spans
 from gputui.redact.names import holds_a_path, is_secret_name, looks_like_path
 from gputui.redact.rules import (
-    AUTH_VALUE,
     MAX_VALUE,
-    NETRC_PASSWORD,
     REDACTED,
     USER_OPTIONS,
+    auth_and_netrc_spans,
     flag_spans,
     gdb_arg_spans,
     is_glued_p,
@@ -121,8 +120,7 @@ def text_spans(text: str, depth: int = 0) -> list[Span]:
     spans += pair_spans(text)
     spans += gdb_arg_spans(text)
     spans += flag_spans(text)
-    spans += (m.span("v") for m in AUTH_VALUE.finditer(text))
-    spans += (m.span("v") for m in NETRC_PASSWORD.finditer(text))
+    spans += auth_and_netrc_spans(text)
     if depth < _MAX_DEPTH and '"' in text:
         spans += _quoted_spans(text, depth)
     return spans
