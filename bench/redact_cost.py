@@ -5,7 +5,12 @@ gputui.redact, so two figures matter:
 
 - typical cost: microseconds per line of real-looking tool output (py-spy, gdb, strace,
   half of it carrying a secret), per command line (`redact_argv`) and per environment of
-  60 variables (`redact_env`); median over --repeat rounds, CPU time;
+  60 variables (`redact_env`); of the by-shape part alone (the key formats, AWS context,
+  PEM, random tokens: `format_spans`) per tool line; and per sample of a table of 40
+  process rows: all 40 command lines new (redacted, the worst case: live, a process is
+  redacted once when first seen) and all 40 already seen (a replay's cache); and a
+  recording's stack dump record (8 ranks x 60 frames) whose strings are all new;
+  median over --repeat rounds, CPU time;
 - hostile input: a process controls its own command line (up to 128 KiB per argument), so a
   crafted argument must not stall the sampler. For each pattern, the time for a 100 KiB and
   a 1 MiB string: linear code takes ~10 x as long for 10 x the size.
@@ -16,6 +21,8 @@ gputui.redact, so two figures matter:
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +30,8 @@ from typing import Any
 from common import machine, machine_line, median, table, write_json
 
 from gputui.redact import redact_argv, redact_env, redact_text
+from gputui.redact.formats import format_spans
+from gputui.redact.recorded import recorded_argv, recorded_record
 
 TOOL_LINES = [
     'Thread 23005 (idle): "MainThread"',
@@ -57,6 +66,28 @@ ENV.update(
 )
 ENV.update({f"NCCL_X_{i}": str(i) for i in range(5)})
 
+
+def stacks_record(k: int) -> dict[str, Any]:
+    """A stack dump record of 8 ranks x 60 frames, every string new (`k` differs): what
+    `recorded_record` costs when its cache cannot help."""
+    site = "/opt/conda/lib/python3.11/site-packages/torch"
+    ranks = [
+        {
+            "pid": 100 + r,
+            "rank": r,
+            "outcome": "done",
+            "frames": [[f"fn_{k}_{r}_{i}", f"{site}/m_{k}_{r}_{i}.py", i] for i in range(60)],
+        }
+        for r in range(8)
+    ]
+    return {"type": "stacks", "t": float(k), "job": "master:10.0.0.1:29500", "ranks": ranks}
+
+
+_FRESH = itertools.count(1)
+
+# A sample's process table: 40 rows, each its own command line (a rank index differs).
+ROWS = [tuple(ARGV) + ("--local-rank", str(i)) for i in range(40)]
+
 HOSTILE: dict[str, str] = {
     "letters": "a",
     "dashes": "-",
@@ -74,6 +105,11 @@ HOSTILE: dict[str, str] = {
     "argv arrays": '["-p", ',
     "gdb args": 'password=0x1 "',
     "base64": "Ab1+",
+    "base64 with /": "Ab1/",
+    "key prefixes": "sk-AKIA",
+    "AWS context": "AKIAIOSFODNN7EXAMPL0 ",
+    "Azure Q~": "ab1Q~",
+    "JWT parts": "eyJa.",
 }
 
 
@@ -93,6 +129,11 @@ def run(repeat: int = 7, sizes: tuple[int, int] = (100_000, 1_000_000)) -> dict[
         "argv us": cpu_us(lambda: [redact_argv(ARGV) for _ in range(200)], 200, repeat),
         "env us": cpu_us(lambda: [redact_env(ENV) for _ in range(50)], 50, repeat),
         "env vars": len(ENV),
+        "shape us": cpu_us(lambda: [list(format_spans(ln)) for ln in lines], len(lines), repeat),
+        "rows new ms": cpu_us(lambda: [redact_argv(a) for a in ROWS], 1, repeat) / 1e3,
+        "rows seen ms": cpu_us(lambda: [recorded_argv(a) for a in ROWS], 1, repeat) / 1e3,
+        "record ms": cpu_us(lambda: recorded_record(stacks_record(next(_FRESH))), 1, repeat) / 1e3,
+        "record kb": len(json.dumps(stacks_record(0))) / 1e3,
     }
     hostile = []
     for name, unit in HOSTILE.items():
@@ -122,6 +163,13 @@ def main() -> None:
                 ("tool output line", t["tool line us"]),
                 ("command line (redact_argv)", t["argv us"]),
                 (f"environment of {t['env vars']} variables", t["env us"]),
+                ("by shape alone, per tool line (format_spans)", t["shape us"]),
+                ("a sample's 40 process rows, all new (ms)", t["rows new ms"]),
+                ("a sample's 40 process rows, seen before (ms)", t["rows seen ms"]),
+                (
+                    f"a recorded stacks record, {t['record kb']:.0f} KB, all new (ms)",
+                    t["record ms"],
+                ),
             ],
             ["redaction, typical", "CPU us each (median)"],
         )

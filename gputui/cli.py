@@ -26,6 +26,7 @@ from typing import NoReturn
 
 from gputui import __version__, stdout_guard
 from gputui.errors import GputuiError
+from gputui.textsafe import clean
 
 # Subcommand modules, in the order `gputui --help` lists them.
 COMMANDS = (
@@ -86,7 +87,7 @@ def _dispatch(argv: list[str] | None) -> int:
     except SystemExit as e:  # --help, --version, or a usage error already printed
         return e.code if isinstance(e.code, int) else 2
     except GputuiError as e:
-        print(f"gputui: {e}", file=sys.stderr)
+        print(f"gputui: {clean(str(e))}", file=sys.stderr)  # it may quote a path or a file
         return e.exit_code
     try:
         if args.command is None:
@@ -95,7 +96,7 @@ def _dispatch(argv: list[str] | None) -> int:
             return run_app(args)
         return int(args.func(args))
     except GputuiError as e:
-        print(f"gputui: {e}", file=sys.stderr)
+        print(f"gputui: {clean(str(e))}", file=sys.stderr)  # it may quote a path or a file
         return e.exit_code
     except KeyboardInterrupt:
         return 130

@@ -10,7 +10,14 @@ escapes control characters) and stays exact.
 
 from __future__ import annotations
 
+import re
+
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+# C0 controls, DEL, C1 controls (0x9b is a one-byte CSI, 0x9d a one-byte OSC), the line and
+# paragraph separators and the bidi overrides and isolates that can reorder what a terminal
+# shows, and lone surrogates (no terminal encoding can write them: an encoder would raise).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _escape(ch: str) -> str:
@@ -21,17 +28,36 @@ def _escape(ch: str) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def _unsafe(ch: str) -> bool:
-    code = ord(ch)
-    # C0 controls, DEL, C1 controls (0x9b is a one-byte CSI), and the line/paragraph
-    # separators and bidi overrides that can reorder what a terminal shows.
-    return (
-        code < 0x20
-        or 0x7F <= code < 0xA0
-        or code in (0x2028, 0x2029)
-        or 0x202A <= code <= 0x202E
-        or 0x2066 <= code <= 0x2069
-    )
+def _escape_all(m: re.Match[str]) -> str:
+    return _escape(m.group(0))
+
+
+def _escape_but_newlines(m: re.Match[str]) -> str:
+    ch = m.group(0)
+    return ch if ch == "\n" else _escape(ch)
+
+
+def _escape_but_tabs(m: re.Match[str]) -> str:
+    ch = m.group(0)
+    return ch if ch == "\t" else _escape(ch)
+
+
+def _escape_but_both(m: re.Match[str]) -> str:
+    ch = m.group(0)
+    return ch if ch in "\n\t" else _escape(ch)
+
+
+_ESCAPERS = {
+    (False, False): _escape_all,
+    (True, False): _escape_but_newlines,
+    (False, True): _escape_but_tabs,
+    (True, True): _escape_but_both,
+}
+
+
+def is_clean(text: str) -> bool:
+    """Whether `text` holds nothing that `clean()` would escape (a test of what is drawn)."""
+    return _UNSAFE.search(text) is None
 
 
 def clean(
@@ -42,16 +68,13 @@ def clean(
     keep_newlines: multi-line text (a stack, a log tail) keeps its line breaks, but a
     carriage return never survives (it would overwrite the line on screen).
     limit: at most this many characters of the result (0: no limit), ending in "…" when cut.
+    Cleaning clean text changes nothing, so a second pass (a drawing helper after a face
+    that cleaned already) is harmless, and cheap: one regular-expression search.
     """
     if not isinstance(text, str):
         text = str(text)
-    if any(_unsafe(ch) for ch in text):
-        text = "".join(
-            ch
-            if not _unsafe(ch) or (keep_newlines and ch == "\n") or (keep_tabs and ch == "\t")
-            else _escape(ch)
-            for ch in text
-        )
+    if _UNSAFE.search(text) is not None:
+        text = _UNSAFE.sub(_ESCAPERS[keep_newlines, keep_tabs], text)
     if limit and len(text) > limit:
         text = text[: max(0, limit - 1)] + "…"
     return text

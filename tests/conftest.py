@@ -119,6 +119,7 @@ SLOW_MODULES = {
     "test_fleet_kubectl",
     "test_evidence_early",
     "test_watch_live",
+    "test_ui_escapes",
 }
 
 
@@ -130,7 +131,7 @@ PILOT_MODULES = {
     "test_hostile_tui",
     "test_lastwords_replay", "test_no_gpu", "test_probe_screen", "test_process_table",
     "test_replay_keys", "test_secrets_corpus", "test_straggler_app", "test_tool_pane",
-    "test_way_out", "test_world_screen",
+    "test_way_out", "test_world_screen", "test_ui_escapes",
 }  # fmt: skip
 
 
@@ -166,6 +167,7 @@ LONGEST_FIRST = {
     "test_evidence_early": 10,
     "test_lastwords_live": 10,
     "test_fleet_kubectl": 10,
+    "test_ui_escapes": 45,
 }
 # Modules whose module-scoped fixture is costly (a torch job, an sshd, compiled targets): one
 # worker runs all their tests, so the fixture starts once.

@@ -190,9 +190,20 @@ def test_every_spelling_of_a_secret_option_on_a_command_line(argv, expected):
     assert redact_argv(argv) == expected
 
 
-def test_a_secret_switch_without_a_value_does_not_hide_the_next_option():
-    argv = ["train", "--use-token", "--epochs", "3", "--token", "--verbose"]
+def test_a_switch_that_is_not_secret_named_does_not_hide_the_next_option():
+    argv = ["train", "--use-token", "--epochs", "3", "--no-password", "-v"]
     assert redact_argv(argv) == argv
+    assert redact_argv(["docker", "login", "--password-stdin", "reg.io"])[-1] == "reg.io"
+
+
+def test_after_a_secret_option_the_next_argument_is_its_value_even_when_it_looks_like_one():
+    """A password may start with a dash: `--password --dashPW33` leaked in snapshot --json."""
+    argv = ["train", "--password", "--dashPW33", "--lr", "3", "--token", "-x"]
+    assert redact_argv(argv) == ["train", "--password", R, "--lr", "3", "--token", R]
+    assert redact_text(" ".join(argv)) == f"train --password {R} --lr 3 --token {R}"
+    # the short letters that are a password to some tools only still took no value
+    assert redact_argv(["mkdir", "-p", "-m", "755", "/x"]) == ["mkdir", "-p", "-m", "755", "/x"]
+    assert redact_text("mkdir -p --password X9 /d") == f"mkdir -p --password {R} /d"
 
 
 def test_what_follows_p_is_hidden_unless_it_is_a_path():

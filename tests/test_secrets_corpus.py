@@ -1,10 +1,12 @@
 """The planted-secrets test: 0 of the corpus in any output gputui has.
 
-A real child (tests/targets/secrets_target.py) holds 54 unique secrets: in its environment
+A real child (tests/targets/secrets_target.py) holds 59 unique secrets: in its environment
 (names like SSHPASS, PW, CREDS; values holding JSON, connection strings, URLs whose password
 has `@` and `/`, query-string tokens, key formats, a PEM key, a JWT, a random token), on its
 command line (`-p X`, `-pX`, `--pw X`, `--passcode X`, `--creds X`, `--pwd X`,
-`?a=1&token=X`, `{"api_key": "X"}`, `password:X`...), in the system calls it keeps making
+`?a=1&token=X`, `{"api_key": "X"}`, `password:X`, `--password --dashX`, and keys known by
+their shape alone as bare arguments: AWS, GitHub, Hugging Face, OpenAI), in the system
+calls it keeps making
 (strace: `write`, `sendto`, escaped bytes, `execve(["mysql", "-pX", "--password", "Y"])`)
 and as string arguments of the C function it blocks in (gdb's backtrace).
 

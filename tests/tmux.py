@@ -29,17 +29,25 @@ class Tmux:
             timeout=10,
         )
 
-    def start(self, argv: list[str], env: dict[str, str] | None = None) -> None:
-        """Run `argv` in a new session; the pane stays open after it exits (to read it)."""
+    def start(
+        self, argv: list[str], env: dict[str, str] | None = None, output: str | None = None
+    ) -> None:
+        """Run `argv` in a new session; the pane stays open after it exits (to read it).
+        An OSC 52 clipboard write lands in a tmux buffer (`buffers`); with `output`, every
+        byte the program writes to the terminal is copied into that file. Both are set in
+        the command that starts the pane, before the program can write anything."""
         sets = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
         # pytest sets COLUMNS/LINES for its own output; a program in the pane would lay out
         # for them instead of the pane's size.
         cmd = f"exec env -u COLUMNS -u LINES TERM=xterm-256color {sets} {shlex.join(argv)}"
+        then = [";", "set-option", "-t", "t", "remain-on-exit", "on"]
+        then += [";", "set-option", "-g", "set-clipboard", "on"]
+        if output is not None:
+            then += [";", "pipe-pane", "-o", "-t", "t", f"cat > {shlex.quote(output)}"]
         r = self._tmux(
-            "new-session", "-d", "-s", "t", "-x", str(self.cols), "-y", str(self.rows), cmd
+            "new-session", "-d", "-s", "t", "-x", str(self.cols), "-y", str(self.rows), cmd, *then
         )
         assert r.returncode == 0, r.stderr
-        self._tmux("set-option", "-t", "t", "remain-on-exit", "on")
 
     def keys(self, *keys: str) -> None:
         for k in keys:
@@ -80,6 +88,14 @@ class Tmux:
             if time.monotonic() > deadline:
                 raise AssertionError(f"still on screen after {timeout} s: {needle}\n{text}")
             time.sleep(0.1)
+
+    def title(self) -> str:
+        """The pane's title, as a program sets it with OSC 0 or 2."""
+        return self._tmux("display", "-p", "-t", "t", "#{pane_title}").stdout.rstrip("\n")
+
+    def buffers(self) -> list[str]:
+        """tmux's paste buffers: where an OSC 52 clipboard write lands (set-clipboard on)."""
+        return self._tmux("list-buffers", "-F", "#{buffer_sample}").stdout.splitlines()
 
     def pane_dead(self) -> bool:
         return self._tmux("display", "-p", "-t", "t", "#{pane_dead}").stdout.strip() == "1"

@@ -9,6 +9,7 @@ interval to measure, so its CPU% is reported as unknown (None), never as a made-
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -37,6 +38,30 @@ class _Static:
     cpu_started: bool = False  # cpu_percent() has been called once: the next call measures
 
 
+def exe_name(p: psutil.Process) -> tuple[str, ...]:
+    """The basename of the process's executable (/proc/PID/exe), when it can be read: with
+    comm, what names a tool whose argv[0] was set to something else (`exec -a python
+    redis-cli -a X`)."""
+    try:
+        exe = p.exe()
+    except (psutil.Error, OSError):
+        return ()
+    return (os.path.basename(exe),) if exe else ()
+
+
+def command_of(pid: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A process's argv and the names of its executable (comm, exe's basename), unredacted,
+    for redacting what a tool prints of it (py-spy's header); empty when unreadable."""
+    try:
+        p = psutil.Process(pid)
+        with p.oneshot():
+            argv = tuple(p.cmdline())
+            names = (p.name(), *exe_name(p))
+    except (psutil.Error, OSError):
+        return (), ()
+    return argv, names
+
+
 class ProcessReader:
     """Reads the processes it is asked about; forgets processes that are gone."""
 
@@ -62,8 +87,8 @@ class ProcessReader:
                     user: str | None = p.username()
                 except (psutil.Error, KeyError):
                     user = None
-                try:
-                    cmd = tuple(redact_argv(p.cmdline(), name))  # shown, recorded, bundled
+                try:  # shown, recorded, bundled; the tool known by comm or exe (exec -a)
+                    cmd = tuple(redact_argv(p.cmdline(), (name, *exe_name(p))))
                 except psutil.AccessDenied:
                     cmd = ()
         except psutil.Error:

@@ -51,6 +51,7 @@ from gputui.collect import trace_schema as schema
 from gputui.collect.jobs import group_jobs
 from gputui.collect.model import ProcessInfo, Snapshot
 from gputui.errors import GputuiError
+from gputui.redact.recorded import recorded_record
 
 # Lines of one sample share a time; a gap larger than this starts a new sample even when
 # the GPU index does not repeat (a file with one GPU). The recorder writes one time per
@@ -305,6 +306,7 @@ class TraceReader:
         self.n_records += 1
         if self.n_records > schema.MAX_RECORDS:
             raise GputuiError(f"{where}: more than {schema.MAX_RECORDS} typed records")
+        d = recorded_record(d)  # a record is anyone's text: its secrets go as it is read
         if self.snaps and t <= self.snaps[-1].t:
             # A record that lags the samples (a stack dump written after it finished): the
             # first sample at or after its time, found by bisection (times are increasing).

@@ -88,7 +88,10 @@ def _samples(args: argparse.Namespace) -> tuple[list[Snapshot], str | None]:
                 snaps.append(s)
         finally:
             src.close()
-        args.recorded_node = getattr(src, "node", None)
+        args.recorded_node = getattr(src, "node", None) or "the recorded node"
+        args.made_from = (
+            "the bundled demo recording" if args.demo else f"the recording {args.replay}"
+        )
         if args.demo:
             from gputui.commands.moment import verdict_moment
 
@@ -138,9 +141,16 @@ def _verdict(args: argparse.Namespace, snaps: list[Snapshot]) -> Verdict | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gputui.errors import GputuiError
+    from gputui.textsafe import clean
     from gputui.tools.bundle import write_bundle
 
     pids = parse_pids(args.pid, what="bundle") if args.pid is not None else None
+    if pids is not None and (args.demo or args.replay is not None):
+        raise GputuiError(
+            "--pid takes stacks of this machine's processes; a bundle made from a recording "
+            "holds only the recording's data (its stacks are the recorded ones)"
+        )
     snaps, nvml_problem = _samples(args)
     # A replay's pids are the recorded node's: its stacks are the recorded ones.
     procs: list[ProcessInfo | int] | None = [] if getattr(args, "recorded_node", None) else None
@@ -156,7 +166,8 @@ def run(args: argparse.Namespace) -> int:
         hang_after=args.hang_after,
         dump_timeout=args.timeout,
         recorded_node=getattr(args, "recorded_node", None),  # a replay: the recorded node
-        on_line=lambda ln: print(f"  {ln}", file=sys.stderr, flush=True),
+        made_from=getattr(args, "made_from", None),
+        on_line=lambda ln: print(f"  {clean(ln)}", file=sys.stderr, flush=True),
     )
     if nvml_problem:
         try:
@@ -164,13 +175,11 @@ def run(args: argparse.Namespace) -> int:
                 f.write(f"note: NVML: {nvml_problem}\n")
         except OSError as e:  # a disk that filled up just now: the bundle itself is whole
             print(f"gputui: README.txt: note not added ({e.strerror or e})", file=sys.stderr)
-    first, *notes = rep.summary_lines()
+    first, *notes = rep.summary_lines()  # they quote --out, paths, tool messages: cleaned
     for n in notes:
-        print(f"gputui: {n}", file=sys.stderr)
-    print(first)
+        print(f"gputui: {clean(n)}", file=sys.stderr)
+    print(clean(first))
     if rep.headline:
-        from gputui.textsafe import clean
-
         print(f"verdict: {clean(rep.headline)}")
     if nvml_problem:
         print(f"gputui: {nvml_problem}", file=sys.stderr)

@@ -22,16 +22,17 @@ they are read (gputui.collect.procs), environments where the bundle reads them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from gputui.redact.names import holds_a_path, is_secret_name, looks_like_path
 from gputui.redact.scan import REDACTED, apply_spans, argv_spans, text_spans
-from gputui.redact.tools import tool_spans
+from gputui.redact.tools import Programs, tool_spans
 
 __all__ = [
     "REDACTED",
     "is_secret_name",
     "redact_argv",
+    "redact_command",
     "redact_env",
     "redact_text",
     "redact_value",
@@ -62,14 +63,24 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: redact_value(k, v) for k, v in env.items()}
 
 
-def redact_argv(argv: Iterable[str], program: str | None = None) -> list[str]:
+def redact_argv(argv: Iterable[str], program: Programs = None) -> list[str]:
     """A command line with secrets redacted, argument by argument (`--token X`,
     `--api-key=X`, `-pX`, `PASS=X`, URLs, JSON and key formats inside arguments, and each
-    known tool's own forms: `redis-cli -a X`). `program` is the executable's name when it
-    may differ from argv[0] (`exec -a`): its tool's rules then apply from the start."""
+    known tool's own forms: `redis-cli -a X`). `program` is the executable's name, or its
+    names (/proc/PID/comm, the basename of /proc/PID/exe), when they may differ from argv[0]
+    (`exec -a`): its tool's rules then apply from the start."""
     args = list(argv)
     spans = argv_spans(args)
     if program:
         for i, extra in enumerate(tool_spans(args, program)):
             spans[i] += extra
     return [apply_spans(a, s) if s else a for a, s in zip(args, spans, strict=True)]
+
+
+def redact_command(text: str, argv: Sequence[str] = (), program: Programs = None) -> str:
+    """A command line printed as one string by someone else (py-spy's `Process N: ...`
+    header), redacted by the same rules as the process table's: by its argv when `argv`
+    (the process's own, from /proc) is what the string shows, else by its words split at
+    spaces; then as text, for what spans words. `program`: as for redact_argv."""
+    words = list(argv) if argv and " ".join(argv) == text else text.split(" ")
+    return redact_text(" ".join(redact_argv(words, program)))

@@ -1,8 +1,10 @@
 """Secrets recognised by their shape alone: well-known key formats and random-looking tokens.
 
-These catch a credential whatever it is called and wherever it stands (an environment value
-named CONFIG, a gdb string argument, a strace buffer). Key formats are exact prefixes and
-lengths published by their issuers. The entropy rule is the backstop for the rest; it is
+These catch a credential whatever it is called and wherever it stands (a bare argument, an
+environment value named CONFIG, a gdb string argument, a strace buffer). Key formats are
+exact prefixes and lengths published by their issuers (keyformats.py); here are the shapes
+that need more than a prefix (AWS secret keys in context, Azure client secrets, PEM blocks,
+webhook URLs). The entropy rule is the backstop for the rest; it is
 tuned so that what a GPU node prints stays readable: hex (commit hashes, addresses, GPU
 UUIDs), paths, identifiers and kernel names (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`),
 version strings and numbers are never flagged. Pure hex keys (a W&B key is 40 hex digits)
@@ -11,45 +13,24 @@ are therefore found by their name only.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+
+from gputui.redact.keyformats import KEYS
 
 Span = tuple[int, int]
 
-_B = r"(?<![A-Za-z0-9_\-])"  # not in the middle of a longer token
-_TOKEN_FORMATS = re.compile(
-    _B
-    + r"(?:"
-    + r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA|ASCA)[A-Z0-9]{16}"  # AWS ids
-    + r"|AIza[0-9A-Za-z_\-]{35}"  # Google API key
-    + r"|ya29\.[0-9A-Za-z_\-]{20,}"  # Google OAuth access token
-    + r"|GOCSPX-[0-9A-Za-z_\-]{20,}"  # Google OAuth client secret
-    + r"|(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{10,}"  # Stripe secret / restricted keys
-    + r"|whsec_[0-9A-Za-z]{20,}"  # Stripe webhook secret
-    + r"|xox[abposre]-[0-9A-Za-z\-]{10,}"  # Slack bot/user/... tokens
-    + r"|xoxe\.xox[bp]-[0-9A-Za-z\-]{10,}|xoxe-[0-9A-Za-z\-]{10,}"  # Slack refresh tokens
-    + r"|xapp-\d-[0-9A-Za-z\-]{10,}"  # Slack app-level token
-    + r"|npm_[0-9A-Za-z]{36}"  # npm
-    + r"|pypi-[0-9A-Za-z_\-]{50,}"  # PyPI upload token
-    + r"|gh[pousr]_[0-9A-Za-z]{30,}"  # GitHub classic tokens
-    + r"|github_pat_[0-9A-Za-z_]{22,}"  # GitHub fine-grained token
-    + r"|gl(?:pat|dt|ptt|rt|soat|cbt|ft|imt|oas|agent)-[0-9A-Za-z_\-]{20,}"  # GitLab
-    + r"|GR1348941[0-9A-Za-z_\-]{20,}"  # GitLab runner registration token
-    + r"|hf_[0-9A-Za-z]{30,}|api_org_[0-9A-Za-z]{30,}"  # Hugging Face
-    + r"|sk-(?:ant-|proj-|svcacct-|admin-)?[0-9A-Za-z_\-]{20,}"  # OpenAI, Anthropic
-    + r"|eyJ[0-9A-Za-z_\-]{8,}\.[0-9A-Za-z_\-]{8,}\.[0-9A-Za-z_\-]{8,}"  # JWT
-    + r"|SG\.[0-9A-Za-z_\-]{16,}\.[0-9A-Za-z_\-]{16,}"  # SendGrid
-    + r"|dapi[0-9a-f]{32}"  # Databricks
-    + r"|dop_v1_[0-9a-f]{64}"  # DigitalOcean
-    + r"|shp(?:at|ss|ca|pa)_[0-9a-fA-F]{32}"  # Shopify
-    + r"|AGE-SECRET-KEY-1[0-9A-Z]{58}"  # age
-    + r")"
-)
-_AWS_ACCESS_KEY_ID = re.compile(r"(?:AKIA|ASIA)[A-Z0-9]{16}")
-# An AWS secret access key: 40 base64 characters, flagged when an access key id is near.
+# An AWS secret access key has no prefix: 40 base64 characters. It is taken where the
+# context shows it: beside an access key id, or where `secret_access_key` is named.
+_AWS_CONTEXT = re.compile(r"(?:AKIA|ASIA)[A-Z0-9]{16}|(?i:secret_access_key)")
 _AWS_SECRET = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/=])")
+_HEX = re.compile(r"[0-9a-fA-F]+")
+# An Azure AD (Entra ID) client secret: three characters, a digit, `Q~`, 31-34 more.
+_AZURE_SECRET = re.compile(r"(?<![A-Za-z0-9_~.\-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}")
 # Webhook URLs whose path is the credential.
 _WEBHOOKS = re.compile(
     r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<s>[A-Za-z0-9/_\-]+)"
@@ -68,6 +49,7 @@ MIN_RANDOM_LEN = 20
 _CANDIDATE = re.compile(
     rf"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_][A-Za-z0-9+/_\-]{{{MIN_RANDOM_LEN - 1},}}={{0,2}}"
 )
+_UUIDISH = re.compile(r"(?:[A-Za-z]{1,8}-)?[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 _HEXISH = re.compile(r"[0-9a-fA-F\-_.:]+|(?:0x)?[0-9a-fA-F]+")
 _UPPER = re.compile(r"[A-Z]")
 _LOWER = re.compile(r"[a-z]")
@@ -90,10 +72,10 @@ def looks_random(token: str) -> bool:
     `nvmlDeviceGetC2cModeInfoV1` or `mkl_dft_avx2_ippsDFTFree_C_32f` are made of such runs or
     of many `_`-separated parts); and the characters have high Shannon entropy.
     """
-    if token.startswith("_Z"):  # a mangled C++ symbol
-        return False
     core = token.strip("=-_")
-    if len(core) < MIN_RANDOM_LEN or _HEXISH.fullmatch(core):
+    if len(core) < MIN_RANDOM_LEN or token.startswith("_Z"):  # short, or a C++ symbol
+        return False
+    if _HEXISH.fullmatch(core) or _UUIDISH.fullmatch(token):  # hex, a (GPU-)UUID
         return False
     seps = core.count("_") + core.count("-")
     if seps >= 3 and len(core) < 8 * seps:
@@ -114,10 +96,57 @@ def looks_random(token: str) -> bool:
     return _entropy(core) >= min(4.0, math.log2(len(core)) - 0.6)
 
 
+_SECRET_WORDS = re.compile(r"(?i)pass|secret|token|key|cred|auth|bearer|cookie|session|jwt")
+_USER_PASSWORD = re.compile(r"[^\s:]+:\S+")
+_BINARY = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ufffd]")
+
+
+def encodes_plain_text(token: str) -> bool:
+    """Whether a random-looking token is base64 of ordinary readable text (a sentence, a
+    `key=value` list): it is then not a generated secret, and is shown. Base64 of random
+    bytes (a key), of `user:password`, or of text that names a secret is not plain."""
+    core = token.rstrip("=")
+    if len(core) < 12:
+        return False
+    try:
+        raw = base64.b64decode(
+            core + "=" * (-len(core) % 4),
+            altchars=b"-_" if "-" in core or "_" in core else None,
+            validate=True,
+        )
+    except (binascii.Error, ValueError):
+        return False
+    text = raw.decode("utf-8", "replace")
+    if not text.strip() or len(_BINARY.findall(text)) > len(text) // 10:
+        return False
+    if " " not in text.strip() and "=" not in text:
+        return False  # one word: a password or a user:password pair, not a sentence
+    return not (
+        _USER_PASSWORD.fullmatch(text.strip()) or _SECRET_WORDS.search(text) or KEYS.search(text)
+    )
+
+
+_STD_BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
+
+def _blob(tok: str) -> bool:
+    """A token with `/` that is one standard base64 blob, random-looking as a whole."""
+    return (
+        not tok.startswith("/")
+        and len(tok) % 4 == 0
+        and _STD_BASE64.fullmatch(tok) is not None
+        and looks_random(tok.replace("/", "").rstrip("="))
+    )
+
+
 def _random_spans(text: str) -> Iterator[Span]:
     for m in _CANDIDATE.finditer(text):
         tok = m.group(0)
         if "/" in tok:  # a path, or base64 that holds '/': judge each part that is not a path
+            if _blob(tok):  # standard base64 as a whole (a path would hold `-`, `_` or `.`)
+                if not encodes_plain_text(tok):
+                    yield m.span()
+                continue
             if tok.startswith("/") or not all(looks_random(p) for p in tok.split("/") if p):
                 start = m.start()
                 for part in tok.split("/"):
@@ -125,20 +154,41 @@ def _random_spans(text: str) -> Iterator[Span]:
                         yield start, start + len(part)
                     start += len(part) + 1
                 continue
-        if looks_random(tok):
+        if looks_random(tok) and not encodes_plain_text(tok):
+            yield m.span()
+
+
+def aws_context(texts: Iterable[str]) -> bool:
+    """Whether an AWS secret key may stand in these texts (a command line's arguments, a
+    line): an access key id, or `secret_access_key`, is there."""
+    return any(
+        ("AKIA" in t or "ASIA" in t or "access_key" in t.lower()) and _AWS_CONTEXT.search(t)
+        for t in texts
+    )
+
+
+def aws_secret_spans(text: str) -> Iterator[Span]:
+    """40 base64 characters that are not hex (a git SHA is 40 hex digits): where
+    aws_context holds, an AWS secret access key."""
+    for m in _AWS_SECRET.finditer(text):
+        if not _HEX.fullmatch(m.group(0)):
             yield m.span()
 
 
 def format_spans(text: str) -> Iterator[Span]:
-    """Spans of key formats, PEM private key bodies, webhook paths and random tokens."""
-    for m in _TOKEN_FORMATS.finditer(text):
+    """Spans of key formats (keyformats.py), AWS secret keys in context, Azure client
+    secrets, PEM private key bodies, webhook paths and random tokens."""
+    for m in KEYS.finditer(text):
         yield m.span()
-    if _AWS_ACCESS_KEY_ID.search(text):
-        for m in _AWS_SECRET.finditer(text):
+    if aws_context((text,)):
+        yield from aws_secret_spans(text)
+    if "Q~" in text:
+        for m in _AZURE_SECRET.finditer(text):
             yield m.span()
-    for m in _WEBHOOKS.finditer(text):
-        g = "s" if m.group("s") else "d"
-        yield m.span(g)
+    if "hooks" in text:
+        for m in _WEBHOOKS.finditer(text):
+            g = "s" if m.group("s") else "d"
+            yield m.span(g)
     if "PRIVATE KEY" in text:
         for m in _PEM.finditer(text):
             if m.group(2).strip():

@@ -98,8 +98,10 @@ _NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD"})
 # A secret-named option or variable whose last word is one of these holds a path to the secret
 # (`--secret-file /run/secrets/db`, `DB_PASSWORD_FILE`): a path value is shown.
 _PATH_WORDS = frozenset({"FILE", "PATH", "DIR", "FILENAME", "FILEPATH", "LOCATION"})
-# Boolean switches: `--no-auth`, `--use-auth-token` take no value.
+# Boolean switches: `--no-auth`, `--use-auth-token` take no value; nor does
+# `--password-stdin` (docker login), which reads the secret from standard input.
 _SWITCH_PREFIXES = ("NO", "DISABLE", "ENABLE", "USE", "SKIP")
+_SWITCH_SUFFIXES = ("STDIN",)
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
@@ -143,8 +145,12 @@ def _judge(name: str) -> bool:
         words.pop()
     if not words:
         return False
-    if name.startswith("-") and words[0] in _SWITCH_PREFIXES and len(words) > 1:
-        return False  # --no-auth, --use-auth-token: switches without a value
+    if (
+        name.startswith("-")
+        and len(words) > 1
+        and (words[0] in _SWITCH_PREFIXES or words[-1] in _SWITCH_SUFFIXES)
+    ):
+        return False  # --no-auth, --use-auth-token, --password-stdin: switches
     return any(_secret_word(w, i == len(words) - 1) for i, w in enumerate(words))
 
 

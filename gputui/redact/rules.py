@@ -122,6 +122,8 @@ def _value_span(text: str, m: re.Match[str]) -> Span | None:
 def pair_spans(text: str) -> Iterator[Span]:
     """Values of secret names: `NAME=v`, `name: v`, `"name": "v"`, `'name': v`, `Password=v;`,
     `&token=v`, headers. Quoted and bracketed values are taken whole."""
+    if "=" not in text and ":" not in text:
+        return
     done = 0  # end of the last secret value: names inside it are part of the secret
     for m in _PAIR.finditer(text):
         if m.start() < done:
@@ -145,6 +147,8 @@ def pair_spans(text: str) -> Iterator[Span]:
 
 def gdb_arg_spans(text: str) -> Iterator[Span]:
     """The string gdb prints after a secret-named argument's address."""
+    if "0x" not in text:  # cheap: most text holds no address at all
+        return
     for m in _GDB_ARG.finditer(text):
         if is_secret_name(m["name"]):
             v = QUOTED['"'].match(text, m.end() - 1)
@@ -154,11 +158,14 @@ def gdb_arg_spans(text: str) -> Iterator[Span]:
 
 # ----------------------------------------------------------------- options
 
-# A flag starts a word, or follows a quote, bracket, comma or shell operator.
+# A flag starts a word, or follows a quote, bracket, comma or shell operator. The value is
+# matched inside a lookahead, so that it is not consumed: in `-p --password X`, `--password`
+# is both the value looked at for -p and a flag of its own.
 _FLAG = re.compile(
-    r"(?<![^\s\"'(\[,;|&])(?P<flag>--?[A-Za-z][\w.\-]{0,200})[ \t]+(?!-{1,2}[A-Za-z])"
-    rf"(?P<value>\"(?:[^\"\\]|\\.){{0,{_V}}}\"|'[^']{{0,{_V}}}'|[^\s\"']{{1,{_V}}})"
+    r"(?<![^\s\"'(\[,;|&])(?P<flag>--?[A-Za-z][\w.\-]{0,200})[ \t]+"
+    rf"(?=(?P<value>\"(?:[^\"\\]|\\.){{0,{_V}}}\"|'[^']{{0,{_V}}}'|[^\s\"']{{1,{_V}}}))"
 )
+_LOOKS_LIKE_OPTION = re.compile(r"-{1,2}[A-Za-z]")
 # -pSECRET (mysql); but not gcc's -pthread or find's -path, and not `-pw`, an option itself.
 _GLUED_P = re.compile(rf"(?<![^\s\"'(\[,;|&])-p(?P<value>[^\s\"'=][^\s\"']{{0,{_V}}})")
 _NOT_GLUED_P = frozenset(
@@ -186,18 +193,35 @@ def is_glued_p(arg: str) -> bool:
     )
 
 
+def takes_any_value(flag: str) -> bool:
+    """Whether the word after `flag` is its value even when it looks like an option
+    (`--password --dashPW33`): every secret-named option but the short ones, whose letter
+    means a password to some tools only (`mkdir -p -m 755`, `curl -u -v`)."""
+    return flag.startswith("--") or (len(flag) > 2 and flag not in USER_OPTIONS)
+
+
 def flag_spans(text: str) -> Iterator[Span]:
-    """In a command line read as text: `--pw v`, `-p v` (not a path), `-pv`, `-u user:v`."""
+    """In a command line read as text: `--pw v` (whatever v looks like: `--pw --dashX`),
+    `-p v` (not a path, not an option), `-pv`, `-u user:v`."""
+    if "-" not in text:
+        return
+    done = 0  # end of the last value taken: a flag inside it is part of the secret
     for m in _FLAG.finditer(text):
+        if m.start() < done:
+            continue
         flag, value = m["flag"], m["value"]
-        if flag in USER_OPTIONS and ":" in value:
+        option_like = _LOOKS_LIKE_OPTION.match(value) is not None
+        if flag in USER_OPTIONS and ":" in value and not option_like:
             yield m.start("value") + value.index(":") + 1, m.end("value")
             continue
         if not is_secret_name(flag) or value == REDACTED:
             continue
+        if option_like and not takes_any_value(flag):
+            continue
         if (flag == "-p" or holds_a_path(flag)) and looks_like_path(value):
             continue
         a, b = m.span("value")
+        done = b
         if value[0] in "\"'":
             a, b = a + 1, b - 1
         yield a, b
@@ -211,3 +235,13 @@ NETRC_PASSWORD = re.compile(r"(?<![\w\-])login[ \t]+\S+[ \t]+password[ \t]+(?P<v
 AUTH_VALUE = re.compile(
     r"(?<![\w\-])(?:(?i:bearer|basic)|Token|Bot)\s+(?P<v>[A-Za-z0-9._~+/\-]{8,}=*)"
 )
+
+
+def auth_and_netrc_spans(text: str) -> Iterator[Span]:
+    """`Bearer X` / `Basic X` / `Token X` / `Bot X`, and netrc's `login u password X`
+    (each tried only when its word is there at all)."""
+    lower = text.lower()
+    if "bearer" in lower or "basic" in lower or "Token" in text or "Bot" in text:
+        yield from (m.span("v") for m in AUTH_VALUE.finditer(text))
+    if "password" in text:
+        yield from (m.span("v") for m in NETRC_PASSWORD.finditer(text))

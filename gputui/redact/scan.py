@@ -12,18 +12,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
-from gputui.redact.formats import Span, format_spans
+from gputui.redact.formats import Span, aws_context, aws_secret_spans, format_spans
 from gputui.redact.names import holds_a_path, is_secret_name, looks_like_path
 from gputui.redact.rules import (
-    AUTH_VALUE,
     MAX_VALUE,
-    NETRC_PASSWORD,
     REDACTED,
     USER_OPTIONS,
+    auth_and_netrc_spans,
     flag_spans,
     gdb_arg_spans,
     is_glued_p,
     pair_spans,
+    takes_any_value,
     url_spans,
 )
 from gputui.redact.tools import tool_spans
@@ -120,8 +120,7 @@ def text_spans(text: str, depth: int = 0) -> list[Span]:
     spans += pair_spans(text)
     spans += gdb_arg_spans(text)
     spans += flag_spans(text)
-    spans += (m.span("v") for m in AUTH_VALUE.finditer(text))
-    spans += (m.span("v") for m in NETRC_PASSWORD.finditer(text))
+    spans += auth_and_netrc_spans(text)
     if depth < _MAX_DEPTH and '"' in text:
         spans += _quoted_spans(text, depth)
     return spans
@@ -141,14 +140,17 @@ def argv_spans(args: Sequence[str], depth: int = 0) -> list[list[Span]]:
 
     The value after a secret option is secret, in every spelling: `--pw X`, `--pw=X`,
     `-p X`, `-pX`; so is the value of `NAME=X` when NAME is secret; `-u user:password` hides
-    the password. A secret switch followed by another option (`--use-token --epochs 3`) took
-    no value. Everything else is scanned as text.
+    the password. After a secret-named long option the next argument is its value whatever
+    it looks like (`--password --dashPW33`: a password may start with a dash; a switch such
+    as `--use-token` or `--no-password` is not secret-named). Only the short options whose
+    letter is a password to some tools alone (`-p`, `-u`) took no value when another option
+    follows (`mkdir -p -m 755`). Everything else is scanned as text.
     """
     out: list[list[Span]] = [[] for _ in args]
     pending: str | None = None  # the option whose value this argument is
     for i, arg in enumerate(args):
         opt, pending = pending, None
-        if opt is not None and arg and not _is_option(arg):
+        if opt is not None and arg and (takes_any_value(opt) or not _is_option(arg)):
             if opt in USER_OPTIONS:
                 if ":" in arg:
                     out[i].append((arg.index(":") + 1, len(arg)))
@@ -178,4 +180,7 @@ def argv_spans(args: Sequence[str], depth: int = 0) -> list[list[Span]]:
         out[i] += text_spans(arg, depth)
     for i, extra in enumerate(tool_spans(args)):  # redis-cli -a X, ldapsearch -w X ...
         out[i] += extra
+    if aws_context(args):  # `aws ... AKIA... <secret key>`: the key id names the next one
+        for i, arg in enumerate(args):
+            out[i] += aws_secret_spans(arg)
     return out

@@ -14,7 +14,7 @@ is redacted once.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from gputui.redact.formats import Span
 
@@ -59,12 +59,23 @@ def tool_name(arg: str) -> str | None:
     return base if base in KNOWN else None
 
 
-def tool_spans(args: Sequence[str], program: str | None = None) -> list[list[Span]]:
+Programs = str | Iterable[str] | None
+"""What the executable is called besides argv[0]: /proc/PID/comm, the basename of
+/proc/PID/exe (one name or several; None when unknown)."""
+
+
+def program_tool(program: Programs) -> str | None:
+    """The known tool among the executable's names, else None."""
+    names = (program,) if isinstance(program, str) else program or ()
+    return next((t for t in map(tool_name, names) if t is not None), None)
+
+
+def tool_spans(args: Sequence[str], program: Programs = None) -> list[list[Span]]:
     """For each argument, the spans its tool's own syntax marks as a secret. `program`: the
-    executable's name (/proc/PID/comm), for `exec -a python redis-cli -a X`, whose argv
-    does not name the tool at all."""
+    executable's names (/proc/PID/comm, /proc/PID/exe), for `exec -a python redis-cli -a X`,
+    whose argv does not name the tool at all."""
     out: list[list[Span]] = [[] for _ in args]
-    tool = tool_name(program) if program else None
+    tool = program_tool(program)
     start = 0
     for i, arg in enumerate(args):
         named = tool_name(arg)

@@ -27,6 +27,7 @@ import psutil
 
 from gputui import __version__
 from gputui.collect.model import ProcessInfo, Snapshot
+from gputui.collect.procs import exe_name
 from gputui.collect.trace import TraceWriter
 from gputui.errors import GputuiError
 from gputui.jsonout import dumps
@@ -108,7 +109,7 @@ def process_record(p: ProcessInfo | int) -> dict[str, Any]:
     rec: dict[str, Any] = {"pid": pid}
     if info is not None:
         rec.update(create_time=info.create_time, user=info.user, gpus=list(info.gpus))
-        rec["cmdline"] = redact_argv(info.cmdline)
+        rec["cmdline"] = redact_argv(info.cmdline, info.name)
         if info.rank is not None:
             rec["rank"] = info.rank.rank
     if info is not None and not info.live:
@@ -122,7 +123,8 @@ def process_record(p: ProcessInfo | int) -> dict[str, Any]:
         proc = psutil.Process(pid)
         with proc.oneshot():
             rec["create_time"] = proc.create_time()
-            rec["cmdline"] = redact_argv(proc.cmdline())
+            # the tool known by its comm or executable too (`exec -a python redis-cli -a X`)
+            rec["cmdline"] = redact_argv(proc.cmdline(), (proc.name(), *exe_name(proc)))
             rec["user"] = proc.username()
             rec["state"] = proc.status()
             rec["cwd"] = proc.cwd()
@@ -139,12 +141,28 @@ def process_record(p: ProcessInfo | int) -> dict[str, Any]:
     return rec
 
 
+def _recorded_host(
+    host: str, made_from: str | None, last: Snapshot | None, samples: int
+) -> dict[str, Any]:
+    """host.json of a bundle made from a recording: the recorded node, what it was made
+    from and by which gputui; none of the writing machine's kernel, tools or settings."""
+    return {
+        "hostname": host,
+        "made_from": made_from or "a recording",
+        "written_at": datetime.now().isoformat(timespec="seconds"),
+        "written_by": f"gputui {__version__}",
+        "driver": last.driver if last else None,
+        "source": "replay",
+        "samples": samples,
+    }
+
+
 def _redacted_snapshot(s: Snapshot) -> Snapshot:
     """Live snapshots are redacted when read; a replayed file is anyone's: redact it again."""
     procs = tuple(
         replace(
             p,
-            cmdline=tuple(redact_argv(p.cmdline)),
+            cmdline=tuple(redact_argv(p.cmdline, p.name)),
             parent_cmd=redact_text(p.parent_cmd) if p.parent_cmd else p.parent_cmd,
         )
         for p in s.processes
@@ -217,6 +235,10 @@ class BundleReport:
         return [head, *(f"note: {n}" for n in self.notes)]
 
 
+NAME_MAX = 255  # bytes in one file name (Linux); PATH_MAX in a whole path
+PATH_MAX = 4096
+
+
 def write_bundle(out_dir: str | Path | None = None, **kw: Any) -> BundleReport:
     """Write the bundle into a new temporary directory beside `out_dir`, then rename it
     there: a full disk or a Ctrl-C leaves no half bundle, and a symbolic link at `out_dir`
@@ -226,15 +248,22 @@ def write_bundle(out_dir: str | Path | None = None, **kw: Any) -> BundleReport:
     last = snapshots[-1] if snapshots else None
     host = (last.hostname if last and last.hostname else None) or kw.get("recorded_node")
     out = Path(out_dir) if out_dir is not None else default_bundle_dir(host or socket.gethostname())
-    if out.is_symlink():
-        raise GputuiError(
-            f"{out}: is a symbolic link; gputui does not write through links (give the real path)"
-        )
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise GputuiError(f"{out} already exists and is not an empty directory")
+    too_long = [p for p in out.parts if len(os.fsencode(p)) > NAME_MAX]
+    if too_long or len(os.fsencode(str(out.absolute()))) > PATH_MAX:  # before creating any
+        raise GputuiError(f"cannot write the bundle to {out}: File name too long")
+    try:  # a parent that is a file, no permission: one line, not a traceback
+        if out.is_symlink():
+            raise GputuiError(
+                f"{out}: is a symbolic link; gputui does not write through links "
+                "(give the real path)"
+            )
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise GputuiError(f"{out} already exists and is not an empty directory")
+    except OSError as e:
+        raise GputuiError(f"cannot write the bundle to {out}: {e.strerror or e}") from None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name[:64]}.partial-", dir=out.parent))
     except OSError as e:
         raise GputuiError(f"cannot create {out}: {e.strerror or e}") from None
     try:
@@ -267,13 +296,16 @@ def _fill(
     cancel: Cancel | None = None,
     tool_path: str | None = None,
     recorded_node: str | None = None,
+    made_from: str | None = None,
 ) -> BundleReport:
     """Write the bundle into the empty directory `out`; `processes` defaults to every GPU
     process of the newest snapshot.
 
-    `recorded_node`: the samples are a replay of that node's recording, so the bundle is
-    named for it, holds the stacks the recording carries, and leaves out this machine's
-    topology (it would describe another node)."""
+    `recorded_node`: the samples are a replay of that node's recording (`made_from` says
+    which: "the recording X"), so the bundle is named for it and holds only what the
+    recording holds: its samples, its stacks and evidence, its verdict. Nothing of the
+    machine that writes it: not its topology, its kernel log, its processes, their logs
+    or libraries, nor its tools and settings (each would describe another node)."""
     start = time.monotonic()
     last = snapshots[-1] if snapshots else None
     host = (last.hostname if last and last.hostname else None) or recorded_node
@@ -345,10 +377,10 @@ def _fill(
         say("reading command lines, environments and libraries")
         dump_json("processes.json", [process_record(p) for p in processes])
 
-    try:  # each rank's log tail and the kernel's lines about processes
+    try:  # each rank's log tail and the kernel's lines about processes: this machine's
         from gputui.tools.bundle_lastwords import bundle_files
 
-        for name, text in bundle_files(processes or (), verdict):
+        for name, text in bundle_files(processes or (), verdict) if recorded_node is None else ():
             write(name, text)
     except Exception as e:  # a log of any shape must not lose the bundle
         rep.notes.append(f"lastwords: not written ({type(e).__name__}: {e})")
@@ -390,25 +422,28 @@ def _fill(
             rep.notes.append(f"nvidia-smi topo -m: {topo.outcome}: {topo.message}")
         write("topology.txt", text + f"\n\n# nvidia-smi topo -m: {topo.summary()}")
 
-    # The node and gputui itself.
-    u = os.uname()
-    dump_json(
-        "host.json",
-        {
-            "hostname": host,
-            "kernel": f"{u.sysname} {u.release} {u.machine}",
-            "written_at": datetime.now().isoformat(timespec="seconds"),
-            "gputui": __version__,
-            "python": sys.version.split()[0],
-            "euid": os.geteuid(),
-            "ptrace_scope": ptrace.ptrace_scope(),
-            "cap_sys_ptrace": ptrace.has_cap_sys_ptrace(),
-            "tools": available_tools(tool_path),
-            "driver": last.driver if last else None,
-            "source": last.source if last else None,
-            "samples": len(snapshots),
-        },
-    )
+    # The node and gputui itself (a replay: the recorded node, nothing of this machine).
+    if recorded_node is not None:
+        dump_json("host.json", _recorded_host(host, made_from, last, len(snapshots)))
+    else:
+        u = os.uname()
+        dump_json(
+            "host.json",
+            {
+                "hostname": host,
+                "kernel": f"{u.sysname} {u.release} {u.machine}",
+                "written_at": datetime.now().isoformat(timespec="seconds"),
+                "gputui": __version__,
+                "python": sys.version.split()[0],
+                "euid": os.geteuid(),
+                "ptrace_scope": ptrace.ptrace_scope(),
+                "cap_sys_ptrace": ptrace.has_cap_sys_ptrace(),
+                "tools": available_tools(tool_path),
+                "driver": last.driver if last else None,
+                "source": last.source if last else None,
+                "samples": len(snapshots),
+            },
+        )
     rep.elapsed_s = time.monotonic() - start
     what = {
         "trace.jsonl.gz": "recent samples; replay with: gputui --replay trace.jsonl.gz",
@@ -420,10 +455,17 @@ def _fill(
         "topology.txt": "nvidia-smi topo -m",
         "lastwords/kernel.txt": "kernel log lines about processes (OOM killer, segfaults, Xid); "
         "lastwords/pid-N.txt: each rank's log tail and where it writes",
-        "host.json": "node, gputui version, attach tools present, ptrace settings",
+        "host.json": "node, gputui version, attach tools present, ptrace settings"
+        if recorded_node is None
+        else "the recorded node, what the bundle was made from, by which gputui",
     }
+    when = datetime.now().isoformat(timespec="seconds")
     readme = [
-        f"gputui incident bundle, {datetime.now().isoformat(timespec='seconds')} on {host}",
+        f"gputui incident bundle, {when} on {host}"
+        if recorded_node is None
+        else f"gputui incident bundle, {when}, made from {made_from or 'a recording'} of "
+        f"{host}: it holds only what the recording holds, nothing of the machine that "
+        "wrote it (no kernel log, processes, libraries, topology or settings of that host)",
         "",
         *(f"{name:<20} {text}" for name, text in what.items() if name in rep.files),
         *(f"{name:<20} py-spy dump" for name in rep.files if name.startswith("stacks/pid-")),

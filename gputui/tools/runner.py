@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from gputui.redact import redact_text
+from gputui.collect.procs import command_of
+from gputui.redact import redact_command, redact_text
 from gputui.tools.result import Cancel, LineSink, Outcome, ToolResult
 
 GRACE_S = 2.0  # SIGTERM -> SIGKILL; gdb needs a moment to detach from every thread
@@ -53,6 +55,27 @@ def _kill_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
         pass
 
 
+_HEADER = re.compile(r"Process (\d+): ")
+
+
+def line_redactor(pid: int | None) -> Callable[[str], str]:
+    """How each line of a tool attached to `pid` is redacted: as text, and py-spy's
+    `Process N: <command line>` header by the process table's rules, with the process's own
+    argv and its executable's names (read here, before the tool runs), so that
+    `exec -a python redis-cli -a X` is still known as redis-cli."""
+    argv, names = command_of(pid) if pid is not None else ((), ())
+
+    def redact(line: str) -> str:
+        m = _HEADER.match(line)
+        if m is None:
+            return redact_text(line)
+        own = int(m.group(1)) == pid
+        rest = redact_command(line[m.end() :], argv if own else (), names if own else None)
+        return m.group(0) + rest
+
+    return redact
+
+
 def run_tool(
     argv: Sequence[str],
     *,
@@ -64,8 +87,10 @@ def run_tool(
     pid: int | None = None,
     env: Mapping[str, str] | None = None,
     grace_s: float = GRACE_S,
+    redact: Callable[[str], str] = redact_text,
 ) -> ToolResult:
-    """Run `argv` for at most `timeout` seconds, streaming its stdout+stderr lines.
+    """Run `argv` for at most `timeout` seconds, streaming its stdout+stderr lines, each
+    passed through `redact` first (line_redactor(pid) for a tool attached to a process).
 
     Outcome: DONE (exit status 0, or stopped at `max_lines` with truncated=True), FAILED
     (non-zero status), TIMEOUT, CANCELLED, MISSING (the executable does not exist).
@@ -115,7 +140,7 @@ def run_tool(
 
     def take(raw: bytes) -> None:
         nonlocal count, truncated
-        line = redact_text(raw.decode("utf-8", "replace").rstrip("\r\n"))
+        line = redact(raw.decode("utf-8", "replace").rstrip("\r\n"))
         count += 1
         if len(lines) < keep:
             lines.append(line)

@@ -17,7 +17,7 @@ from gputui.collect.model import ProcessInfo
 from gputui.tools import ptrace
 from gputui.tools.ptrace import Target
 from gputui.tools.result import Cancel, LineSink, Outcome, ToolResult
-from gputui.tools.runner import run_tool
+from gputui.tools.runner import line_redactor, run_tool
 from gputui.tools.which import find_tool, missing_message, native_debugger
 
 PY_SPY_TIMEOUT_S = 10.0
@@ -94,6 +94,7 @@ def attach_run(
         return ToolResult(tool, t.pid, problem[0], problem[1])
     stopped_before = ptrace.state_letter(t.pid) in ("T", "t")
     argv = [exe, *args]
+    redact = line_redactor(t.pid)  # py-spy's header: the command line, by the table's rules
 
     def run(seconds: float) -> ToolResult:
         return run_tool(
@@ -104,6 +105,7 @@ def attach_run(
             max_lines=max_lines,
             tool=tool,
             pid=t.pid,
+            redact=redact,
         )
 
     try:

@@ -12,9 +12,8 @@ import os
 import signal
 from typing import TYPE_CHECKING
 
-from rich.text import Text
-
 from gputui.collect.model import Job, ProcessInfo
+from gputui.ui.safe_text import Text
 
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
@@ -213,6 +212,9 @@ class ProcessActions:
             # A replay's pids are not processes of this node: samples and verdict only.
             processes=[] if replay else None,
             recorded_node=(getattr(self.source, "node", "") or "recording") if replay else None,
+            made_from=f"the recording {getattr(self.source, 'name', '')}".rstrip()
+            if replay
+            else None,
         )
         self.last_bundle = pane  # the way out (X) needs the evidence saved first
         self.push_screen(pane)

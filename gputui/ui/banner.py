@@ -16,6 +16,7 @@ from typing import Any
 
 from textual.strip import Strip
 
+from gputui.textsafe import clean
 from gputui.ui.strips import Line, LineView, fit
 
 MAX_ANSWER_LINES = 6  # 80 columns: ~470 characters of headline, still leaving the GPUs room
@@ -134,7 +135,8 @@ def banner_lines(v: Any | None, now: float, width: int) -> list[Strip]:
     first = Line().add(badge, HUNG_STYLE if v.state == "hung" else STALLED_STYLE)
     first.add(fit(text, max(0, width - first.length)), "bold")
     style = "@alert" if v.findings else ""
-    answers = [Line().add(fit(a, width), style).strip(width) for a in wrap(answer(v), width)]
+    said = clean(answer(v))  # escaped before it is wrapped, so that the wrap counts them
+    answers = [Line().add(fit(a, width), style).strip(width) for a in wrap(said, width)]
     third = Line().add(fit(KEYS, width), "italic")
     return [first.strip(width), *answers, third.strip(width)]
 

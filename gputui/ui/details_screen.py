@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from gputui.ui.palette import role
+from gputui.ui.safe_text import Static, Text
 
 
 class TextScreen(ModalScreen[None]):

@@ -6,12 +6,12 @@ from __future__ import annotations
 import signal
 from typing import ClassVar
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Static
+
+from gputui.ui.safe_text import Static, Text
 
 SIGNALS = (
     ("t", signal.SIGTERM, "SIGTERM: ask it to exit"),

@@ -7,12 +7,12 @@ default ssh window) with its border, and scrolls when the terminal is short.
 from __future__ import annotations
 
 from rich.table import Table
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
+
+from gputui.ui.safe_text import Static, Text
 
 TABLE_KEYS = (
     ("up/down, PgUp/PgDn", "move in the process table"),

@@ -2,7 +2,8 @@
 
 In a replay, `k` pressed three times stacked three identical refusals, esc did not clear them,
 and one covered the `d` pane opened after it. Textual keeps every notice until its timeout;
-here a new one replaces the old, a pane opens on a clean screen, and esc dismisses.
+here a new one replaces the old, a pane opens on a clean screen, and esc dismisses. Every
+message passes textsafe.clean, as every other string the dashboard draws.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any
 
 from textual.app import App
 from textual.notifications import SeverityLevel
+
+from gputui.textsafe import clean
 
 
 class OneMessage(App[None]):
@@ -24,11 +27,18 @@ class OneMessage(App[None]):
         title: str = "",
         severity: SeverityLevel = "information",
         timeout: float | None = None,
-        markup: bool = True,
+        markup: bool = False,
     ) -> None:
-        """A new message replaces the one on screen."""
+        """A new message replaces the one on screen. Messages quote paths, errors and
+        what a recording said: they are cleaned (textsafe) and shown without markup."""
         self.clear_notifications()
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        super().notify(
+            clean(message, keep_newlines=True),
+            title=clean(title),
+            severity=severity,
+            timeout=timeout,
+            markup=markup,
+        )
 
     def push_screen(self, *args: Any, **kw: Any) -> Any:
         """A pane opens on a clean screen: a message left from before must not cover it."""

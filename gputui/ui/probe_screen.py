@@ -17,17 +17,17 @@ import time
 from pathlib import Path
 
 from rich.table import Table
-from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 
 from gputui.probe.analysis import best_copy, grade, worst
 from gputui.probe.result import PairResult, ProbeReport
 from gputui.probe.runner import ProbeConfig, Progress, run_probe, torch_installed
 from gputui.ui.palette import role
 from gputui.ui.run_screen import RunScreen, run_bindings
+from gputui.ui.safe_text import Static, Text
 
 STYLES = {"good": "@good", "fair": "@mid", "bad": "@alert", "pending": "dim"}
 

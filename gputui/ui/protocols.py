@@ -59,7 +59,7 @@ class AppLike(Protocol):
         title: str = "",
         severity: SeverityLevel = "information",
         timeout: float | None = None,
-        markup: bool = True,
+        markup: bool = False,
     ) -> None: ...
 
     def push_screen(

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.screen import ModalScreen
-from textual.widgets import Static
+
+from gputui.ui.safe_text import Static
 
 
 def run_bindings(prefix: str) -> list[BindingType]:

@@ -7,6 +7,11 @@ lines as `Strip`s from pre-made styles, compares them with what is on screen, an
 Textual to repaint only the lines that differ (`refresh(Region)`); a layout pass happens only
 when a widget's number of lines changes. Textual's Line API then calls `render_line(y)` for
 the dirty lines alone.
+
+Every string becomes a Segment in `Line.add` (and is measured in `fit`), and both pass it
+through textsafe.clean: a control character from a recording or a command line is drawn as
+a visible escape, never sent to the terminal (gputui.ui.safe_text does the same for the
+panes built from Rich Text and Static).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gputui.textsafe import clean
 from gputui.ui.palette import role
 
 
@@ -31,9 +37,11 @@ def style(spec: str) -> Style:
 
 
 def fit(text: str, width: int, align: str = "<") -> str:
-    """`text` cut or padded to exactly `width` cells (an ellipsis marks a cut)."""
+    """`text` cut or padded to exactly `width` cells (an ellipsis marks a cut), cleaned
+    first (a control character counts no cells but its escape does)."""
     if width <= 0:
         return ""
+    text = clean(text)
     n = cell_len(text)
     if n > width:
         if width == 1:
@@ -60,7 +68,10 @@ class Line:
         self.length = 0
 
     def add(self, text: str, spec: str = "") -> Line:
+        """Add `text`, cleaned: every string the line views draw passes here, so no control
+        character from a recording, a command line or a tool reaches the terminal."""
         if text:
+            text = clean(text)
             self.segments.append(Segment(text, style(spec) if spec else None))
             self.length += cell_len(text)
         return self

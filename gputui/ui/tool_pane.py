@@ -16,19 +16,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Footer, RichLog, Static
+from textual.widgets import Footer, RichLog
 
 from gputui.collect.model import Job, ProcessInfo, Snapshot
 from gputui.redact import redact_text
 from gputui.tools.result import Cancel, LineSink, Outcome, ToolResult
 from gputui.ui.palette import role
+from gputui.ui.safe_text import Static, Text
 
 ToolCall = Callable[[LineSink, Cancel], Any]
 """Runs a tool: `(on_line, cancel) -> ToolResult | DumpAll | BundleReport` (has summary_lines)."""
@@ -236,6 +236,7 @@ def bundle_pane(
     hang_after: float = 60.0,
     processes: Sequence[ProcessInfo | int] | None = None,
     recorded_node: str | None = None,
+    made_from: str | None = None,
 ) -> ToolPane:
     from gputui.tools.bundle import write_bundle
 
@@ -251,5 +252,6 @@ def bundle_pane(
             on_line=on_line,
             cancel=cancel,
             recorded_node=recorded_node,
+            made_from=made_from,
         ),
     )

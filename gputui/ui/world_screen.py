@@ -9,17 +9,17 @@ closes the screen once it is done. The answer is the CLI's text, so both read th
 
 from __future__ import annotations
 
-from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 
 from gputui.probe.world import WorldOptions
 from gputui.probe.world_launch import STOP
 from gputui.probe.world_report import WorldReport, text
 from gputui.ui.palette import role
 from gputui.ui.run_screen import RunScreen, run_bindings
+from gputui.ui.safe_text import Static, Text
 
 _BAD = r"\bFAIL(ED)?\b|\bpeer failed\b|^findings:|not checked on .*"
 _GOOD = r"\bok\b"

@@ -148,6 +148,13 @@ ARGV_SECRETS: dict[str, str] = {
     "url password": _s(50),
     "PASS=X": _s(51),
     "-u user:X": _s(52),
+    # by their shape alone, as bare arguments (issue 34: an AWS key id leaked so)
+    "bare AWS key id": "AKIA" + _alnum(53, 16).upper(),
+    "bare GitHub token": "ghp_" + _alnum(54, 36),
+    "bare Hugging Face token": "hf_" + _alnum(55, 34),
+    "bare OpenAI key": "sk-proj-" + _alnum(56, 48),
+    # a value that looks like an option, after a secret option (issue 34)
+    "--password --dashX": "--" + _s(57, 18),
 }
 A = ARGV_SECRETS
 ARGV: list[str] = [
@@ -174,6 +181,12 @@ ARGV: list[str] = [
     f"PASS={A['PASS=X']}",
     "-u",
     f"alice:{A['-u user:X']}",
+    A["bare AWS key id"],
+    A["bare GitHub token"],
+    A["bare Hugging Face token"],
+    A["bare OpenAI key"],
+    "--password",
+    A["--password --dashX"],
     "--lr",
     "0.1",
 ]
