@@ -1,27 +1,23 @@
 #!/usr/bin/env bash
-# Issue 31 on a 4-GPU node, part 1 of 2: gputui's cost beside nvitop (idle, then a busy
-# 4-rank job with a changing process table), and the straggler verdicts, one rank per GPU.
-#   LIMIT=560 bash scripts/device/run_all.sh n4a check_nodes4
-# Part 2 (the hang verdicts, the probes): scripts/device/check_verdicts4.sh.
+# Issue 31 items 3-4 on a 4-GPU node: the straggler verdicts, one rank per GPU.
+#   LIMIT=240 bash scripts/device/run_all.sh n4 check_stragglers4
+# (Cost beside nvitop: check_cost4.sh; the hang verdicts and probes: check_verdicts4.sh.)
 #
-# 1. bench/app_cpu.py --apps gputui nvitop floor: together for 45 s (CPU, peak RSS), then
-#    5 starts of each alone (first frame), 160x50; idle GPUs, then all 4 busy (rank_worker.py,
-#    balanced) while short-lived processes come and go; a py-spy record of the dashboard.
-# 2. rank_worker.py, 4 ranks: rank 2 with 2.5x the matmuls, rank 1 with 1.5x, rank 3 asleep
-#    40 ms a step in load_batch() (host-bound), and a balanced job. For each: `gputui check
-#    --json --fail-on-slow` (the host-bound one with --profile-straggler) from the job's start,
-#    the dashboard at 80x24 in tmux with no key, and (2.5x, host-bound) a recording.
+# rank_worker.py, 4 ranks: rank 2 with 2.5x the matmuls, rank 3 asleep 40 ms a step in
+# load_batch() (host-bound), rank 1 with 1.5x, and a balanced job. For each: `gputui check
+# --json --fail-on-slow` (the host-bound one with --profile-straggler) from the job's READY,
+# the dashboard at 80x24 in tmux with no key, and (2.5x, host-bound) a recording.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export CUDA_DEVICE_ORDER=PCI_BUS_ID PYTHONUNBUFFERED=1
 O="${OUT:?}"
-S="$O/nodes4_summary.txt"
+S="$O/stragglers4_summary.txt"
 : >"$S"
 say() { echo "$*" | tee -a "$S"; }
-JOB= CHURN=
+JOB=
 . scripts/device/common.sh
 stop_job() { stop_group "$JOB"; JOB=; }
-cleanup() { stop_job; [ -n "$CHURN" ] && kill "$CHURN" 2>/dev/null; tmux kill-server 2>/dev/null; }
+cleanup() { stop_job; tmux kill-server 2>/dev/null; }
 trap cleanup EXIT
 trap 'cleanup; exit 143' TERM INT
 
@@ -52,44 +48,16 @@ app_cost() {  # TAG: app_cpu.py together 45 s + 5 starts alone
   tail -12 "$O/n4_cost_$1.txt" | tee -a "$S"
 }
 
-# ---------------------------------------------------------------- 1. cost
-app_cost idle
-start_job "$O/n4_busy_job.txt" --seconds 240 || exit 1
-(while :; do for _ in 1 2 3 4 5; do sleep 0.$((RANDOM % 9 + 1)) & done; sleep 0.5; done) &
-CHURN=$!
-say "INFO busy: $(nvidia-smi --query-gpu=index,utilization.gpu,utilization.memory,power.draw --format=csv,noheader | tr '\n' ';')"
-app_cost busy
-tmux new-session -d -s prof -x 160 -y 50 "python3 -m gputui"
-sleep 3
-pid=$(pgrep -f '^python3 -m gputui$' | head -1)
-if [ -n "$pid" ]; then
-  timeout -k 5 30 py-spy record -p "$pid" -d 20 -r 100 -f raw -o "$O/n4_prof.txt" --nonblocking \
-    >/dev/null 2>&1
-  say "== py-spy of the dashboard on 4 busy GPUs, 20 s: top own frames"
-  python3 - "$O/n4_prof.txt" <<'PY' | tee -a "$S"
-import collections, sys
-own, tot = collections.Counter(), 0
-for line in open(sys.argv[1]):
-    stack, n = line.rsplit(" ", 1)
-    tot += int(n); own[stack.split(";")[-1][:110]] += int(n)
-print("samples", tot)
-for k, v in own.most_common(10): print(f"{v:6d}  {k}")
-PY
-fi
-tmux kill-server 2>/dev/null
-kill "$CHURN" 2>/dev/null; CHURN=
-stop_job
-
 # ---------------------------------------------------------------- 2. stragglers
 straggle() {  # NAME EXPECT RECORD(0/1) EXTRA-CHECK-ARGS -- WORKER ARGS
   local name=$1 expect=$2 rec=$3 extra=$4; shift 5
-  start_job "$O/n4_${name}_job.txt" --seconds 60 "$@" || return
+  start_job "$O/n4_${name}_job.txt" --seconds 50 "$@" || return
   local t0; t0=$(date +%s.%N)
   [ "$rec" = 1 ] && { timeout 45 python3 -m gputui record --force "$O/n4_${name}.trace.jsonl.gz" \
-    --duration 30 --interval 0.5 >/dev/null 2>"$O/n4_${name}_record.err" & }
+    --duration 28 --interval 0.5 >/dev/null 2>"$O/n4_${name}_record.err" & }
   tmux new-session -d -s dash -x 80 -y 24 "python3 -m gputui --no-mouse"
   # shellcheck disable=SC2086
-  timeout 60 python3 -m gputui check --json --duration 35 --interval 0.5 --fail-on-slow $extra \
+  timeout 60 python3 -m gputui check --json --duration 28 --interval 0.5 --fail-on-slow $extra \
     2>"$O/n4_${name}.err" | stamp >"$O/n4_${name}.jsonl"
   local rc=${PIPESTATUS[0]}
   tmux capture-pane -p -t dash >"$O/n4_${name}_80x24.txt" 2>&1
