@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from gputui.collect.frames import MAX_FRAMES, Frame, RankStack, ranks_of_record
-from gputui.diagnose.culprit import explain_stacks, is_library, read_stack
+from gputui.diagnose.culprit import explain_stacks
+from gputui.diagnose.stack_reading import is_library, read_stack
 from gputui.diagnose.verdict import Verdict, verdict_to_json
 from gputui.tools.dumpall import DumpAll, RankDump, group_dumps, parse_py_spy, stacks_record
 from gputui.tools.result import Outcome, ToolResult
@@ -78,6 +79,7 @@ def test_the_real_stuck_rank_is_named_with_its_line_and_the_waiting_rank_with_it
         "outcome": "done",
         "frame": "train_step (worker2.py:21)",
         "collective": "synchronize",
+        "line": "train_step (worker2.py:21)",
         "stack": [
             "synchronize (torch/cuda/__init__.py:1162)",
             "train_step (worker2.py:21)",

@@ -33,7 +33,9 @@ from gputui.watch import DEFAULT_GATHERERS, Watcher
 
 needs_py_spy = pytest.mark.skipif(find_tool("py-spy") is None, reason="py-spy is not installed")
 FIRST_FIVE = ["t", "state", "spinning", "suspects", "reason"]
-ENTRY_KEYS = ["pid", "rank", "gpu", "role", "outcome", "frame", "collective", "stack", "error"]
+ENTRY_KEYS = [
+    "pid", "rank", "gpu", "role", "outcome", "frame", "collective", "line", "stack", "error"
+]  # fmt: skip
 
 
 @pytest.fixture

@@ -21,135 +21,19 @@ Pure: no tools, no processes; the same record gives the same words live and in a
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gputui.collect.frames import Frame, RankStack, collective_name, ranks_of_record
+from gputui.collect.frames import Frame, RankStack, ranks_of_record
 from gputui.collect.model import Snapshot
 from gputui.diagnose.evidence import GONE_WORDS, Evidence
 from gputui.diagnose.ranking import Finding, Strength
+from gputui.diagnose.stack_reading import Reading, read_stack, user_chain
 from gputui.diagnose.verdict import Verdict
 
 KIND = "stacks"
 SUSPECT, WAITING = "suspect", "waiting"
-
-_STDLIB = frozenset(sys.stdlib_module_names) - {"__main__", "test"}
-# Installed libraries whose frames py-spy shows relative to site-packages (`torch/...`),
-# so their paths do not say "site-packages". A user frame is never one of these.
-_LIBRARIES = frozenset(
-    {
-        "torch",
-        "torchvision",
-        "torchaudio",
-        "torchdata",
-        "torchtext",
-        "functorch",
-        "triton",
-        "numpy",
-        "transformers",
-        "accelerate",
-        "deepspeed",
-        "datasets",
-        "apex",
-        "lightning",
-        "lightning_fabric",
-        "pytorch_lightning",
-        "fairscale",
-        "xformers",
-        "flash_attn",
-        "jax",
-        "jaxlib",
-        "flax",
-        "tensorflow",
-        "keras",
-        "cupy",
-        "ray",
-        "tqdm",
-        "wandb",
-        "safetensors",
-        "huggingface_hub",
-        "pkg_resources",
-        "setuptools",
-        "_pytest",
-        "pluggy",
-    }
-)
-
-
-# ---------------------------------------------------------------- reading one stack
-
-
-def is_library(f: Frame, main_file: str | None = None) -> bool:
-    """Whether a frame is somebody else's code: a library, the stdlib, or native."""
-    if f.native or f.file.startswith("<frozen") or f.file.startswith("<built-in"):
-        return True
-    if main_file is not None and f.file == main_file:
-        return False  # the script that was run is the user's, whatever its name
-    path = f.file.replace("\\", "/")
-    parts = [p for p in path.split("/") if p]
-    if any(p in ("site-packages", "dist-packages") for p in parts):
-        return True
-    if path.startswith("/"):
-        # An absolute path under a Python installation's lib/pythonX.Y is the stdlib.
-        return any(p.startswith("python3") for p in parts[:-1]) and "lib" in parts
-    top = parts[0].removesuffix(".py") if parts else ""
-    return top in _LIBRARIES or top in _STDLIB
-
-
-def _main_file(frames: Sequence[Frame]) -> str | None:
-    """The file of the script that was run: the outermost `<module>` frame (`python -m`
-    puts runpy's frames outside it, but they are functions, not modules), unless it is an
-    installed package's. Its name may be a stdlib module's (`queue.py`): it is still ours."""
-    for f in reversed(frames):
-        if f.function == "<module>":
-            installed = ("site-packages", "dist-packages", "<frozen")
-            return None if any(m in f.file for m in installed) else f.file
-    return None
-
-
-@dataclass(frozen=True)
-class Reading:
-    """What one rank's main thread says."""
-
-    frame: Frame | None  # innermost user frame (else the innermost frame)
-    collective: str | None  # the collective it waits in (all_reduce, broadcast...)
-    site: Frame | None  # the user frame that entered that collective
-
-    def where(self) -> str | None:
-        """`all_reduce (train.py:44)`: the collective and the user line that entered it."""
-        if self.collective is None or self.site is None:
-            return None
-        return f"{self.collective} ({self.site.site()})"
-
-
-def read_stack(frames: Sequence[Frame]) -> Reading:
-    """The user frame, and the collective (with its call site) of a main thread's frames."""
-    if not frames:
-        return Reading(None, None, None)
-    main = _main_file(frames)
-    user = [not is_library(f, main) for f in frames]
-    frame = next((f for f, u in zip(frames, user, strict=True) if u), None)
-    if frame is None:
-        frame = next((f for f in frames if not f.native), frames[0])
-    for i, f in enumerate(frames):
-        name = collective_name(f)
-        # A stdlib `recv` or `wait` is a queue or a socket, not a peer's collective.
-        if name is None or (is_library(f) and not _is_known_library(f)):
-            continue
-        site = next((frames[j] for j in range(i, len(frames)) if user[j]), f)
-        return Reading(frame, name, site)
-    return Reading(frame, None, None)
-
-
-def _is_known_library(f: Frame) -> bool:
-    """Native frames (cuCtxSynchronize) and listed libraries (torch) may hold collectives."""
-    if f.native:
-        return True
-    top = f.file.replace("\\", "/").lstrip("/").split("/")[0].removesuffix(".py")
-    return top in _LIBRARIES or "site-packages" in f.file or "dist-packages" in f.file
-
 
 # ---------------------------------------------------------------- the explainer
 
@@ -160,6 +44,18 @@ class _Rank:
     reading: Reading
     role: str
     outcome: str  # the record's, or "gone" when the verdict says its GPU's process left
+    # Where its path parted from the other waiting ranks' (see _diverge), when it did.
+    line: Frame | None = None
+
+    def where(self) -> str | None:
+        """The collective and the user line that tells this rank apart: `synchronize
+        (train.py:178)` rather than the helper all ranks share (`sync (train.py:158)`)."""
+        if self.line is not None and self.reading.collective is not None:
+            return f"{self.reading.collective} ({self.line.site()})"
+        return self.reading.where()
+
+    def site(self) -> Frame | None:
+        return self.line or self.reading.site
 
 
 def explain_stacks(record: dict[str, Any], verdict: Verdict, snap: Snapshot | None) -> Evidence:
@@ -177,7 +73,7 @@ def explain_stacks(record: dict[str, Any], verdict: Verdict, snap: Snapshot | No
             if pid not in dumped
         ),
     ]
-    ranks = _shared_gpus([_judge(s, verdict) for s in stacks])
+    ranks = _diverge(_shared_gpus([_judge(s, verdict) for s in stacks]))
     ranked = _findings(ranks, _all_ranks_here(record, snap, len(ranks)))
     suspects = sorted((r for r in ranks if r.role == SUSPECT), key=_order)
     culprit = next(
@@ -232,6 +128,30 @@ def _shared_gpus(ranks: list[_Rank]) -> list[_Rank]:
     return [replace(r, role=SUSPECT) if id(r) in promote else r for r in ranks]
 
 
+def _diverge(ranks: list[_Rank]) -> list[_Rank]:
+    """Waiting ranks at one call site whose paths into it differ get the frame where they part.
+
+    With NCCL a collective returns at once and every rank's Python waits in the same helper
+    (`sync()` -> `torch.cuda.synchronize()`), so the innermost user line is the same for
+    ranks that called different collectives: on 4 x H200 all four stood at `sync
+    (multi_worker.py:158)`, reached from `train_step` on ranks 0-2 and `broadcast_step` on
+    rank 3. The frames all ranks share, innermost first, are dropped; the first one left is
+    each rank's line.
+    """
+    waiting = [r for r in ranks if r.role == WAITING and r.outcome == "done" and r.reading.site]
+    if len(waiting) < 2 or len({r.reading.where() for r in waiting}) != 1:
+        return ranks
+    chains = {id(r): user_chain(r.stack.frames) for r in waiting}
+    depth = 0
+    while all(len(c) > depth for c in chains.values()) and (
+        len({c[depth].label() for c in chains.values()}) == 1
+    ):
+        depth += 1
+    if not all(len(c) > depth for c in chains.values()):
+        return ranks  # one path is a prefix of another: nothing tells them apart
+    return [replace(r, line=chains[id(r)][depth]) if id(r) in chains else r for r in ranks]
+
+
 def _entry(r: _Rank) -> dict[str, Any]:
     """One `check --json` stack entry (docs/commands/check.md shows its keys)."""
     gone = r.outcome == "gone"
@@ -243,6 +163,7 @@ def _entry(r: _Rank) -> dict[str, Any]:
         "outcome": r.outcome,
         "frame": r.reading.frame.label() if r.reading.frame else None,
         "collective": r.reading.collective,
+        "line": (r.line or r.reading.site).label() if (r.line or r.reading.site) else None,
         "stack": [] if gone else [f.label() for f in r.stack.frames],
         "error": None if r.outcome == "done" else _why(r),
     }
@@ -307,13 +228,13 @@ def _mismatch(sites: dict[str, list[_Rank]]) -> Finding:
     """
     groups = list(sites.items())
     where, odd = min(reversed(groups), key=lambda kv: len(kv[1]))
-    site = odd[0].reading.site
+    site = odd[0].site()
     frame = site.label() if site is not None else None
     if all(r.reading.collective == "synchronize" for rs in sites.values() for r in rs):
         # NCCL: the collective returned at once and Python waits in synchronize, so the
         # stacks know each rank's line, not its collective (RAS and the flight recorder do).
         said = ", ".join(
-            f"{_ranks_words(rs)} at {rs[0].reading.site.site() if rs[0].reading.site else w}"
+            f"{_ranks_words(rs)} at {line.site() if (line := rs[0].site()) else w}"
             for w, rs in groups
         )
         return _finding(
@@ -350,7 +271,7 @@ def _findings(ranks: list[_Rank], all_here: bool = False) -> list[Finding]:
     sites: dict[str, list[_Rank]] = {}
     elsewhere: list[_Rank] = []
     for r in waiting:
-        where = r.reading.where()
+        where = r.where()
         if where is None:
             elsewhere.append(r)
         else:

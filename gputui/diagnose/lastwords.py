@@ -152,7 +152,7 @@ def rank_lines(text: str, rank: int | None) -> list[str]:
 
 
 def _is_user(path: str) -> bool:
-    from gputui.diagnose.culprit import is_library
+    from gputui.diagnose.stack_reading import is_library
 
     return not path.startswith("<") and not is_library(Frame("f", path, 1))
 

@@ -79,7 +79,7 @@ def joined_mismatch(
         rank = e.get("rank")
         if not isinstance(rank, int) or e.get("outcome") != "done":
             continue
-        frame = e.get("frame")
+        frame = e.get("line") if isinstance(e.get("line"), str) else e.get("frame")
         if isinstance(frame, str) and (site := site_of(frame)):
             lines[rank], frames[rank] = site, frame
         op = op_name(e.get("collective"))
