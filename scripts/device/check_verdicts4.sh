@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 31 on a 4-GPU node, part 2 of 2: the hang verdicts with one rank per GPU, and the
 # probes. Part 1 (cost, stragglers): scripts/device/check_nodes4.sh.
-#   LIMIT=420 bash scripts/device/run_all.sh n4b check_verdicts4
+#   LIMIT=420 bash scripts/device/run_all.sh n4b check_verdicts4       (about 7.5 min; CASES="xid probes" for a subset)
 #
 # For each case `gputui check --json` runs from the job's READY; every line is stamped on
 # arrival, and the onset is the worker's ONSET/PHASE line: the figure is onset -> first alarm
@@ -85,17 +85,20 @@ PY
   say "-- 80x24, no key:"; cat "$O/v4_${name}_80x24.txt" >>"$S"
 }
 
+CASES=" ${CASES:-mismatch-fr mismatch stuck ddp xid probes} "  # a subset: CASES="xid probes"
+want() { [[ "$CASES" == *" $1 "* ]]; }
 MW=(python3 scripts/device/multi_worker.py --spawn 4)
-run_case mismatch-fr 1 -- env TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/gputui-frpipe_ \
+want mismatch-fr && run_case mismatch-fr 1 -- env TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/gputui-frpipe_ \
   TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/gputui-frdump_ TORCH_FR_BUFFER_SIZE=2000 \
   "${MW[@]}" mismatch 80 --onset 8 --odd 3
-run_case mismatch 0 -- "${MW[@]}" mismatch 80 --onset 8 --odd 3
-run_case stuck 1 -- "${MW[@]}" stuck 80 --onset 8 --odd 3
+want mismatch && run_case mismatch 0 -- "${MW[@]}" mismatch 80 --onset 8 --odd 3
+want stuck && run_case stuck 1 -- "${MW[@]}" stuck 80 --onset 8 --odd 3
 RW=(python3 scripts/device/rank_worker.py --world 4 --seconds 80)
-run_case ddp 0 -- "${RW[@]}" --die 1:8:ddp
-run_case xid 1 -- "${RW[@]}" --die 1:8:xid
+want ddp && run_case ddp 0 -- "${RW[@]}" --die 1:8:ddp
+want xid && run_case xid 1 -- "${RW[@]}" --die 1:8:xid
 
 # ---------------------------------------------------------------- the probes
+want probes || { say "INFO done"; exit 0; }
 t0=$(date +%s.%N)
 timeout -k 5 120 python3 -m gputui probe --json >"$O/v4_probe.json" 2>"$O/v4_probe.err"
 rc=$?
