@@ -1,6 +1,7 @@
 """Generate the SVG screenshots of the README and docs/ from the bundled demo recording.
 
-    python scripts/screenshots.py            # writes screenshots/*.svg
+    python scripts/screenshots.py            # writes screenshots/*.svg (docs/screenshots
+                                             # is a link to it: the docs site has them too)
     python scripts/screenshots.py help demo-1-stall-80x24   # only these
 
 Each shot replays a window of the real 2 x H200 recording as fast as possible (so the
