@@ -213,6 +213,7 @@ class ProcessActions:
             # A replay's pids are not processes of this node: samples and verdict only.
             processes=[] if replay else None,
             recorded_node=(getattr(self.source, "node", "") or "recording") if replay else None,
+            records=self.watcher.evidence_records(),  # so that its trace replays to it
         )
         self.last_bundle = pane  # the way out (X) needs the evidence saved first
         self.push_screen(pane)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from gputui.ui.process_table import ProcessTable
     from gputui.ui.story import DemoStory, StoryBar
     from gputui.ui.tool_pane import ToolPane
+    from gputui.watch import Watcher
 
 
 class AppLike(Protocol):
@@ -35,6 +36,7 @@ class AppLike(Protocol):
     # data, set by the app
     source: Source
     sampler: Sampler
+    watcher: Watcher
     snapshot: Snapshot | None
     verdict: Any | None  # a Verdict, or a recorded one (gputui.diagnose.recorded)
     recent_snapshots: deque[Snapshot]

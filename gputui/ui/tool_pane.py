@@ -236,6 +236,7 @@ def bundle_pane(
     hang_after: float = 60.0,
     processes: Sequence[ProcessInfo | int] | None = None,
     recorded_node: str | None = None,
+    records: Sequence[dict[str, Any]] = (),
 ) -> ToolPane:
     from gputui.tools.bundle import write_bundle
 
@@ -251,5 +252,6 @@ def bundle_pane(
             on_line=on_line,
             cancel=cancel,
             recorded_node=recorded_node,
+            records=records,
         ),
     )
