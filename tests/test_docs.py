@@ -217,3 +217,41 @@ def test_the_docs_site_has_every_screenshot_the_pages_show():
             REPO / "docs" / "screenshots" / f"{name}.svg",
         )
         assert top.read_bytes() == docs.read_bytes(), f"{docs} differs from {top}"
+
+
+# An install command that names the package itself (with or without extras), not a path or
+# a wheel file: `pipx install gputui`, `uv tool install 'gputui[probe]'`, `pip install gputui`.
+FROM_INDEX = re.compile(
+    r"\b(?:pipx|uv tool|uv pip|pip3?|python3? -m pip)\s+install\s+(?:-\S+\s+)*"
+    r"['\"]?gputui(?:\[[^\]]*\])?['\"]?(?![\w./-])"
+)
+
+
+def test_no_page_tells_a_newcomer_to_install_from_the_package_index():
+    """gputui is not on the package index: a page that leads with `pipx install gputui` sends
+    a newcomer to an error. A checkout (`pipx install .`, `'.[probe]'`) or a wheel is fine."""
+    pages = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md"))]
+    hits = [
+        f"{p.relative_to(REPO)}:{i}: {line.strip()}"
+        for p in pages
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if FROM_INDEX.search(line)
+    ]
+    assert not hits, "install from a checkout or a wheel instead:\n" + "\n".join(hits)
+
+
+@pytest.mark.parametrize(
+    "line,from_index",
+    [
+        ("pipx install gputui              # or: uv tool install gputui", True),
+        ("pip install 'gputui[exporter]'", True),
+        ("uv tool install -q gputui", True),
+        ("pipx install .                   # in a checkout", False),
+        ("pip install '.[probe]'", False),
+        ("pipx install dist/gputui-0.3.0-py3-none-any.whl", False),
+        ("pip install gputui-0.3.0-py3-none-any.whl", False),
+        ("pip install py-spy", False),
+    ],
+)
+def test_the_index_check_tells_a_package_name_from_a_path(line, from_index):
+    assert bool(FROM_INDEX.search(line)) is from_index
