@@ -52,6 +52,7 @@ def test_snapshot_reads_the_raw_calibration_format(tmp_path):
         (["snapshot", "--interval", "0"], "positive"),
         (["snapshot", "--interval", "soon"], "not a number"),
         (["snapshot", "--at", "5"], "--at only applies"),
+        (["snapshot", "--demo", "--at", "9999"], "--at 9999: past the end of the recording"),
         (["--speed", "-1"], "positive"),
         (["nosuchcommand"], "invalid choice"),
         (["record"], "required"),
