@@ -66,7 +66,8 @@ async def shoot(
 async def shoot_story(name: str, chapter: int, size: tuple[int, int] = (80, 24)) -> Path:
     """The guided demo (`gputui --demo`) held at its chapter `chapter` (0: the stall with its
     culprit, 1: the dead rank), replayed as fast as possible up to there."""
-    app = GputuiApp(ReplaySource.demo(realtime=False), story=DemoStory())
+    source = ReplaySource.demo(realtime=False)
+    app = GputuiApp(source, story=DemoStory(snaps=source.snaps))
     async with app.run_test(size=size) as pilot:
         for i in range(chapter + 1):
             while app.story is None or app.story.holding != i:

@@ -18,6 +18,7 @@ from textual.strip import Strip
 from gputui.ui.strips import Line, LineView, fit
 
 MAX_ANSWER_LINES = 6  # 80 columns: ~470 characters of headline, still leaving the GPUs room
+MAX_OK_LINES = 3  # a quiet verdict wraps too (never "Not F…"), but stays short
 NVML_LEVEL = 10  # gputui.diagnose.ranking.Strength.NVML (not imported: the UI starts fast)
 MISMATCH_LEVEL = 40  # Strength.MISMATCH
 
@@ -26,6 +27,7 @@ SLOW_STYLE = "@slow"
 STALLED_STYLE = "@stalled"
 HUNG_STYLE = "@hung"
 KEYS = "j select suspect · p its stack · a all ranks · d details · b bundle"
+KEYS_GONE = "d why it is gone · p what it left · a its peers' stacks · b bundle"  # no stack
 
 
 def headline(v: Any, now: float) -> tuple[str, str]:
@@ -90,12 +92,30 @@ def wrap(text: str, width: int, limit: int = MAX_ANSWER_LINES) -> list[str]:
     return [ln if i == 0 else "  " + ln for i, ln in enumerate(lines)]
 
 
+def quiet_reason(v: Any) -> str:
+    """A verdict that raises nothing, as the banner says it: without the pointer to the demo
+    that a node with no driver gets (the line under the banner says it, once)."""
+    reason = str(v.reason)
+    if "gputui --demo" in reason:
+        from gputui.collect.nvml import NO_DRIVER_HINT
+
+        reason = reason.replace(f"; {NO_DRIVER_HINT}", "").replace(NO_DRIVER_HINT, "")
+    return reason
+
+
+def _quiet_lines(v: Any, width: int) -> list[str]:
+    """The quiet verdict's lines after its badge: wrapped at spaces, as the alarm's answer."""
+    badge = 6 if v.state == "slow" else 4  # " SLOW ", " OK "
+    room = max(8, width - badge)
+    return wrap(f"  {quiet_reason(v)}", room, MAX_OK_LINES)  # each line indented by two
+
+
 def banner_height(v: Any | None, width: int = 80) -> int:
     """Lines the banner takes for this verdict at this width (known before it is drawn, so
     the GPU board can choose its form in the same pass)."""
     if v is None:
         return 0
-    return 2 + len(wrap(answer(v), width)) if v.alarm else 1
+    return 2 + len(wrap(answer(v), width)) if v.alarm else len(_quiet_lines(v, width))
 
 
 def banner_lines(v: Any | None, now: float, width: int) -> list[Strip]:
@@ -104,15 +124,20 @@ def banner_lines(v: Any | None, now: float, width: int) -> list[Strip]:
     if not v.alarm:
         slow = v.state == "slow"  # a straggler: not an alarm, but worth a badge of its own
         badge, style = (" SLOW ", SLOW_STYLE) if slow else (" OK ", OK_STYLE)
-        line = Line().add(badge, style)
-        line.add(fit(f"  {v.reason}", max(0, width - len(badge))), "" if slow else "dim")
-        return [line.strip(width)]
+        # No GPU to watch: why, in the caution colour (the node's answer, not a quiet one).
+        text = "" if slow else "dim" if getattr(v, "gpu_states", None) else "@caution"
+        out = []
+        for i, part in enumerate(_quiet_lines(v, width)):
+            line = Line().add(badge if i == 0 else " " * len(badge), style if i == 0 else "")
+            out.append(line.add(fit(part, max(0, width - len(badge))), text).strip(width))
+        return out
     badge, text = headline(v, now)
     first = Line().add(badge, HUNG_STYLE if v.state == "hung" else STALLED_STYLE)
     first.add(fit(text, max(0, width - first.length)), "bold")
     style = "@alert" if v.findings else ""
     answers = [Line().add(fit(a, width), style).strip(width) for a in wrap(answer(v), width)]
-    third = Line().add(fit(KEYS, width), "italic")
+    gone = v.suspects and set(v.suspects) <= set(getattr(v, "vanished", ()) or ())
+    third = Line().add(fit(KEYS_GONE if gone else KEYS, width), "italic")
     return [first.strip(width), *answers, third.strip(width)]
 
 

@@ -27,6 +27,7 @@ from textual.widgets import Footer, RichLog, Static
 
 from gputui.collect.model import Job, ProcessInfo, Snapshot
 from gputui.redact import redact_text
+from gputui.textsafe import clean
 from gputui.tools.result import Cancel, LineSink, Outcome, ToolResult
 from gputui.ui.palette import role
 
@@ -241,7 +242,7 @@ def bundle_pane(
     from gputui.tools.bundle import write_bundle
 
     return ToolPane(
-        "incident bundle",
+        f"incident bundle -> {clean(str(out_dir))}" if out_dir is not None else "incident bundle",
         lambda on_line, cancel: write_bundle(
             out_dir,
             snapshots=list(snapshots),
