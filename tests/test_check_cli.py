@@ -98,6 +98,6 @@ def test_a_text_line_is_printed_when_what_it_says_changes():
     repeats = [b for a, b in zip(said, said[1:], strict=False) if a == b]
     assert not repeats, r.stdout
     states = [s.split()[0] for s in said]
-    assert states == ["OK", "OK", "STALLED", "STALLED", "OK", "OK", "STALLED", "OK", "OK"]
+    assert states == ["OK", "STALLED", "STALLED", "OK", "OK", "STALLED", "OK", "OK"]
     js = run_cli("check", "--demo", "--json")
     assert len(js.stdout.splitlines()) > len(said)  # --json keeps every change of the keys
