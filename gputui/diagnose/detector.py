@@ -268,8 +268,8 @@ def _ok_reason(
 
 
 def _gone_note(groups: list[Group], snap: Snapshot) -> str:
-    """ "; rank 1 (pid 1025) has exited while its job runs on": a rank whose process left
-    while the job's other ranks are still here. Said while nothing is stalled yet: the
+    """The note on a rank whose process left while the job's other ranks are still here:
+    "; rank 1 (pid 1025) has exited while its job runs on". Said while nothing is stalled yet: the
     moment a rank dies, its peers have not spun long enough for a stall (10 s by default),
     and an "OK" that does not say what changed reads as if nothing had."""
     gone = []
