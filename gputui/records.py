@@ -15,6 +15,7 @@ from collections.abc import Collection
 from typing import Any
 
 KEEP_PER_JOB = 4  # records kept per (job, kind): only the newest usable one is shown
+MAX_QUEUED = 1024  # queued for `record` and not taken yet (the dashboard takes none): newest kept
 
 
 class RecordStore:
@@ -41,12 +42,21 @@ class RecordStore:
         """For `gputui record` to write (take())."""
         with self._lock:
             self._new.append(rec)
+            del self._new[:-MAX_QUEUED]
 
     def take(self) -> list[dict[str, Any]]:
         """Records queued since the last call, oldest first."""
         with self._lock:
             out, self._new = self._new, []
         return sorted(out, key=lambda r: r.get("t", 0))
+
+    def held(self) -> list[dict[str, Any]]:
+        """Every record held now, kept or queued, each once, oldest first: what a bundle
+        writes into its trace so that it replays to the verdict shown."""
+        with self._lock:
+            recs = [r for kept in self._kept.values() for r in kept] + self._new
+        once = list({id(r): r for r in recs}.values())
+        return sorted(once, key=lambda r: r["t"] if isinstance(r.get("t"), (int, float)) else 0)
 
     def count(self, job: str, kind: str) -> int:
         with self._lock:

@@ -400,6 +400,11 @@ class Watcher:
                 pass
         return not self.pending()
 
+    def evidence_records(self) -> list[dict[str, Any]]:
+        """Every evidence record held now (gathered or replayed), oldest first: an incident
+        bundle writes them into its trace, so that the trace replays to the same verdict."""
+        return self.records.held()
+
     def take_records(self) -> list[dict[str, Any]]:
         """Records gathered since the last call, oldest first, for `gputui record` to write."""
         return self.records.take()

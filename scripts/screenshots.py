@@ -1,6 +1,7 @@
 """Generate the SVG screenshots of the README and docs/ from the bundled demo recording.
 
-    python scripts/screenshots.py            # writes screenshots/*.svg
+    python scripts/screenshots.py            # writes screenshots/*.svg (docs/screenshots
+                                             # is a link to it: the docs site has them too)
     python scripts/screenshots.py help demo-1-stall-80x24   # only these
 
 Each shot replays a window of the real 2 x H200 recording as fast as possible (so the
@@ -65,7 +66,8 @@ async def shoot(
 async def shoot_story(name: str, chapter: int, size: tuple[int, int] = (80, 24)) -> Path:
     """The guided demo (`gputui --demo`) held at its chapter `chapter` (0: the stall with its
     culprit, 1: the dead rank), replayed as fast as possible up to there."""
-    app = GputuiApp(ReplaySource.demo(realtime=False), story=DemoStory())
+    source = ReplaySource.demo(realtime=False)
+    app = GputuiApp(source, story=DemoStory(snaps=source.snaps))
     async with app.run_test(size=size) as pilot:
         for i in range(chapter + 1):
             while app.story is None or app.story.holding != i:

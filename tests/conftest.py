@@ -180,6 +180,7 @@ SHARED_GROUPS = {"test_world_probe": "world", "test_world_screen": "world"}
 # whose rank jobs (ranks missing from a local world, one that cannot be dumped) such a check
 # rightly calls a rendezvous hang: beside each other, the check would name the other's job.
 SHARED_GROUPS |= {"test_rendezvous": "host_ranks", "test_watch_live": "host_ranks"}
+SHARED_GROUPS |= {"test_bundle_replays": "host_ranks"}  # its two ranks, on the stand-in NVML
 
 
 def _module(item: pytest.Item) -> str:

@@ -13,11 +13,14 @@ import pytest
 from conftest import no_gpu_only
 from hangs import eight_gpu_hang, hang_window
 from screen import on_screen, run_to_end, screen_text, until
+from textual.containers import VerticalScroll
 
+from gputui.collect.source import ReplaySource
 from gputui.ui.app import GputuiApp
 from gputui.ui.gpu_board import GpuBoard
-from gputui.ui.help_screen import HelpScreen
+from gputui.ui.help_screen import LABEL_WIDTH, LABELS, TABLE_KEYS, HelpScreen
 from gputui.ui.process_table import ProcessTable
+from gputui.ui.story import DemoStory
 
 DEMO_CMD = "/opt/torch/.venv/bin/python3 ./worker2.py stall_in_loop 35"
 
@@ -213,10 +216,28 @@ async def test_help_fits_in_80_columns_and_lists_every_key(demo_snaps):
         assert isinstance(app.screen, HelpScreen)
         text = "\n".join(screen_text(app))
         for b in app.BINDINGS:
-            assert b.description in text, b.description  # whole, not clipped
+            assert b.id in LABELS, f"no help label for {b.id}"
+            assert len(LABELS[b.id]) <= LABEL_WIDTH and LABELS[b.id] in text  # whole
+        assert "pause sampling" in text
         await pilot.press("escape")
         await pilot.press("f1")
         assert isinstance(app.screen, HelpScreen)
+
+
+async def test_help_fits_80x24_whole_without_scrolling_and_says_what_space_does_in_the_demo():
+    """At 24 rows the help needed scrolling; in the demo it said space pauses, where space
+    goes on from the stop the demo holds at."""
+    app = GputuiApp(ReplaySource.demo(realtime=False), story=DemoStory())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = screen_text(app)
+        last_key, last_label = TABLE_KEYS[-1]
+        assert any(last_key in ln and last_label in ln for ln in text), "\n".join(text)
+        assert any("STALE: no sample" in ln for ln in text), "the notes' end is on screen"
+        assert any("space" in ln and "demo: go on; else pause" in ln for ln in text)
+        scroll = app.screen.query_one(VerticalScroll)
+        assert scroll.max_scroll_y == 0, "nothing to scroll at 80x24"
 
 
 async def test_the_command_palette_offers_gputuis_actions(demo_snaps):
@@ -241,7 +262,7 @@ async def test_without_gpus_it_starts_shows_host_processes_and_says_why():
     async with app.run_test(size=(100, 30)) as pilot:
         await asyncio.wait_for(app.first_snapshot.wait(), 30)
         await pilot.pause()
-        assert on_screen(app, "No GPUs") and on_screen(app, "gputui --demo")
+        assert on_screen(app, "no GPUs to watch") and on_screen(app, "gputui --demo")
         assert pids_shown(app)
 
 

@@ -79,3 +79,25 @@ def test_without_gpus_a_live_check_is_ok_and_says_why():
     r = run_cli("check", "--duration", "1", "--interval", "0.5")
     assert r.returncode == 0
     assert "no GPUs to watch" in r.stdout
+
+
+def test_a_text_line_is_printed_when_what_it_says_changes():
+    """5 of 15 lines of `check --demo` said what the line before said (the JSON lines
+    differ in job keys and ranks, the text does not): each text line now says something new,
+    and every change of state is still there."""
+    r = run_cli("check", "--demo")
+    assert r.returncode == 1, r.stderr
+    said: list[str] = []  # each entry: its first line without the time, and the lines under it
+    for ln in r.stdout.splitlines()[1:]:
+        if ln.startswith("+"):
+            said.append(ln.split(" s  ", 1)[1])
+        elif ln.startswith(" ") and said:
+            said[-1] += "\n" + ln
+        else:
+            break  # final: ...
+    repeats = [b for a, b in zip(said, said[1:], strict=False) if a == b]
+    assert not repeats, r.stdout
+    states = [s.split()[0] for s in said]
+    assert states == ["OK", "STALLED", "STALLED", "OK", "OK", "STALLED", "OK", "OK"]
+    js = run_cli("check", "--demo", "--json")
+    assert len(js.stdout.splitlines()) > len(said)  # --json keeps every change of the keys

@@ -64,6 +64,18 @@ def test_bad_input_is_one_line_and_exit_2(args, needle):
     assert needle in one_line_error(r)
 
 
+def test_at_past_the_end_of_a_recording_shows_its_last_sample_and_says_so():
+    """`snapshot --demo --at 9999` gave the last sample in silence."""
+    r = run_cli("snapshot", "--demo", "--at", "9999")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == (
+        "gputui: --at 9999 is past the end of the recording, which lasts 158.5 s: its last "
+        "sample is shown\n"
+    )
+    last = run_cli("snapshot", "--demo", "--at", "158.5")
+    assert r.stdout == last.stdout and last.stderr == ""
+
+
 def test_corrupt_replay_file_is_one_line_and_exit_2(tmp_path):
     f = tmp_path / "corrupt.jsonl"
     f.write_text('{"t": 1, "gpu": 0}\n{oops\n')

@@ -103,3 +103,90 @@ def test_start_counts_from_where_the_demo_starts():
     start = plain.snaps[plain.pos].t - t0
     assert abs(start - demo_offset(plain.snaps)) < 0.5
     assert abs((later.snaps[later.pos].t - t0) - (start + 20.0)) < 0.5
+
+
+# ---------------------------------------------------------------- the story's pace (issue 33)
+
+
+def test_the_first_stop_comes_about_15_s_in_not_26():
+    """The demo started 8 s before the first job's phase; its first stop came 26 s in with
+    "OK no hang" all the while. It starts 2 s before the job's first process now."""
+    from gputui.diagnose.detector import diagnose_trace
+
+    src = fast_demo()
+    start = src.snaps[src.pos].t
+    verdicts = diagnose_trace(src.snaps[src.pos :])
+    stall = next(v for v in verdicts if v.alarm)
+    assert 12.0 <= stall.t - start <= 18.0, stall.t - start
+    first_proc = next(s for s in src.snaps[src.pos :] if s.processes)
+    assert 1.0 <= first_proc.t - start <= 3.0
+
+
+def test_the_story_bar_counts_down_to_the_hang_then_says_the_banner_counts():
+    """Read from the recording: when the chapter's hang starts (its first spinning GPU, or
+    the moment its dead rank's row goes), then what to watch while the detector counts."""
+    src = fast_demo()
+    story = DemoStory(snaps=src.snaps)
+    first, second = story.events[0], story.events[1]
+    gone = next(s.t for s in src.snaps if s.phase == "rank_dies" and len(s.processes) == 1)
+    assert second == gone
+    assert story.check(None, "stall_in_loop_init", first - 3.2) is False
+    assert story.lines()[1][0] == "  the rank stops in 3 s"
+    story.check(None, "stall_in_loop", first + 1.0)
+    assert (
+        story.lines()[1][0]
+        == "  rank 1 stopped entering all_reduce: the banner counts rank 0's wait"
+    )
+    assert all(len(f" {text}") <= 80 for text, _ in story.lines())
+
+
+def test_the_banner_changes_when_the_dead_ranks_row_goes_not_10_s_later():
+    """Part 2: rank 1's process exits and its row goes; the detector needs 10 s of spinning
+    for a stall, so the banner stayed "OK no hang" for 10 s as if nothing had happened. It
+    says at once what the detector sees: the rank has exited, and the seconds counted."""
+    from gputui.diagnose.detector import Detector
+
+    det = Detector()
+    src = fast_demo()
+    seen = None
+    for s in src.snaps:
+        v = det.update(s)
+        if s.phase == "rank_dies" and 1025 not in {p.pid for p in s.processes}:
+            seen = (s, v)
+            break
+    assert seen is not None
+    snap, v = seen
+    assert v.state == "ok" and "rank 1 (pid 1025) has exited while its job runs on" in v.reason
+    later = next(det.update(s) for s in src.snaps if s.t > snap.t + 3.0)
+    assert (
+        "no hang yet: GPU 0 has spun" in later.reason
+        and "a stall is called at 10 s" in later.reason
+    )
+
+
+async def test_at_the_dead_rank_p_says_the_rank_is_gone_not_its_peers_stack():
+    app = GputuiApp(fast_demo(), story=DemoStory())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.story.holding == 0)
+        await pilot.press("space")
+        await until(pilot, lambda: app.story.holding == 1)
+        await pilot.pause()
+        assert on_screen(app, "d why it is gone") and not on_screen(app, "p its stack")
+        await pilot.press("p")
+        assert on_screen(app, "rank 1 (pid 1025) is gone: its process exited, so it has no")
+        assert not on_screen(app, "synchronize (torch/cuda/__init__.py")  # rank 0's stack
+        await pilot.press("escape", "down", "p")  # a row chosen by hand: its own stack
+        assert on_screen(app, "recorded py-spy dump of pid 1024")
+
+
+async def test_the_details_of_a_replay_suggest_what_works_in_a_replay():
+    """`gputui dump 815` fails in the demo: the processes ran on the recorded node."""
+    app = GputuiApp(fast_demo(), story=DemoStory())
+    async with app.run_test(size=(100, 60)) as pilot:
+        for stop in (0, 1):
+            await until(pilot, lambda stop=stop: app.story.holding == stop)
+            await pilot.press("d")
+            text = "\n".join(screen_text(app))
+            assert "gputui dump" not in text and "n adds native frames" not in text, text
+            assert "This is a replay: its processes ran on the recorded node" in text
+            await pilot.press("escape", "space")

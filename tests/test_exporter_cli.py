@@ -26,9 +26,9 @@ from gputui.collect.source import ReplaySource
 from gputui.commands.exporter import NEEDS_CLIENT
 from gputui.exporter.looping import LoopingSource
 
-# `--demo --start` time (s, counted from where the demo starts, 50.1 s into the file) just
+# `--demo --start` time (s, counted from where the demo starts, 60.2 s into the file) just
 # before the demo's stall_in_loop job starts spinning (at ~65.7 s into the file).
-DEMO_SPIN_START = 14.9
+DEMO_SPIN_START = 4.8
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -22,7 +23,7 @@ from gputui.collect.trace import TraceWriter
 from gputui.collect.trace_read import read_trace
 from gputui.errors import GputuiError
 from gputui.tools.kube import classify_exec, exec_argv, running_pods
-from tests.conftest import run_cli
+from tests.conftest import free_port, run_cli
 
 STANDIN = r"""#!{python}
 import json, os, subprocess, sys, time
@@ -191,3 +192,56 @@ def test_exec_is_an_argument_list_and_kubectl_refusals_are_told_from_exit_1():
     assert refused.outcome == "refused" and refused.error.startswith("Error from server")
     hang = classify_exec("p", "done", 1, '{"state": "stalled"}\n', "", 0.1, 5)
     assert hang.outcome == "done"  # gputui check's exit 1 is a hang, not a refusal
+    prompt = classify_exec("p", "done", 1, "Please enter Username: ", "error: EOF\n", 0.1, 5)
+    assert prompt.outcome == "refused" and prompt.error == "error: EOF"
+
+
+# What kubectl 1.32 printed here with no cluster (its client-go log lines, then its own):
+NO_CLUSTER = (
+    'E1126 23:36:34.536780   13975 memcache.go:265] "Unhandled Error" err="couldn\'t get '
+    'current server API group list: Get \\"http://localhost:8080/api?timeout=10s\\": dial tcp '
+    '127.0.0.1:8080: connect: connection refused"\n'
+    * 4
+    + "The connection to the server localhost:8080 was refused - did you specify the right "
+    "host or port?\n"
+)
+
+
+def test_no_cluster_is_kubectls_own_line_not_its_logs_nor_no_check_lines():
+    run = classify_exec("p", "done", 1, "", NO_CLUSTER, 0.1, 5)
+    assert run.outcome == "refused"
+    assert run.error == (
+        "The connection to the server localhost:8080 was refused - did you specify the right "
+        "host or port?"
+    )
+    only_logs = classify_exec("p", "done", 1, "", NO_CLUSTER.splitlines()[0], 0.1, 5)
+    assert only_logs.outcome == "refused" and only_logs.error.startswith("couldn't get current")
+    assert "dial tcp 127.0.0.1:8080: connect: connection refused" in only_logs.error
+
+
+def test_kubectls_reason_is_redacted():
+    err = "Unable to connect to the server: https://admin:hunter2secret@10.0.0.1:6443\n"
+    run = classify_exec("p", "done", 1, "", err, 0.1, 5)
+    assert run.outcome == "refused" and "hunter2secret" not in run.error
+    assert run.error.startswith("Unable to connect to the server: https://admin:")
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_real_kubectl_with_no_cluster_says_why_the_pod_is_silent(tmp_path):
+    """The real kubectl against an API server address where nothing listens: the pod is
+    silent with kubectl's "connection ... refused", as an unreachable ssh host is."""
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        f"clusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:{free_port()}'}}}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+        "users: [{name: u, user: {token: abc}}]\n"
+    )
+    r = run_cli(
+        "fleet", "--launcher", "kubectl", "pod-a", "--", "check", "--duration", "1",
+        env={"KUBECONFIG": str(config)}, timeout=90,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    silent = next(ln for ln in r.stderr.splitlines() if ln.startswith("gputui: pod-a: silent"))
+    assert "refused" in silent and "connection" in silent.lower(), r.stderr
+    assert "no check lines" not in r.stderr and "E11" not in r.stderr

@@ -19,7 +19,7 @@ from synth import timeline
 from gputui.collect.hostlist import expand_hosts, host_from_name
 from gputui.collect.source import demo_path, filter_gpus
 from gputui.collect.trace import TraceWriter
-from gputui.diagnose.merge import line_from_json, merge, stack_groups
+from gputui.diagnose.merge import Merged, exit_code, line_from_json, merge, stack_groups
 
 STALL_END_S = 95.0  # inside the demo's stall_in_loop phase (rank 1 stuck, GPU 1 idle)
 
@@ -133,6 +133,46 @@ def test_nearby_changes_are_one_step_and_distant_ones_are_not():
     steps = merge(lines, window=2.0)
     assert [s.state for s in steps] == ["ok", "stalled"]
     assert steps[-1].spinning == ("a:0", "b:0") and steps[-1].waiting_hosts == ("a", "b")
+
+
+def test_a_stall_that_ends_within_the_window_is_a_step_of_its_own():
+    """Nodes that report a stall and its end within one window: coalesced, the stall was
+    lost and the merge said ok; it is a step, and the span's worst verdict is a hang."""
+    lines = [
+        line("a", 0),
+        line("a", 10, "stalled", spinning=[0]),
+        line("b", 10.5),
+        line("a", 11),
+    ]
+    steps = merge(lines, window=2.0)
+    assert [s.state for s in steps] == ["ok", "stalled", "ok"]
+    assert steps[1].spinning == ("a:0",) and steps[1].t == 10
+    assert exit_code(steps) == 1
+
+
+def test_the_exit_code_is_the_worst_verdict_seen_over_the_span():
+    def step(state: str, sick: tuple[str, ...] = ()) -> Merged:
+        return Merged(t=0.0, state=state, spinning=(), suspects=(), reason="", sick=sick)
+
+    assert exit_code([step("ok"), step("stalled"), step("ok")]) == 1
+    assert exit_code([step("ok"), step("ok", sick=("a:1 failed: Xid 79",))]) == 3
+    assert exit_code([step("ok", sick=("a:1 failed: Xid 79",)), step("hung")]) == 1
+    assert exit_code([step("slow"), step("ok")]) == 0
+
+
+def test_merge_of_the_demos_dead_rank_exits_1_although_it_ends_ok(tmp_path):
+    """The demo's second stall (a rank died) is on one check line, cleared 0.7 s later: the
+    merge of those lines said "final: ok" with exit 0, where the replay exits 1."""
+    lines = check_lines("--demo")
+    i = next(k for k, x in enumerate(lines) if x["state"] == "stalled" and "1025" in x["reason"])
+    path = tmp_path / "lines.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines[i - 2 : i + 3]))
+    text = run_cli("merge", str(path))
+    assert text.returncode == 1, text.stdout + text.stderr
+    assert "final: ok" in text.stdout and "alarms: 1 (+" in text.stdout, text.stdout
+    js = run_cli("merge", "--json", str(path))
+    assert js.returncode == 1
+    assert [json.loads(x)["state"] for x in js.stdout.splitlines()] == ["ok", "stalled", "ok"]
 
 
 def test_stacks_are_grouped_across_nodes_stat_style():

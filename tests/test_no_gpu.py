@@ -7,6 +7,7 @@ threads, each "[environment not readable]") while a Python loop at 97% CPU was o
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -77,3 +78,27 @@ def test_check_without_a_gpu_and_without_ranks_says_so_at_once():
     assert r.returncode == 0, r.stderr
     assert "no GPUs to watch" in r.stdout
     assert took < 8.0, f"check waited {took:.1f} s with nothing to watch"
+
+
+@no_gpu_only
+async def test_at_80x24_the_verdict_is_whole_the_demo_is_named_once_and_no_key_is_idle():
+    """Seen on a fresh clone without a GPU: the verdict cut ("Not F…"), "try gputui --demo"
+    twice in four lines, and `j`/`a` offered with no job to act on."""
+    source = LiveSource(interval=0.5)
+    app = GputuiApp(source)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await asyncio.wait_for(app.first_snapshot.wait(), 30)
+            await until(pilot, lambda: app.verdict is not None)
+            await pilot.pause()
+            text = screen_text(app)
+            banner = [ln for ln in text[1:4] if ln.strip()]
+            reason = app.verdict.reason.split("; run `gputui --demo`")[0]
+            flat = " ".join(ln.strip() for ln in text[1:4])
+            assert reason in flat and "…" not in " ".join(banner[:-1]), text[:5]
+            assert sum("gputui --demo" in ln for ln in text) == 1, text[:6]
+            keys = text[-1]
+            assert " j suspect" not in keys and " a all ranks" not in keys, keys
+            assert " P probe" not in keys and " q quit" in keys and " / filter" in keys
+    finally:
+        source.close()

@@ -125,6 +125,38 @@ async def test_the_cursor_row_moves_correctly_over_cached_rows():
         assert screen_of(table) == moved
 
 
+async def test_until_a_row_is_chosen_the_selection_is_the_top_row_as_the_rows_re_sort():
+    """The first frame lists processes before their CPU% is known, pid 1 on top; the next
+    sorts by CPU%. The selection clung to pid 1, and `p` then dumped init."""
+    app = TableApp()
+    async with app.run_test(size=(120, 20)) as pilot:
+        table = app.query_one(ProcessTable)
+        table.sort("cpu")
+        table.apply(procs(6, cpu={i: 0.0 for i in range(6)}), [], NOW)
+        await pilot.pause()
+        first = table.selected()
+        table.apply(procs(6, cpu={4: 90.0}), [], NOW)
+        await pilot.pause()
+        top = next(r.proc for r in table.rows if r.proc is not None)
+        assert first is not None and first.pid != top.pid
+        assert table.selected() is top and top.pid == 104 and not table.chosen
+
+
+async def test_a_chosen_process_is_followed_across_re_sorts_not_its_line():
+    app = TableApp()
+    async with app.run_test(size=(120, 20)) as pilot:
+        table = app.query_one(ProcessTable)
+        table.sort("cpu")
+        table.apply(procs(6), [], NOW)  # CPU% 10 + i: pid 105 on top
+        await pilot.pause()
+        await pilot.press("down")  # pid 104, the second line
+        assert table.selected().pid == 104 and table.chosen
+        table.apply(procs(6, cpu={1: 99.0, 4: 0.0}), [], NOW)  # 104 goes to the bottom
+        await pilot.pause()
+        assert table.selected().pid == 104
+        assert [r.proc.pid for r in table.rows][-1] == 104
+
+
 def test_the_command_column_leaves_out_the_programs_directory():
     """At 80 columns `/opt/torch/.venv/bin/python3` would hide the script (seen on the device)."""
     from gputui.collect.model import ProcessInfo

@@ -8,7 +8,7 @@ the job's key changed, by a pid it names; and records too old for any episode go
 
 from __future__ import annotations
 
-from gputui.records import KEEP_PER_JOB, RecordStore
+from gputui.records import KEEP_PER_JOB, MAX_QUEUED, RecordStore
 
 KINDS = {"stacks", "ras"}
 
@@ -55,3 +55,25 @@ def test_pruning_drops_what_no_episode_can_use_and_queued_records_come_out_once_
     s.queue(rec(2))
     assert [r["t"] for r in s.take()] == [2, 3]
     assert s.take() == []
+
+
+def test_held_gives_every_record_once_oldest_first_for_a_bundles_trace():
+    """A bundle writes these into its trace: kept ones and queued ones (a rendezvous record
+    is only queued), each once though a gathered record is both."""
+    s = RecordStore()
+    gathered, waiting = rec(5), {"type": "rendezvous", "t": 2.0, "job": "j"}
+    s.keep(gathered, KINDS)
+    s.queue(gathered)
+    s.queue(waiting)
+    s.keep(rec(9, kind="ras"), KINDS)
+    assert [r["t"] for r in s.held()] == [2.0, 5, 9]
+
+
+def test_the_queue_no_one_takes_stays_bounded():
+    """The dashboard never takes the queue (only `gputui record` does): a node watched for
+    weeks keeps the newest MAX_QUEUED records, not all of them."""
+    s = RecordStore()
+    for t in range(MAX_QUEUED + 10):
+        s.queue(rec(t))
+    taken = s.take()
+    assert len(taken) == MAX_QUEUED and taken[0]["t"] == 10

@@ -15,6 +15,7 @@ from screen import on_screen, screen_text, until
 from gputui.collect.source import ReplaySource
 from gputui.ui.app import GputuiApp
 from gputui.ui.details_screen import TextScreen
+from gputui.ui.dialogs import WriteDialog
 from gputui.ui.tool_pane import ToolPane
 
 
@@ -57,6 +58,9 @@ async def test_b_writes_the_bundle_of_the_recorded_moment(tmp_path):
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: app.ended and bool(app.verdict.stacks))
         await pilot.press("b")
+        assert isinstance(app.screen, WriteDialog)  # where, before anything is written
+        assert str(tmp_path / "b") in app.screen.question and not (tmp_path / "b").exists()
+        await pilot.press("enter")
         assert isinstance(app.screen, ToolPane)
         await until(pilot, lambda: (tmp_path / "b" / "README.txt").exists())
     out = tmp_path / "b"
@@ -68,6 +72,36 @@ async def test_b_writes_the_bundle_of_the_recorded_moment(tmp_path):
     assert "on demo-h200x2-hang" in readme
     assert "a replay of demo-h200x2-hang: topology not recorded" in readme
     assert not (out / "topology.txt").exists()  # this machine's would describe another node
+
+
+async def test_b_says_the_full_path_first_and_esc_writes_nothing(tmp_path, monkeypatch):
+    """b wrote into the current directory without saying where. The default place is
+    ./gputui-bundle-HOST-TIME: the question names it in full."""
+    monkeypatch.chdir(tmp_path)
+    app = GputuiApp(demo_at_stall())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.ended and bool(app.verdict.stacks))
+        await pilot.press("b")
+        assert isinstance(app.screen, WriteDialog)
+        where = app.screen.question.splitlines()[-1]
+        assert where.startswith(f"{tmp_path}/gputui-bundle-demo-h200x2-hang-"), where
+        await pilot.press("escape")
+        assert not isinstance(app.screen, WriteDialog)
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_a_bundle_written_with_b_replays_to_the_verdict_on_screen(tmp_path):
+    from gputui.collect.trace_read import read_trace
+    from gputui.commands.moment import verdicts
+
+    app = GputuiApp(demo_at_stall(), bundle_dir=tmp_path / "b")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.ended and bool(app.verdict.stacks))
+        shown = app.verdict
+        await pilot.press("b", "enter")
+        await until(pilot, lambda: (tmp_path / "b" / "README.txt").exists())
+    again = verdicts(read_trace(tmp_path / "b" / "trace.jsonl.gz"))[-1]
+    assert (again.state, again.reason) == (shown.state, shown.reason)
 
 
 async def test_refusals_never_pile_up_and_esc_dismisses_them(demo_snaps):

@@ -136,6 +136,48 @@ def test_run_tool_reports_a_failing_tool_with_its_last_line():
     assert "broken here" in r.message
 
 
+# What py-spy 0.4.3 printed for pid 1 with RUST_BACKTRACE=1 in the user's environment.
+PY_SPY_PID_1 = """Error: Failed to get process executable name. Check that the process is running.
+
+Caused by:
+    0: Permission denied (os error 13)
+    1: Permission denied (os error 13)
+
+Stack backtrace:
+   0: <E as anyhow::context::ext::StdError>::ext_context
+   1: py_spy::python_process_info::PythonProcessInfo::new
+   2: py_spy::python_spy::PythonSpy::new
+  10: main
+"""
+
+
+def test_run_tool_leaves_out_a_rust_backtrace_and_keeps_the_cause():
+    r = run_tool([sys.executable, "-c", f"print({PY_SPY_PID_1!r}); print('after')"], timeout=30)
+    text = "\n".join(r.lines)
+    assert "Stack backtrace" not in text and "anyhow" not in text and "py_spy::" not in text
+    assert r.lines[0].startswith("Error: Failed to get process executable name")
+    assert "    0: Permission denied (os error 13)" in r.lines  # "Caused by:" keeps its list
+    assert r.lines[-1] == "after"
+
+
+@needs_py_spy
+def test_py_spy_never_shows_its_own_backtrace_whatever_rust_backtrace_says(monkeypatch):
+    """A person whose shell sets RUST_BACKTRACE=1 pressed p on a process py-spy cannot read:
+    the pane showed py-spy's internal frames above gputui's explanation."""
+    monkeypatch.setenv("RUST_BACKTRACE", "1")
+    monkeypatch.setenv("RUST_LIB_BACKTRACE", "1")
+    sleeper = subprocess.Popen(["sleep", "60"])  # not Python: py-spy fails on it, always
+    try:
+        r = py_spy_dump(sleeper.pid, timeout=20)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    text = "\n".join([*r.lines, r.message])
+    assert r.outcome is Outcome.FAILED, r
+    assert "Failed to find python version" in text, text
+    assert "backtrace" not in text.lower() and "anyhow" not in text and "py_spy::" not in text
+
+
 # ---------------------------------------------------------------- which
 
 

@@ -14,7 +14,7 @@ from screen import until
 from synth import with_real_pids
 
 from gputui.ui.app import GputuiApp
-from gputui.ui.dialogs import ConfirmDialog
+from gputui.ui.dialogs import ConfirmDialog, WriteDialog
 from gputui.ui.tool_pane import ToolPane
 
 
@@ -73,6 +73,8 @@ async def test_x_ends_the_ranks_only_after_the_bundle_and_a_yes(spawn, tmp_path)
         await until(pilot, lambda: any("bundle first" in m for m in messages), why=messages)
         assert not isinstance(app.screen, ConfirmDialog)
         await pilot.press("b")
+        await until(pilot, lambda: isinstance(app.screen, WriteDialog))
+        await pilot.press("y")
         pane = app.screen
         assert isinstance(pane, ToolPane)
         await until(pilot, lambda: pane.finished.is_set(), timeout=60)

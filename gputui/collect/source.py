@@ -29,10 +29,12 @@ class Source(Protocol):
 
 
 DEMO_FILE = "demo-h200x2-hang.jsonl.gz"
-# Where the demo starts: a few seconds before the stall_in_loop job starts on the recording,
-# so the alert appears within half a minute of starting `gputui --demo`.
+# Where the demo starts: DEMO_LEAD_S before the stall_in_loop job's first process appears on
+# the recording, so it trains at once and its stall is called about 15 s in (the detector
+# needs 10 s of spinning); it started 8 s before that job's phase, and the first stop came 26 s
+# in, all of it "OK no hang".
 DEMO_START_PHASE = "stall_in_loop_init"
-DEMO_LEAD_S = 8.0
+DEMO_LEAD_S = 2.0
 # The longest a real-time replay waits between two samples, whatever the file's gap and the
 # speed: a recording paused for a day must not make the replay sleep for a day (or overflow
 # a timer), and an hour is longer than any gap worth watching in real time.
@@ -48,9 +50,16 @@ def demo_path() -> Path:
 
 def demo_offset(snaps: list[Snapshot]) -> float:
     """Seconds into the demo file where `gputui --demo` starts (DEMO_LEAD_S before the
-    stall_in_loop job)."""
-    first = next((s for s in snaps if s.phase == DEMO_START_PHASE), snaps[0])
-    return max(0.0, first.t - snaps[0].t - DEMO_LEAD_S)
+    stall_in_loop job's first process)."""
+    return max(0.0, job_start(snaps, DEMO_START_PHASE) - snaps[0].t - DEMO_LEAD_S)
+
+
+def job_start(snaps: list[Snapshot], phase: str) -> float:
+    """When the job of a recorded `phase` shows its first process (the phase's start when
+    none does; the file's start when no sample has the phase)."""
+    mine = [s for s in snaps if s.phase == phase]
+    first = next((s for s in mine if s.processes), mine[0] if mine else snaps[0])
+    return first.t
 
 
 class ReplaySource:

@@ -120,7 +120,9 @@ def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) 
     if getattr(args, "demo", False):
         from gputui.ui.story import DemoStory
 
-        story = DemoStory()  # the demo holds at each finding until the user goes on
+        # the demo holds at each finding until the user goes on; its recording says when
+        # each hang starts (the countdown on the story bar)
+        story = DemoStory(snaps=getattr(getattr(source, "inner", source), "snaps", None))
     return GputuiApp(
         source,
         probe_args=world,

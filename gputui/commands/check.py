@@ -186,7 +186,13 @@ def _host_ranks() -> bool:
 
 
 def _line(v: Verdict, t0: float) -> str:
-    head = f"+{v.t - t0:7.1f} s  {v.state.upper():8s}"
+    return f"+{v.t - t0:7.1f} s  {_said(v)}"
+
+
+def _said(v: Verdict) -> str:
+    """A verdict's text line without its time: a line is printed when this changes (a new
+    job key or ranks change the JSON line, not what the text says)."""
+    head = f"{v.state.upper():8s}"
     if not v.alarm:
         return f"{head} {v.reason}"
     pids = ", ".join(map(str, v.suspect_pids))
@@ -216,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
     watcher = Watcher(args.stall_after, args.hang_after, auto_dump=not args.no_auto_dump, live=live)
     last: Verdict | None = None
     last_key: object = None
-    last_said: tuple[object, ...] = ()  # the verdict part of last_key (text lines)
+    last_said: str | None = None  # what the last text line said, without its time
     report: NodeReport | None = None
     last_alarm: Verdict | None = None
     alarms = 0
@@ -251,9 +257,10 @@ def run(args: argparse.Namespace) -> int:
             if args.json:
                 extra = {"profile": prof} if prof is not None else {}
                 print(dumps({**verdict_to_json(v), **keys, **health, **extra}), flush=True)
-            elif first is not None and key[:4] != last_said:
+            elif first is not None and _said(v) + _profile_lines(prof) != last_said:
                 human.append(_line(v, first.t) + _profile_lines(prof))  # health: at the end
-        last, last_key, last_said = v, key, key[:4]
+                last_said = _said(v) + _profile_lines(prof)
+        last, last_key = v, key
 
     last_snap: Snapshot | None = None
     try:

@@ -6,8 +6,9 @@
 
 With `check`, every host's `--json` lines are merged into the job-wide verdict (as
 `gputui merge`); hosts that refuse, fail or time out are named silent with the reason. Other
-commands print each host's lines prefixed `host: `, as pdsh does. Exit status: as `check`
-(0 ok, 1 stalled or hung) for check, else 0/1 as the hosts' worst; 2 when no host answered.
+commands print each host's lines prefixed `host: `, as pdsh does. Exit status with check: as
+`merge`, the worst job-wide verdict seen over the span (a stall that ended exits 1); else 0/1
+as the hosts' worst; 2 when no host answered.
 """
 
 from __future__ import annotations
@@ -94,6 +95,12 @@ class _OptionParser(argparse.ArgumentParser):
         raise GputuiError(f"fleet: {message}")
 
 
+def _epilog() -> str:
+    from gputui.commands.merge import exit_epilog
+
+    return exit_epilog() + "\n(with check; with dump or snapshot: 1 when a host's command failed)"
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "fleet",
@@ -104,6 +111,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "job-wide verdict; a host that refuses or times out is named silent. `{host}` in "
             "an argument is replaced by the host's name. Options go before `--`."
         ),
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_options(p)
     p.add_argument("hosts", metavar="HOSTS", help="node[01-64], a,b,c or @file")
@@ -309,6 +318,6 @@ def _merge(args: argparse.Namespace, hosts: list[str], runs: list[HostRun], json
             print(json.dumps(merged_to_json(m)), flush=True)
     else:
         print(text_report(steps))
-    from gputui.diagnose import exitcodes  # the worst verdict seen, as `check` exits
+    from gputui.diagnose.merge import exit_code  # the worst verdict seen, as `check` exits
 
-    return exitcodes.worst(*(exitcodes.of_state(m.state) for m in steps))
+    return exit_code(steps)

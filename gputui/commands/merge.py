@@ -2,8 +2,10 @@
 
     srun --overlap --jobid J -N 64 --ntasks-per-node=1 gputui check --json | gputui merge
 
-Exit status as `check`: 0 when the job-wide verdict at the end is ok, 1 when stalled or
-hung, 2 on bad input (a file that cannot be read, no check lines at all, a bad --expect).
+Exit status as `check` over a replay: the worst job-wide verdict seen over the lines' span
+(gputui.diagnose.merge.exit_code), so a stall that ended still exits 1; 3 for a sick GPU
+when no job hung; 2 on bad input (a file that cannot be read, no check lines at all, a bad
+--expect).
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Read `gputui check --json` lines of many nodes (files, gzip, or standard input), "
             "align them in time and print the job-wide verdict: the GPUs that spin and the "
             "ones that do not (host:gpu), the suspect ranks, waiting and silent hosts, and the "
-            "ranks' stacks grouped across nodes. Exit 0: ok; 1: stalled or hung; 2: error."
+            "ranks' stacks grouped across nodes."
         ),
+        epilog=exit_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("files", nargs="*", metavar="FILE", help="check --json output ('-': stdin)")
     p.add_argument("--json", action="store_true", help="one JSON line per job-wide change")
@@ -48,6 +52,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def exit_epilog() -> str:
+    """merge's and fleet's --help epilog: the exit table and the rule over a span."""
+    from gputui.diagnose import exitcodes
+
+    return (
+        exitcodes.help_text()
+        + "\nthe exit code is the worst verdict seen over the lines' span, as a replay's:\n"
+        "a stall that ended before the last line still exits 1"
+    )
+
+
 def text_report(steps: list[Merged]) -> str:
     """What `merge` prints without --json: the changes, then the final verdict in full."""
     from gputui.diagnose.merge import ranks_text
@@ -59,6 +74,14 @@ def text_report(steps: list[Merged]) -> str:
         out.append(f"+{m.t - t0:7.1f} s  {m.state.upper():8s} {m.reason}")
     last = steps[-1]
     out.append(f"final: {last.state}: {last.reason}")
+    alarms = [m for m in steps if m.state in ("stalled", "hung")]
+    if alarms and last.state not in ("stalled", "hung"):
+        when = ", ".join(f"+{m.t - t0:.1f} s" for m in alarms[:4])
+        more = f" and {len(alarms) - 4} more" if len(alarms) > 4 else ""
+        out.append(
+            f"alarms: {len(alarms)} ({when}{more}), all cleared; the exit code is the worst "
+            "verdict seen"
+        )
     if last.suspects:
         ranks = f" ({ranks_text(last.suspect_ranks)})" if last.suspect_ranks else ""
         out.append(f"suspects: {', '.join(last.suspects)}{ranks}")
@@ -122,6 +145,6 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(merged_to_json(m)), flush=True)
     else:
         print(text_report(steps))
-    from gputui.diagnose import exitcodes  # the worst verdict seen, as `check` exits
+    from gputui.diagnose.merge import exit_code  # the worst verdict seen, as `check` exits
 
-    return exitcodes.worst(*(exitcodes.of_state(m.state) for m in steps))
+    return exit_code(steps)

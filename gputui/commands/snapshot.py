@@ -9,6 +9,8 @@ be read is still printed).
 from __future__ import annotations
 
 import argparse
+import math
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="S",
         help="with --replay/--demo: the sample S seconds into the file (default: the last; "
-        "--demo: the moment its verdict names the hang)",
+        "--demo: the moment its verdict names the hang); past the file's end: the last, "
+        "with a note on stderr",
     )
     p.add_argument(
         "--timeout",
@@ -239,6 +242,14 @@ def run(args: argparse.Namespace) -> int:
             snaps = source.snaps  # type: ignore[attr-defined]
             i = len(snaps) - 1
             if args.at is not None:
+                span = snaps[-1].t - snaps[0].t
+                if args.at > span:  # past the end: the last sample, said, never in silence
+                    last = math.floor(span * 10) / 10
+                    print(
+                        f"gputui: --at {args.at:g} is past the end of the recording, which "
+                        f"lasts {last:g} s: its last sample is shown",
+                        file=sys.stderr,
+                    )
                 i = next((j for j, s in enumerate(snaps) if s.t - snaps[0].t >= args.at), i)
             elif args.demo:  # the demo's point is its hang, not its idle end
                 i = verdict_moment(snaps) or i

@@ -102,7 +102,9 @@ class Detector:
             extra = {"reason": reason, "gpu_states": words, "waiting_gpus": waiting}
             verdict = Verdict(**{**verdict.__dict__, **extra})
         elif not verdicts:
-            reason = _ok_reason(snap, states, self.runs, self.stall_after)
+            reason = _ok_reason(snap, states, self.runs, self.stall_after) + _gone_note(
+                groups, snap
+            )
             alike = [headline(s) for s in self.straggles if s.alike]
             reason += "".join(f"; {a}" for a in alike)
             power = all(g.power_frac is not None for g in snap.gpus if g.pids)
@@ -256,15 +258,35 @@ def _ok_reason(
             f"no job to judge: {_gpu_list(long)} spin but list no process "
             "(processes of another container or PID namespace are not visible)"
         )
-    elif runs:
-        short = [f"GPU {i} {r.length(snap.t):.0f} s" for i, r in sorted(runs.items())]
-        text = "no hang: spinning only briefly so far (" + ", ".join(short) + ")"
+    elif runs:  # the seconds counted toward a stall, so a quiet banner shows it coming
+        short = [f"GPU {i} has spun {r.length(snap.t):.0f} s" for i, r in sorted(runs.items())]
+        text = f"no hang yet: {', '.join(short)}; a stall is called at {stall_after:g} s"
     else:
         busy = sum(s in (GpuState.COMPUTING, GpuState.COMMUNICATING) for s in states.values())
         text = f"no hang: {busy} of {len(states)} GPUs busy, none spinning in a collective"
     if any(g.pids and g.power_frac is None for g in snap.gpus):
         text += "; power or its limit is not reported, so spinning is judged from util and memory"
     return text
+
+
+def _gone_note(groups: list[Group], snap: Snapshot) -> str:
+    """The note on a rank whose process left while the job's other ranks are still here:
+    "; rank 1 (pid 1025) has exited while its job runs on". Said while nothing is stalled yet: the
+    moment a rank dies, its peers have not spun long enough for a stall (10 s by default),
+    and an "OK" that does not say what changed reads as if nothing had."""
+    gone = []
+    for g in groups:
+        if not any(m.last_seen == snap.t for m in g.members.values()):
+            continue
+        for i, m in sorted(g.members.items()):
+            if m.last_seen < snap.t and m.missing_rank is None:
+                who = f"rank {m.rank}" if m.rank is not None else f"GPU {i}'s process"
+                gone.append(who + (f" (pid {', '.join(map(str, m.pids[:4]))})" if m.pids else ""))
+    if not gone:
+        return ""
+    verb = "has" if len(gone) == 1 else "have"
+    more = f" and {len(gone) - 3} more" if len(gone) > 3 else ""
+    return f"; {', '.join(gone[:3])}{more} {verb} exited while its job runs on"
 
 
 def _gpu_list(ix: list[int]) -> str:

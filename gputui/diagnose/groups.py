@@ -30,6 +30,7 @@ class Member:
     pids: tuple[int, ...]
     last_seen: float
     missing_rank: int | None = None  # inferred: this local rank has no process on the node
+    rank: int | None = None  # the global rank of its process, as last seen
 
 
 @dataclass
@@ -100,7 +101,9 @@ class GroupMemory:
             for gpu in job.gpus:
                 there = on_gpu.get(gpu, set())
                 here = tuple(p for p in job.pids if p in there)
-                g.members[gpu] = Member(here or tuple(sorted(job.pids)), snap.t)
+                ranks = [r.rank for p in here if (r := getattr(procs.get(p), "rank", None))]
+                rank = ranks[0] if len(ranks) == 1 else None
+                g.members[gpu] = Member(here or tuple(sorted(job.pids)), snap.t, rank=rank)
                 in_jobs.add(gpu)
             _infer_missing_ranks(g, job, gpu_of, procs, indices)
             seen[job.key] = g

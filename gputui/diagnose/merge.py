@@ -18,7 +18,9 @@ the lines of all nodes side by side in time and judges the job as a whole:
 Lines are aligned in time by coalescing: nodes see one stall at slightly different moments,
 so changes that come within `window` seconds of each other make one merged step. The work is
 O(lines + hosts x GPUs per step) and the number of steps is the number of distinct moments
-of change, not the number of lines.
+of change, not the number of lines. An alarm that comes and goes inside one step (a stall
+that ended within `window` seconds) is never coalesced away: it is a step of its own, so the
+steps hold every verdict seen and `exit_code` is the worst of them, as a replay exits.
 """
 
 from __future__ import annotations
@@ -274,15 +276,56 @@ def merge(
         j = i  # a step: lines each within `window` of the previous one
         while j + 1 < len(ordered) and ordered[j + 1].t - ordered[j].t <= window:
             j += 1
-        for ln in ordered[i : j + 1]:
+        step = ordered[i : j + 1]
+        passing = _passing_alarm(dict(latest), step, expect, silent)
+        for ln in step:
             latest[ln.host] = ln
         m = judge(latest, ordered[j].t, expect, silent)
-        if not out or m.key() != out[-1].key() or m.stack_groups != out[-1].stack_groups:
-            out.append(m)
+        for found in (passing, m):
+            if found is not None and (
+                not out
+                or found.key() != out[-1].key()
+                or found.stack_groups != out[-1].stack_groups
+            ):
+                out.append(found)
         i = j + 1
     if not out:
         out.append(judge({}, 0.0, expect, silent))
     return out
+
+
+def _passing_alarm(
+    latest: dict[str, NodeLine], step: list[NodeLine], expect: tuple[str, ...], silent: tuple
+) -> Merged | None:
+    """The worst job-wide alarm inside a step whose end is not alarmed (a stall that began and
+    ended within the window), judged at the line that raised it; None when there is none.
+    Only such steps are judged line by line: the usual step costs one judgement."""
+    if not any(ln.state in (STALLED, HUNG) for ln in step):
+        return None
+    end = dict(latest)
+    for ln in step:
+        end[ln.host] = ln
+    if any(ln.state in (STALLED, HUNG) for ln in end.values()):
+        return None  # the step ends alarmed: its judgement shows the alarm
+    worst: Merged | None = None
+    for ln in step:
+        latest[ln.host] = ln
+        if ln.state in (STALLED, HUNG):
+            m = judge(latest, ln.t, expect, silent)
+            if worst is None or (m.state == HUNG and worst.state != HUNG):
+                worst = m
+    return worst
+
+
+def exit_code(steps: Iterable[Merged]) -> int:
+    """The worst verdict seen over the span (gputui.diagnose.exitcodes), as `check` exits over
+    a replay: a hang that ended still exits 1; a sick GPU at any step is 3 unless a hang was
+    seen; a slow job is 0 (merge has no --fail-on-slow)."""
+    from gputui.diagnose import exitcodes
+
+    codes = [exitcodes.of_state(m.state) for m in steps]
+    codes += [exitcodes.SICK_GPU for m in steps if m.sick]
+    return exitcodes.worst(*codes)
 
 
 def merged_to_json(m: Merged) -> dict[str, Any]:

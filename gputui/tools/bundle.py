@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,10 +28,9 @@ import psutil
 from gputui import __version__
 from gputui.collect.model import ProcessInfo, Snapshot
 from gputui.collect.procs import exe_name
-from gputui.collect.trace import TraceWriter
 from gputui.errors import GputuiError
 from gputui.jsonout import dumps
-from gputui.redact import redact_argv, redact_env, redact_text
+from gputui.redact import redact_argv, redact_env
 from gputui.textsafe import clean
 from gputui.tools import ptrace
 from gputui.tools.dumpall import DumpAll, dump_all, group_dumps, stacks_record
@@ -157,19 +156,6 @@ def _recorded_host(
     }
 
 
-def _redacted_snapshot(s: Snapshot) -> Snapshot:
-    """Live snapshots are redacted when read; a replayed file is anyone's: redact it again."""
-    procs = tuple(
-        replace(
-            p,
-            cmdline=tuple(redact_argv(p.cmdline, p.name)),
-            parent_cmd=redact_text(p.parent_cmd) if p.parent_cmd else p.parent_cmd,
-        )
-        for p in s.processes
-    )
-    return replace(s, processes=procs)
-
-
 def default_bundle_dir(host: str | None = None, now: float | None = None) -> Path:
     stamp = datetime.fromtimestamp(now if now is not None else time.time()).strftime(
         "%Y%m%d-%H%M%S"
@@ -193,14 +179,16 @@ def verdict_with_stacks(
     res: DumpAll,
     processes: Sequence[ProcessInfo | int],
     snap: Snapshot | None,
-) -> Any:
+) -> tuple[Any, dict[str, Any] | None]:
     """A stalled verdict that has no stacks yet (no auto-dump ran) gets the bundle's own
     dumps of the stalled job's ranks, read the same way as an auto-dump: findings, the
-    culprit frame and per-rank stacks end up in verdict.json."""
+    culprit frame and per-rank stacks end up in verdict.json. Returns the verdict and the
+    stacks record it was read from (None when nothing was added), which the trace keeps so
+    that a replay of it reads the same."""
     from gputui.diagnose.verdict import Verdict
 
     if not isinstance(verdict, Verdict) or not verdict.alarm or verdict.stacks:
-        return verdict
+        return verdict, None
     from gputui.diagnose.culprit import explain_stacks
     from gputui.diagnose.evidence import fold
 
@@ -209,10 +197,11 @@ def verdict_with_stacks(
     pids = {p.pid for p in infos}
     dumps = tuple(d for d in res.dumps if d.pid in pids)
     if not dumps:
-        return verdict  # a replay, or none of the job's processes: nothing of its own to add
+        return verdict, None  # a replay, or none of the job's processes: nothing to add
     job = DumpAll(group_dumps(dumps), dumps, res.elapsed_s)
-    rec = stacks_record(job, t=time.time(), job="", trigger=verdict.state, processes=infos)
-    return fold(verdict, [explain_stacks(rec, verdict, snap)])
+    t = max(time.time(), snap.t if snap is not None else 0.0)  # at or after the last sample
+    rec = stacks_record(job, t=t, job="", trigger=verdict.state, processes=infos)
+    return fold(verdict, [explain_stacks(rec, verdict, snap)]), rec
 
 
 @dataclass
@@ -297,6 +286,7 @@ def _fill(
     tool_path: str | None = None,
     recorded_node: str | None = None,
     made_from: str | None = None,
+    records: Sequence[dict[str, Any]] = (),
 ) -> BundleReport:
     """Write the bundle into the empty directory `out`; `processes` defaults to every GPU
     process of the newest snapshot.
@@ -305,7 +295,9 @@ def _fill(
     which: "the recording X"), so the bundle is named for it and holds only what the
     recording holds: its samples, its stacks and evidence, its verdict. Nothing of the
     machine that writes it: not its topology, its kernel log, its processes, their logs
-    or libraries, nor its tools and settings (each would describe another node)."""
+    or libraries, nor its tools and settings (each would describe another node).
+    `records`: the evidence the verdict was read from that the samples do not carry (the
+    Watcher's), written into the trace with the samples' own (gputui.tools.bundle_trace)."""
     start = time.monotonic()
     last = snapshots[-1] if snapshots else None
     host = (last.hostname if last and last.hostname else None) or recorded_node
@@ -323,22 +315,6 @@ def _fill(
 
     def dump_json(name: str, obj: Any) -> None:
         write(name, dumps(obj, indent=2, default=str))
-
-    # Samples: the same format `gputui --replay` reads.
-    if snapshots:
-        say(f"writing {len(snapshots)} samples to trace.jsonl.gz")
-        w = TraceWriter(out / "trace.jsonl.gz")
-        for s in snapshots:
-            w.write(_redacted_snapshot(s))
-            for rec in s.records:  # GPU health (Xids, counters) replays with the samples
-                if rec.get("type") == "health":
-                    w.write_record(rec)
-        w.close()
-        rep.files.append("trace.jsonl.gz")
-        if not any(s.gpus for s in snapshots):
-            rep.notes.append("no GPU readings in the samples: trace.jsonl.gz has no rows")
-    else:
-        rep.notes.append("no samples: trace.jsonl.gz not written")
 
     # Verdict (written after the stacks, which it may quote).
     try:
@@ -372,7 +348,9 @@ def _fill(
                 rep.failed_dumps += 1
                 rep.notes.append(d.result.summary())
         write("stacks/groups.txt", "\n".join(t for t, _ in res.render()))
-        verdict = verdict_with_stacks(verdict, res, processes, last)
+        verdict, own = verdict_with_stacks(verdict, res, processes, last)
+        if own is not None:
+            records = [*records, own]
 
         say("reading command lines, environments and libraries")
         dump_json("processes.json", [process_record(p) for p in processes])
@@ -384,6 +362,19 @@ def _fill(
             write(name, text)
     except Exception as e:  # a log of any shape must not lose the bundle
         rep.notes.append(f"lastwords: not written ({type(e).__name__}: {e})")
+
+    # Samples and evidence: the same format `gputui --replay` reads, replaying to the verdict.
+    if snapshots:
+        from gputui.tools.bundle_trace import all_records, write_trace
+
+        evidence = all_records(snapshots, records)
+        say(f"writing {len(snapshots)} samples and {len(evidence)} records to trace.jsonl.gz")
+        rep.notes += write_trace(out / "trace.jsonl.gz", snapshots, evidence, host)
+        rep.files.append("trace.jsonl.gz")
+        if not any(s.gpus for s in snapshots):
+            rep.notes.append("no GPU readings in the samples: trace.jsonl.gz has no rows")
+    else:
+        rep.notes.append("no samples: trace.jsonl.gz not written")
 
     if verdict is not None and getattr(verdict, "reason", None):
         rep.headline = f"{str(getattr(verdict, 'state', '?')).upper()}: {verdict.reason}"

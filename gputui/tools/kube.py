@@ -6,23 +6,36 @@ pods`), or are named as the hosts. `kubectl exec` passes the command as an argum
 the container (no remote shell), so nothing is quoted and `{host}` is replaced by the pod's
 name. kubectl's own failures (no such pod, no credentials, an exec that is forbidden) and
 the command's exit status share one channel: a run that printed nothing and whose stderr
-starts like kubectl's errors is a refusal, said in one line with kubectl's reason.
+starts like kubectl's errors, or that ended with kubectl's status 1 (remote gputui says
+something on stdout whatever it finds), is a refusal, said in one line with kubectl's reason,
+as ssh's is. kubectl's client-go logs (klog: `E1126 23:36:34.536780 13975 memcache.go:265]
+...`) come before that line and are left out; the line is redacted (a server URL may carry
+a token).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from gputui.collect import subproc
 from gputui.errors import GputuiError
+from gputui.redact import redact_text
 from gputui.tools.fleet import HostRun, classify, remote_args, run_bounded
 
 MAX_PODS = 4096
 LIST_MAX_BYTES = 32 << 20
-_KUBECTL_ERRORS = ("error:", "Error from server", "Unable to connect", "error: ")
+_KUBECTL_ERRORS = (
+    "error:",
+    "Error from server",
+    "Unable to connect",
+    "The connection to the server",
+)
+_KLOG = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\] ")  # client-go's log lines
 
 
 def kubectl_base(namespace: str | None, context: str | None = None) -> list[str]:
@@ -95,14 +108,25 @@ def classify_exec(
     pod: str, outcome: str, rc: int | None, out: str, err: str, secs: float, timeout: float
 ) -> HostRun:
     """As fleet.classify, with kubectl's refusals told from the command's exit status 1."""
-    if outcome == "done" and rc not in (None, 0) and not out.strip():
-        first = next((ln.strip() for ln in err.splitlines() if ln.strip()), "")
-        if first.startswith(_KUBECTL_ERRORS):
-            return HostRun(pod, "refused", rc, out, first[:300], secs)
+    said = [ln.strip() for ln in err.splitlines() if ln.strip()]
+    own = [ln for ln in said if not _KLOG.match(ln)]  # kubectl's words, not client-go's logs
+    if outcome == "done" and rc not in (None, 0):
+        first = own[0] if own else ""
+        # kubectl's own error, whatever is on stdout (its "Please enter Username: " prompt),
+        # or a status 1 with nothing on stdout (gputui always prints there)
+        if first.startswith(_KUBECTL_ERRORS) or (rc == 1 and said and not out.strip()):
+            why = own[-1] if own else _klog_message(said[-1])
+            return HostRun(pod, "refused", rc, out, redact_text(why)[:300], secs)
     if outcome == "failed" and rc is None and "kubectl" in err:
         return HostRun(pod, "failed", rc, out, "kubectl is not installed here", secs)
-    run = classify(pod, outcome, rc, out, err, secs, timeout)
-    return run
+    run = classify(pod, outcome, rc, out, "\n".join(own), secs, timeout)
+    return replace(run, error=redact_text(run.error)) if run.error else run
+
+
+def _klog_message(line: str) -> str:
+    """The message of a client-go log line (its `err="..."` when it has one)."""
+    m = re.search(r'err="((?:[^"\\]|\\.)*)"', line)
+    return (m.group(1).replace('\\"', '"') if m else _KLOG.sub("", line)).strip()
 
 
 def run_kubectl(

@@ -12,6 +12,12 @@ Every line is redacted here, before anyone sees it (`on_line`, `ToolResult.lines
 messages built from them): py-spy prints the target's command line, gdb its string
 arguments, strace its system call buffers. Panes, saved files, `dump --json`, bundles and
 automatic dumps then all hold redacted text without having to remember to redact.
+
+A tool's own internals are not shown: with RUST_BACKTRACE=1 in the user's environment,
+py-spy followed its one-line error ("Error: Failed to get process executable name ...",
+"Caused by: Permission denied") with its Rust backtrace (`anyhow::context...`,
+`py_spy::main`), above gputui's explanation of the cause and the fix. Tools run with Rust's
+backtraces off, and a `Stack backtrace:` block that comes anyway is left out.
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ from gputui.tools.result import Cancel, LineSink, Outcome, ToolResult
 GRACE_S = 2.0  # SIGTERM -> SIGKILL; gdb needs a moment to detach from every thread
 KEEP_LINES = 50_000  # lines kept in the result even without max_lines: memory stays bounded
 _POLL_S = 0.05  # how often a cancel is noticed while the tool is silent
+QUIET_RUST = {"RUST_BACKTRACE": "0", "RUST_LIB_BACKTRACE": "0"}  # py-spy: no backtrace
+_BACKTRACE_HEAD = re.compile(r"^\s*stack backtrace:\s*$", re.I)
+_BACKTRACE_LINE = re.compile(r"^\s*(?:\d+: \S|at \S|$)")  # "  3: py_spy::main", "  at src/.."
 
 
 def _kill_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
@@ -108,7 +117,7 @@ def run_tool(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env=dict(env) if env is not None else None,
+            env={**(env if env is not None else os.environ), **QUIET_RUST},
         )
     except FileNotFoundError:
         return ToolResult(name, pid, Outcome.MISSING, f"{argv[0]} not found", argv=tuple(argv))
@@ -137,10 +146,18 @@ def run_tool(
     truncated = False
     stop: Outcome | None = None  # why we stopped it, if we did
     deadline = start + timeout
+    in_backtrace = False  # inside a Rust `Stack backtrace:` block: its frames are not shown
 
     def take(raw: bytes) -> None:
-        nonlocal count, truncated
-        line = redact(raw.decode("utf-8", "replace").rstrip("\r\n"))
+        nonlocal count, truncated, in_backtrace
+        text = raw.decode("utf-8", "replace").rstrip("\r\n")
+        if _BACKTRACE_HEAD.match(text):
+            in_backtrace = True
+            return
+        if in_backtrace and _BACKTRACE_LINE.match(text):
+            return
+        in_backtrace = False
+        line = redact(text)
         count += 1
         if len(lines) < keep:
             lines.append(line)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gputui.collect.model import Job, ProcessInfo
@@ -43,9 +44,19 @@ class ProcessActions:
         return self.selected_process()
 
     def action_py_spy(self: AppLike) -> None:
+        from gputui.ui.gone_rank import gone_suspects, gone_text
         from gputui.ui.tool_pane import py_spy_pane
 
-        if self.source.kind == "replay" and self._show_recorded_stack():
+        replay = self.source.kind == "replay"
+        if not self.table.chosen and gone_suspects(self.verdict):
+            # the suspect is gone and the selected row is only the one left: not its stack
+            from gputui.ui.details_screen import TextScreen
+
+            self.push_screen(
+                TextScreen("the suspect rank is gone", gone_text(self.verdict, replay))
+            )
+            return
+        if replay and self._show_recorded_stack():
             return
         if (p := self._live_target("py-spy dump")) is not None:
             self.push_screen(py_spy_pane(p))
@@ -197,27 +208,48 @@ class ProcessActions:
         self.push_screen(TextScreen("all ranks' recorded stacks, grouped", text))
 
     def action_bundle(self: AppLike) -> None:
+        """b: say where the bundle of the moment on screen goes (the full path), and write
+        it there on enter; esc writes nothing."""
+        import socket
+
+        from gputui.textsafe import clean
+        from gputui.tools.bundle import default_bundle_dir
+        from gputui.ui.dialogs import WriteDialog
         from gputui.ui.tool_pane import bundle_pane
 
         if not self.recent_snapshots:
             self.notify("no sample yet: nothing to bundle", timeout=3)
             return
         replay = self.source.kind == "replay"
+        node = (getattr(self.source, "node", "") or "recording") if replay else None
+        snaps = list(self.recent_snapshots)  # the moment on screen, whatever comes meanwhile
+        host = snaps[-1].hostname or node or socket.gethostname()
+        out = Path(self.bundle_dir or default_bundle_dir(host)).absolute()
         pane = bundle_pane(
-            list(self.recent_snapshots),
+            snaps,
             verdict=self.verdict,
-            out_dir=self.bundle_dir,
+            out_dir=out,
             stall_after=self.stall_after,
             hang_after=self.hang_after,
             # A replay's pids are not processes of this node: samples and verdict only.
             processes=[] if replay else None,
-            recorded_node=(getattr(self.source, "node", "") or "recording") if replay else None,
+            recorded_node=node,
             made_from=f"the recording {getattr(self.source, 'name', '')}".rstrip()
             if replay
             else None,
+            records=self.watcher.evidence_records(),  # so that its trace replays to it
         )
-        self.last_bundle = pane  # the way out (X) needs the evidence saved first
-        self.push_screen(pane)
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.last_bundle = pane  # the way out (X) needs the evidence saved first
+                self.push_screen(pane)
+
+        self.push_screen(
+            # a recorded host name is part of the path: anyone's text
+            WriteDialog(f"Write an incident bundle of this moment to\n{clean(str(out))}"),
+            answered,
+        )
 
     def action_probe(self: AppLike) -> None:
         if self.source.kind == "replay" and not self.probe_args:

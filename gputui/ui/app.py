@@ -57,7 +57,7 @@ def _terminal_alive() -> bool:
 
 
 class NoGpuNote(LineView):
-    """Why there are no GPU lines, and what to try instead (host mode)."""
+    """What to try instead of GPU lines (host mode); why there are none is the banner's."""
 
     DEFAULT_CSS = "NoGpuNote { height: auto; }"
 
@@ -66,15 +66,13 @@ class NoGpuNote(LineView):
         self.error = ""
 
     def build(self, width: int) -> list[Strip]:
+        """The hint, once: why there are no GPUs is the banner's line above (in full)."""
         if not self.error:
             return []
         hint = f" Showing the busiest host processes instead. {NO_GPU_HINT}"
         if len(hint) > width:  # the hint must be read whole: the short one at 80 columns
             hint = f" {NO_GPU_HINT_SHORT}"
-        import textwrap
-
-        why = textwrap.wrap(f"No GPUs: {self.error}", max(20, width - 2))[:3]  # read whole
-        return [*(text_line(f" {ln}", width, "@caution") for ln in why), text_line(hint, width)]
+        return [text_line(hint, width)]
 
 
 class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App[None]):
@@ -139,7 +137,9 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
     def _prepare(self, snap: Snapshot) -> SnapshotReady:
         """The detector's verdict and the per-GPU history for one sample (sampler thread)."""
         verdict = self.watcher.update(snap)
-        if self.story is not None and self.story.check(verdict, snap.phase):
+        if snap.gpus:  # every sample, for `b` (a message can replace an undrawn one); no host mode
+            self.recent_snapshots.append(snap)
+        if self.story is not None and self.story.check(verdict, snap.phase, snap.t):
             self.sampler.pause(True)  # before the next sample: the finding stays on screen
         for g in snap.gpus:
             h = self._hist.get(g.index)
@@ -207,8 +207,6 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
         was_alarm = self.verdict is not None and self.verdict.alarm
         self.sample_error = None
         self.snapshot, self.verdict, self.history = msg.snapshot, msg.verdict, msg.history
-        if msg.snapshot.gpus:  # host mode's processes are not what a bundle wants
-            self.recent_snapshots.append(msg.snapshot)
         self.received_at = time.monotonic()
         self._render_snapshot()
         if msg.verdict is not None and msg.verdict.alarm and not was_alarm:
@@ -281,6 +279,7 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
             if self.table.sort_by == "gpu":
                 self.table.sort("cpu", reverse=False)
         self.table.apply(snap.processes, snap.jobs, snap.t, self._row_flags())
+        self._offer_keys()
         self._refresh_status()
 
     def restyle(self) -> None:
@@ -389,9 +388,10 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
     def action_help(self) -> None:
         from gputui.ui.help_screen import HelpScreen
 
-        self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
+        keys = [b for b in self.BINDINGS if isinstance(b, Binding)]
+        self.push_screen(HelpScreen(keys, demo=self.story is not None))
 
     def action_details(self) -> None:
         from gputui.ui.details_screen import DetailsScreen
 
-        self.push_screen(DetailsScreen(self.verdict, self.snapshot))
+        self.push_screen(DetailsScreen(self.verdict, self.snapshot, self.source.kind == "replay"))

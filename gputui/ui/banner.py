@@ -22,6 +22,7 @@ from gputui.ui.strips import Line, LineView, fit
 MAX_ANSWER_LINES = 6  # 80 columns: ~470 characters of headline, still leaving the GPUs room
 MAX_SLOW_LINES = 3  # a slow job is no alarm: its sentence takes less of the screen
 SLOW_BADGE = " SLOW "
+MAX_OK_LINES = 3  # a quiet verdict wraps too (never "Not F…"), but stays short
 NVML_LEVEL = 10  # gputui.diagnose.ranking.Strength.NVML (not imported: the UI starts fast)
 MISMATCH_LEVEL = 40  # Strength.MISMATCH
 
@@ -30,6 +31,7 @@ SLOW_STYLE = "@slow"
 STALLED_STYLE = "@stalled"
 HUNG_STYLE = "@hung"
 KEYS = "j select suspect · p its stack · a all ranks · d details · b bundle"
+KEYS_GONE = "d why it is gone · p what it left · a its peers' stacks · b bundle"  # no stack
 
 
 def headline(v: Any, now: float) -> tuple[str, str]:
@@ -94,6 +96,24 @@ def wrap(text: str, width: int, limit: int = MAX_ANSWER_LINES) -> list[str]:
     return [ln if i == 0 else "  " + ln for i, ln in enumerate(lines)]
 
 
+def quiet_reason(v: Any) -> str:
+    """A verdict that raises nothing, as the banner says it: without the pointer to the demo
+    that a node with no driver gets (the line under the banner says it, once)."""
+    reason = str(v.reason)
+    if "gputui --demo" in reason:
+        from gputui.collect.nvml import NO_DRIVER_HINT
+
+        reason = reason.replace(f"; {NO_DRIVER_HINT}", "").replace(NO_DRIVER_HINT, "")
+    return reason
+
+
+def _quiet_lines(v: Any, width: int) -> list[str]:
+    """The quiet verdict's lines after its badge: wrapped at spaces, as the alarm's answer."""
+    badge = 6 if v.state == "slow" else 4  # " SLOW ", " OK "
+    room = max(8, width - badge)
+    return wrap(f"  {quiet_reason(v)}", room, MAX_OK_LINES)  # each line indented by two
+
+
 def banner_height(v: Any | None, width: int = 80) -> int:
     """Lines the banner takes for this verdict at this width (known before it is drawn, so
     the GPU board can choose its form in the same pass)."""
@@ -101,7 +121,7 @@ def banner_height(v: Any | None, width: int = 80) -> int:
         return 0
     if v.state == "slow":
         return len(_slow_lines(v, width))
-    return 2 + len(wrap(answer(v), width)) if v.alarm else 1
+    return 2 + len(wrap(answer(v), width)) if v.alarm else len(_quiet_lines(v, width))
 
 
 def slow_headline(reason: str) -> str:
@@ -116,7 +136,7 @@ def _slow_lines(v: Any, width: int) -> list[str]:
     """A slow job's sentence after its badge, wrapped as a stall's answer is (at 80 columns
     "slow: rank 2 (GPU 2) is the straggler; ranks 0, 1, 3 wait ..." does not fit one line)."""
     room = max(1, width - len(SLOW_BADGE))
-    lines = wrap(f"  {slow_headline(v.reason)}", room, MAX_SLOW_LINES)
+    lines = wrap(f"  {clean(slow_headline(v.reason))}", room, MAX_SLOW_LINES)
     return [lines[0]] + [" " * len(SLOW_BADGE) + ln for ln in lines[1:]]
 
 
@@ -128,16 +148,22 @@ def banner_lines(v: Any | None, now: float, width: int) -> list[Strip]:
         line = Line().add(SLOW_BADGE, SLOW_STYLE).add(fit(first, width - len(SLOW_BADGE)))
         return [line.strip(width), *(Line().add(fit(r, width)).strip(width) for r in rest)]
     if not v.alarm:
-        line = Line().add(" OK ", OK_STYLE)
-        line.add(fit(f"  {v.reason}", max(0, width - 4)), "dim")
-        return [line.strip(width)]
+        badge, style = " OK ", OK_STYLE
+        # No GPU to watch: why, in the caution colour (the node's answer, not a quiet one).
+        text = "dim" if getattr(v, "gpu_states", None) else "@caution"
+        out = []
+        for i, part in enumerate(_quiet_lines(v, width)):
+            line = Line().add(badge if i == 0 else " " * len(badge), style if i == 0 else "")
+            out.append(line.add(fit(part, max(0, width - len(badge))), text).strip(width))
+        return out
     badge, text = headline(v, now)
     first = Line().add(badge, HUNG_STYLE if v.state == "hung" else STALLED_STYLE)
     first.add(fit(text, max(0, width - first.length)), "bold")
     style = "@alert" if v.findings else ""
     said = clean(answer(v))  # escaped before it is wrapped, so that the wrap counts them
     answers = [Line().add(fit(a, width), style).strip(width) for a in wrap(said, width)]
-    third = Line().add(fit(KEYS, width), "italic")
+    gone = v.suspects and set(v.suspects) <= set(getattr(v, "vanished", ()) or ())
+    third = Line().add(fit(KEYS_GONE if gone else KEYS, width), "italic")
     return [first.strip(width), *answers, third.strip(width)]
 
 

@@ -83,6 +83,7 @@ class KeyBar(LineView, can_focus=True):
         self.editing = False
         self.text = ""
         self.note = ""  # a short message shown at the left (e.g. "sorted by CPU%")
+        self.hidden: frozenset[str] = frozenset()  # keys with nothing to act on now
 
     def build(self, width: int) -> list[Strip]:
         line = Line()
@@ -93,6 +94,8 @@ class KeyBar(LineView, can_focus=True):
         if self.note:
             line.add(f" {self.note} ", "@notice")
         for key, what in KEY_HINTS:
+            if key in self.hidden:
+                continue
             if line.length + cell_len(key) + cell_len(what) + 2 > width:
                 break
             line.add(f" {key}", KEY_STYLE).add(f" {what}", KEYBAR_STYLE)
@@ -102,6 +105,12 @@ class KeyBar(LineView, can_focus=True):
         self.editing, self.text = True, text
         self.focus()
         self.redraw()
+
+    def offer(self, hidden: frozenset[str]) -> None:
+        """Leave out the keys in `hidden` (gputui.ui.key_offers: nothing to act on now)."""
+        if hidden != self.hidden:
+            self.hidden = hidden
+            self.redraw()
 
     def set_note(self, note: str) -> None:
         if note != self.note:

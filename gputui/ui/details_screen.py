@@ -35,8 +35,11 @@ class TextScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-def verdict_text(v: Any | None, snap: Any | None) -> Text:
-    """Everything the banner leaves out: the full reason, every finding, the next steps."""
+def verdict_text(v: Any | None, snap: Any | None, replay: bool = False) -> Text:
+    """Everything the banner leaves out: the full reason, every finding, the next steps (in
+    a replay, those a replay can follow: gputui.ui.gone_rank.steps_for)."""
+    from gputui.ui.gone_rank import steps_for
+
     t = Text()
     if v is None:
         return t.append("No sample yet.")
@@ -65,12 +68,13 @@ def verdict_text(v: Any | None, snap: Any | None) -> Text:
             t.append(f"    {entry['error']}\n", style="italic")
         for frame in entry.get("stack") or ():
             t.append(f"    {frame}\n")
-    if v.next_steps:
+    steps = steps_for(v, replay)
+    if steps:
         t.append("\nNext steps:\n", style="bold")
-        for s in v.next_steps:
+        for s in steps:
             t.append(f"  · {s}\n")
     return t
 
 
-def DetailsScreen(v: Any | None, snap: Any | None) -> TextScreen:  # noqa: N802 - a factory
-    return TextScreen("hang detector: verdict details", verdict_text(v, snap))
+def DetailsScreen(v: Any | None, snap: Any | None, replay: bool = False) -> TextScreen:  # noqa: N802
+    return TextScreen("hang detector: verdict details", verdict_text(v, snap, replay))

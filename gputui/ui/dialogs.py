@@ -1,5 +1,6 @@
-"""Small dialogs that ask before gputui does something to a process: a signal, an strace of
-pid 1 or of a kernel thread. One key answers; escape cancels."""
+"""Small dialogs that ask before gputui does something to a process (a signal, an strace of
+pid 1 or of a kernel thread) or writes somewhere (a bundle: where, before it is written).
+One key answers; escape cancels."""
 
 from __future__ import annotations
 
@@ -83,3 +84,18 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
+
+
+class WriteDialog(ConfirmDialog):
+    """Before gputui writes: the full path it will write to; enter or y writes, esc or n
+    does not (nothing is written until then)."""
+
+    BINDINGS = [Binding("enter", "answer(True)", "Write", id="write.yes")]
+    DEFAULT_CSS = _CSS.format(name="WriteDialog").replace("width: 64;", "width: 100%;")
+
+    def compose(self) -> ComposeResult:
+        t = Text(self.question + "\n\n", style="bold")
+        t.append(" enter ", style="bold reverse").append(" or ").append(" y ", style="bold reverse")
+        t.append(" write   ").append(" esc ", style="bold reverse").append(" cancel")
+        with Vertical():
+            yield Static(t)

@@ -3,8 +3,14 @@
 Each update rebuilds the row list (rows.py: sort, filter, tree) and compares the lines in the
 visible window with the ones on screen; only lines that differ are repainted, and a line's
 Strip is rebuilt only when its row's text, flag or selection changed. A sample that changes
-two rows of a thousand repaints two lines. The selection follows the process (its row key,
-pid and create time), not the line number, so it stays on the same process while rows move.
+two rows of a thousand repaints two lines.
+
+The selection: once a person chose a row (a key, a click, `j`) or an alarm selected its
+suspect, it follows that process (its row key, pid and create time), not the line number, so
+it stays on the same process while rows move. Until then it is the top row, whatever comes
+there: the first frame lists processes before their CPU% is known (pid 1 on top), and a
+selection that clung to pid 1 after the rows re-sorted had `p` dump init. Each change of the
+selected process is posted (SelectionChanged), so the key bar offers what applies to it.
 
 Keys (htop/nvitop habits): up/down, PgUp/PgDn, Home/End; a click selects a row, a click on
 a header sorts by that column and a second click reverses; the wheel scrolls.
@@ -16,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from textual.binding import Binding
+from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -43,8 +50,12 @@ class ProcessTable(Widget, can_focus=True):
         Binding("end", "edge(1)", "Last row", show=False, id="table.end"),
     ]
 
+    class SelectionChanged(Message):
+        """Another process is selected (or none)."""
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.chosen = False  # a person or the alarm chose the selection: it follows the process
         self.rows: list[R.Row] = []
         self.sort_by = R.DEFAULT_SORT
         self.reverse = False
@@ -90,8 +101,12 @@ class ProcessTable(Widget, can_focus=True):
             wide=self.size.width >= 120,
         )
         keys = [r.key for r in self.rows if r.proc is not None]
-        if self.cursor not in keys:
-            self.cursor = keys[0] if keys else None
+        if self.cursor not in keys or not self.chosen:
+            top = keys[0] if keys else None
+            self.chosen = self.chosen and top is not None and self.cursor in keys
+            if top != self.cursor:
+                self.cursor = top
+                self.post_message(self.SelectionChanged())
         self._keep_cursor_visible()
         self._repaint()
 
@@ -213,7 +228,7 @@ class ProcessTable(Widget, can_focus=True):
         return None
 
     def select_pid(self, pid: int) -> bool:
-        """Select the row of `pid` and scroll it into view (the `j` key)."""
+        """Select the row of `pid`, scroll it into view and follow it (`j`, an alarm)."""
         for r in self.rows:
             if r.proc is not None and r.proc.pid == pid:
                 self._select(r.key)
@@ -221,11 +236,16 @@ class ProcessTable(Widget, can_focus=True):
         return False
 
     def _select(self, key: str | None) -> None:
-        if key is None or key == self.cursor:
+        """A chosen row: from now on the selection follows its process."""
+        if key is None:
+            return
+        self.chosen = True
+        if key == self.cursor:
             return
         self.cursor = key
         self._keep_cursor_visible()
         self._repaint()
+        self.post_message(self.SelectionChanged())
 
     def _process_keys(self) -> list[str]:
         return [r.key for r in self.rows if r.proc is not None]

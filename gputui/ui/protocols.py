@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from gputui.ui.process_table import ProcessTable
     from gputui.ui.story import DemoStory, StoryBar
     from gputui.ui.tool_pane import ToolPane
+    from gputui.watch import Watcher
 
 
 class AppLike(Protocol):
@@ -35,6 +36,7 @@ class AppLike(Protocol):
     # data, set by the app
     source: Source
     sampler: Sampler
+    watcher: Watcher
     snapshot: Snapshot | None
     verdict: Any | None  # a Verdict, or a recorded one (gputui.diagnose.recorded)
     recent_snapshots: deque[Snapshot]
@@ -81,6 +83,8 @@ class AppLike(Protocol):
     def _note(self, text: str) -> None: ...
 
     def _select_suspect(self, quiet: bool) -> None: ...
+
+    def _offer_keys(self) -> None: ...
 
     def selected_process(self) -> ProcessInfo | None: ...
 

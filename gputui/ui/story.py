@@ -11,6 +11,13 @@ bar turns into a summary of what was found and what to try next.
 
 The hold is decided on the sampler thread, in the same call that hands the sample on, so no
 later sample can slip past the moment of the finding.
+
+While a chapter plays toward its finding, a second line says how far off it is, truthfully:
+before the hang, when it starts on the recording ("one rank stops entering all_reduce in 3
+s", read from the samples at the start); after it, that the banner counts what the detector
+sees (the seconds the peer has spun, against the 10 s that make a stall). The first stop came
+26 s in with nothing but "OK no hang" to read; the demo now starts 2 s before the first job's
+processes appear, and its first stop comes about 15 s in.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ if TYPE_CHECKING:
 STORY_STYLE = "@story"
 HINT_STYLE = "@story-hint"
 GO_ON_KEY = "space"
-LEAD_S = 4.0  # going on lands this long before the next chapter's job starts
+LEAD_S = 2.0  # going on lands this long before the next chapter's job shows its first process
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,8 @@ class Chapter:
     phases: tuple[str, ...]  # the recording's phases in which the finding appears
     start_phase: str  # going on from the chapter before lands a few seconds before this
     culprit: bool  # hold only once the suspect's stack (its culprit line) is known
+    event: str = ""  # what happens on the recording, for "... in 3 s"
+    after: str = ""  # once it has happened, until the finding
 
     def holds_at(self, verdict: Any, phase: str | None) -> bool:
         if verdict is None or not verdict.alarm or phase not in self.phases:
@@ -58,6 +67,8 @@ DEMO_CHAPTERS = (
         phases=("stall_in_loop", "stall_in_loop_dumping"),
         start_phase="stall_in_loop_init",
         culprit=True,
+        event="the rank stops",
+        after="rank 1 stopped entering all_reduce: the banner counts rank 0's wait",
     ),
     Chapter(
         label="died",
@@ -66,6 +77,8 @@ DEMO_CHAPTERS = (
         phases=("rank_dies", "rank_dies_dumping"),
         start_phase="rank_dies_init",
         culprit=False,
+        event="the rank dies",
+        after="rank 1 died (its row is gone): the banner counts rank 0's wait",
     ),
 )
 
@@ -77,19 +90,28 @@ TRY_NEXT = (
 
 
 class DemoStory:
-    """Where the demo's story stands; `check` runs on the sampler thread, the rest on the UI."""
+    """Where the demo's story stands; `check` runs on the sampler thread, the rest on the UI.
 
-    def __init__(self, chapters: tuple[Chapter, ...] = DEMO_CHAPTERS) -> None:
+    `snaps`: the recording, to say when each chapter's hang starts (its countdown)."""
+
+    def __init__(
+        self, chapters: tuple[Chapter, ...] = DEMO_CHAPTERS, snaps: list[Any] | None = None
+    ) -> None:
         self.chapters = chapters
         self.next = 0  # index of the chapter still to come
         self.holding: int | None = None  # index of the chapter the replay holds at
         self.done = False  # the summary is shown
         self.found: list[str] = []  # one line per finding held at, for the summary
+        self.gone = False  # the finding held at is a rank that is gone (it has no stack)
+        self.events = event_times(snaps or [], chapters)  # chapter -> when its hang starts
+        self.now: float | None = None  # the time and phase of the sample on screen
+        self.phase: str | None = None
         self._lock = threading.Lock()
 
-    def check(self, verdict: Any, phase: str | None) -> bool:
+    def check(self, verdict: Any, phase: str | None, t: float | None = None) -> bool:
         """True when the replay must hold at this sample (sampler thread)."""
         with self._lock:
+            self.now, self.phase = t, phase
             if self.holding is not None or self.done:
                 return False
             for i in range(self.next, len(self.chapters)):
@@ -97,8 +119,29 @@ class DemoStory:
                     self.holding, self.next = i, i + 1
                     first = verdict.findings[0] if verdict.findings else verdict.reason
                     self.found.append(f"{i + 1}. {self.chapters[i].label}: {first}")
+                    self.gone = bool(verdict.suspects) and set(verdict.suspects) <= set(
+                        verdict.vanished
+                    )
                     return True
             return False
+
+    def _playing(self) -> int:
+        """The chapter still to come whose part of the recording is playing (one started
+        with --start past a finding plays the next), else the next one."""
+        n = len(self.chapters)
+        for i in range(self.next, n):
+            if self.phase in (self.chapters[i].start_phase, *self.chapters[i].phases):
+                return i
+        return min(self.next, n - 1)
+
+    def _progress(self, i: int) -> str | None:
+        """How far off chapter i's finding is: the recording's countdown to its hang; after
+        it, where the detector's count is (the banner)."""
+        c = self.chapters[i]
+        at, now = self.events.get(i), self.now
+        if at is None or now is None or not c.event:
+            return None
+        return f"{c.event} in {max(0.0, at - now):.0f} s" if now < at else c.after
 
     def go_on(self) -> str | None:
         """Leave the chapter held at; the phase to skip to (None: no skip, the story ends
@@ -132,12 +175,40 @@ class DemoStory:
             c = self.chapters[self.holding]
             last = self.holding == n - 1
             go = "go on to the summary" if last else "go on to the next hang"
+            keys = (
+                "d why it is gone · a its peer's stack"
+                if self.gone
+                else ("d why · a all stacks · p its stack")
+            )
             return [
                 (f"demo {self.holding + 1}/{n}: {c.title}", STORY_STYLE),
-                (f"  {GO_ON_KEY}: {go} · d why · a all stacks · p its stack", HINT_STYLE),
+                (f"  {GO_ON_KEY}: {go} · {keys}", HINT_STYLE),
             ]
-        i = min(self.next, n - 1)
-        return [(f"demo {i + 1}/{n}: {self.chapters[i].coming}", STORY_STYLE)]
+        with self._lock:
+            i = self._playing()
+            progress = self._progress(i)
+        head = (f"demo {i + 1}/{n}: {self.chapters[i].coming}", STORY_STYLE)
+        return [head, *([(f"  {progress}", HINT_STYLE)] if progress else [])]
+
+
+def event_times(snaps: list[Any], chapters: tuple[Chapter, ...]) -> dict[int, float]:
+    """When each chapter's hang starts on the recording: the first sample of its job's
+    phases where a GPU spins or one of the job's processes has gone."""
+    from gputui.diagnose.classify import GpuState, classify_gpu
+
+    out: dict[int, float] = {}
+    for i, c in enumerate(chapters):
+        seen: set[int] = set()
+        for s in snaps:
+            if s.phase not in (c.start_phase, *c.phases):
+                continue
+            pids = {p.pid for p in s.processes}
+            spins = any(classify_gpu(g) is GpuState.SPINNING for g in s.gpus)
+            if spins or (seen - pids and pids):
+                out[i] = s.t
+                break
+            seen |= pids
+    return out
 
 
 class StoryBar(LineView):
@@ -179,8 +250,10 @@ class StoryKeys:
 
 
 def seek_phase(source: Any, phase: str, lead: float = LEAD_S) -> bool:
-    """Move a paused replay to `lead` seconds before the first sample of `phase`, if that
-    is ahead of where it is; False when there is nothing to skip."""
+    """Move a paused replay to `lead` seconds before the first process of `phase`'s job, if
+    that is ahead of where it is; False when there is nothing to skip."""
+    from gputui.collect.source import job_start
+
     source = getattr(source, "inner", source)  # a FilteredSource (--gpus) plays its inner one
     snaps = getattr(source, "snaps", None)
     pos = getattr(source, "pos", None)
@@ -189,6 +262,6 @@ def seek_phase(source: Any, phase: str, lead: float = LEAD_S) -> bool:
     first = next((i for i, s in enumerate(snaps) if s.phase == phase), None)
     if first is None or first <= pos:
         return False
-    t = snaps[first].t - lead
+    t = job_start(snaps, phase) - lead
     source.pos = max(pos, next(i for i, s in enumerate(snaps) if s.t >= t))
     return True

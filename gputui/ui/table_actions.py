@@ -90,6 +90,19 @@ class TableActions:
             timeout=6,
         )
 
+    def _offer_keys(self: AppLike) -> None:
+        """The key bar offers the keys that have something to act on now."""
+        from gputui.ui.key_offers import hidden_keys
+
+        replay = self.source.kind == "replay"
+        hidden = hidden_keys(
+            replay, self.snapshot, self.verdict, self.table.selected(), bool(self.probe_args)
+        )
+        self.keybar.offer(hidden)
+
+    def on_process_table_selection_changed(self: AppLike, _: ProcessTable.SelectionChanged) -> None:
+        self._offer_keys()
+
     def selected_process(self: AppLike) -> ProcessInfo | None:
         p = self._table().selected()
         if p is None:

@@ -26,6 +26,7 @@ from textual.widgets import Footer, RichLog
 
 from gputui.collect.model import Job, ProcessInfo, Snapshot
 from gputui.redact import redact_text
+from gputui.textsafe import clean
 from gputui.tools.result import Cancel, LineSink, Outcome, ToolResult
 from gputui.ui.palette import role
 from gputui.ui.safe_text import Static, Text
@@ -237,11 +238,12 @@ def bundle_pane(
     processes: Sequence[ProcessInfo | int] | None = None,
     recorded_node: str | None = None,
     made_from: str | None = None,
+    records: Sequence[dict[str, Any]] = (),
 ) -> ToolPane:
     from gputui.tools.bundle import write_bundle
 
     return ToolPane(
-        "incident bundle",
+        f"incident bundle -> {clean(str(out_dir))}" if out_dir is not None else "incident bundle",
         lambda on_line, cancel: write_bundle(
             out_dir,
             snapshots=list(snapshots),
@@ -253,5 +255,6 @@ def bundle_pane(
             cancel=cancel,
             recorded_node=recorded_node,
             made_from=made_from,
+            records=records,
         ),
     )
