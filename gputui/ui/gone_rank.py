@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rich.text import Text
+from gputui.ui.safe_text import Text
 
 
 def gone_suspects(v: Any) -> list[tuple[int | None, int | None, int]]:
