@@ -69,7 +69,7 @@ async def test_b_writes_the_bundle_of_the_recorded_moment(tmp_path):
     groups = (out / "stacks" / "groups.txt").read_text()
     assert "ODD  rank 1 (pid 815)" in groups and "<module> (worker2.py:37)" in groups
     readme = (out / "README.txt").read_text()
-    assert "on demo-h200x2-hang" in readme
+    assert "of demo-h200x2-hang" in readme
     assert "a replay of demo-h200x2-hang: topology not recorded" in readme
     assert not (out / "topology.txt").exists()  # this machine's would describe another node
 

@@ -57,4 +57,4 @@ def test_bundle_of_the_demo_holds_the_stall_and_the_recorded_stacks(tmp_path):
     assert verdict["state"] == "stalled" and verdict["suspect_pids"] == [815]
     assert "ODD  rank 1 (pid 815)" in (out / "stacks" / "groups.txt").read_text()
     readme = (out / "README.txt").read_text()
-    assert "on demo-h200x2-hang" in readme and "no stacks to take" not in readme
+    assert "of demo-h200x2-hang" in readme and "no stacks to take" not in readme

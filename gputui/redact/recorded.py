@@ -12,10 +12,11 @@ come back on every sample and every dump, so results are cached.
 from __future__ import annotations
 
 import bisect
+import re
 from functools import lru_cache
 from typing import Any
 
-from gputui.redact import is_secret_name, redact_argv, redact_text
+from gputui.redact import is_secret_name, redact_argv, redact_command, redact_text
 from gputui.redact.names import holds_a_path, looks_like_path
 from gputui.redact.rules import REDACTED
 from gputui.redact.scan import apply_spans, text_spans
@@ -74,6 +75,17 @@ def _redact_together(texts: list[str]) -> list[str]:
     return [apply_spans(t, p) if p else t for t, p in zip(texts, per, strict=True)]
 
 
+_HEADER = re.compile(r"(Process \d+: )([^\n]*)")
+
+
+def _headers(text: str) -> str:
+    """py-spy's `Process N: <command line>` quoted in a record (a failed dump's error) is a
+    command line: redacted by the process table's rules (`redis-cli -a PW`), not as text."""
+    if "Process " not in text:
+        return text
+    return _HEADER.sub(lambda m: m.group(1) + redact_command(m.group(2)), text)
+
+
 def recorded_record(record: dict[str, Any]) -> dict[str, Any]:
     """A typed record (stacks, health, rendezvous, lastwords, nccl...) with every string in
     it redacted: as text wherever it stands (a health note, a stack dump's error, a
@@ -94,7 +106,7 @@ def recorded_record(record: dict[str, Any]) -> dict[str, Any]:
                 gather(x, name, depth + 1)
 
     gather(record, "", 0)
-    redacted = iter(_redact_together(texts))
+    redacted = iter(_redact_together([_headers(t) for t in texts]))
 
     def build(v: Any, name: str, depth: int) -> Any:
         if isinstance(v, str):

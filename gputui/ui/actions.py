@@ -234,7 +234,9 @@ class ProcessActions:
             # A replay's pids are not processes of this node: samples and verdict only.
             processes=[] if replay else None,
             recorded_node=node,
-            made_from=f"the recording {getattr(self.source, 'name', '')}".rstrip()
+            made_from=(
+                f"the recording {name}" if (name := getattr(self.source, "name", "")) else None
+            )
             if replay
             else None,
             records=self.watcher.evidence_records(),  # so that its trace replays to it
