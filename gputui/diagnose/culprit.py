@@ -163,7 +163,7 @@ def _entry(r: _Rank) -> dict[str, Any]:
         "outcome": r.outcome,
         "frame": r.reading.frame.label() if r.reading.frame else None,
         "collective": r.reading.collective,
-        "line": (r.line or r.reading.site).label() if (r.line or r.reading.site) else None,
+        "line": line.label() if (line := r.site()) else None,
         "stack": [] if gone else [f.label() for f in r.stack.frames],
         "error": None if r.outcome == "done" else _why(r),
     }

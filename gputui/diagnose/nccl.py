@@ -154,9 +154,9 @@ def _comm_findings(
         out["mismatch_ranks"] = sorted(set(out.get("mismatch_ranks", [])) | set(odd))
         # Each rank's collective: the one type it is ahead in (gputui.diagnose.mismatch).
         for r in c.ranks:
-            mine = [op for op, (_top, ahead, _b) in states.items() if r.rank in ahead]
-            if len(mine) == 1:
-                out.setdefault("mismatch_ops", {})[str(r.rank)] = mine[0]
+            ahead_in = [op for op, (_top, ahead, _b) in states.items() if r.rank in ahead]
+            if len(ahead_in) == 1:
+                out.setdefault("mismatch_ops", {})[str(r.rank)] = ahead_in[0]
         return found
     size = c.size or c.reporting
     for op, (top, _ahead, behind_known) in states.items():

@@ -28,10 +28,9 @@ def pid_map(local: Any) -> PidMap:
         pid, ns = r.get("pid"), r.get("nspid")
         if not isinstance(pid, int) or not isinstance(ns, int) or isinstance(ns, bool) or ns == pid:
             continue
-        gpus = (
-            [g for g in r.get("gpus") or [] if isinstance(g, int)]
-            if isinstance(r.get("gpus"), list)
-            else []
+        listed = r.get("gpus")
+        gpus: list[int | None] = (
+            [g for g in listed if isinstance(g, int)] if isinstance(listed, list) else []
         )
         for g in gpus or [None]:
             out[(ns, g)] = pid

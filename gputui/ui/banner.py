@@ -144,9 +144,9 @@ def banner_lines(v: Any | None, now: float, width: int) -> list[Strip]:
     if v is None:
         return []
     if v.state == "slow":  # a straggler: not an alarm, but worth a badge of its own
-        first, *rest = _slow_lines(v, width)
-        line = Line().add(SLOW_BADGE, SLOW_STYLE).add(fit(first, width - len(SLOW_BADGE)))
-        return [line.strip(width), *(Line().add(fit(r, width)).strip(width) for r in rest)]
+        head, *rest = _slow_lines(v, width)
+        top = Line().add(SLOW_BADGE, SLOW_STYLE).add(fit(head, width - len(SLOW_BADGE)))
+        return [top.strip(width), *(Line().add(fit(r, width)).strip(width) for r in rest)]
     if not v.alarm:
         badge, style = " OK ", OK_STYLE
         # No GPU to watch: why, in the caution colour (the node's answer, not a quiet one).
