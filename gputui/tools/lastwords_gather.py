@@ -33,6 +33,9 @@ class JobTarget(Protocol):
     @property
     def gone(self) -> tuple[Any, ...]: ...
 
+    @property
+    def xids(self) -> tuple[Any, ...]: ...
+
 
 KIND = "lastwords"
 MAX_KERNEL_LINES = 20  # per rank
@@ -136,6 +139,15 @@ def gather_lastwords(target: JobTarget, cancel: threading.Event) -> dict[str, An
             io = tracker.final(pid) or io
         out.append(_entry(io, pid, ranks.get(pid), gone, kernel, pattern))
         out[-1]["gpus"] = gpus.get(pid, [])
+    late_error = None
+    if not cancel.is_set():  # ranks gone before they were seen: what survives them
+        from gputui.collect.rankio import core_pattern
+        from gputui.tools.late_words import late_entries
+
+        try:
+            out += late_entries(target, tracker, kernel, pattern or core_pattern(), set(ios))
+        except Exception as e:  # the others' words must not be lost to a surprise here
+            late_error = f"{type(e).__name__}: {e}"[:200]
     return {
         "type": KIND,
         "t": round(t, 3),
@@ -143,5 +155,6 @@ def gather_lastwords(target: JobTarget, cancel: threading.Event) -> dict[str, An
         "trigger": target.trigger,
         "core_pattern": pattern,
         "kernel_error": kernel_error,
+        "late_error": late_error,
         "ranks": out,
     }

@@ -1,0 +1,98 @@
+"""What a process has done so far, from /proc: CPU time and bytes read and written.
+
+Why: a rank its peers wait for is either stuck or doing something slow (writing a
+checkpoint, compiling, evaluating). The kernel counts both sides for free: the CPU time in
+/proc/PID/stat (utime + stime) and the I/O in /proc/PID/io (read_bytes/write_bytes: what
+reached the storage layer; rchar/wchar: every read() and write(), a tmpfs or a socket
+included). Two readings a few seconds apart say whether it advances and at what rate.
+
+Reading both costs two small reads per process and never blocks on the target (no ptrace,
+no attach); /proc/PID/io needs the rights `ptrace` would (the same user, or root), and where
+it is refused only the CPU time is known (`io` None). The judgement is elsewhere
+(gputui.diagnose.progress, pure); this module only reads.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+try:
+    _TICK = float(os.sysconf("SC_CLK_TCK"))
+except (ValueError, OSError, AttributeError):  # pragma: no cover - every Linux has it
+    _TICK = 100.0
+
+
+@dataclass(frozen=True)
+class Counters:
+    """One reading of a process: wall time `t`, CPU seconds, and its I/O byte counts (None
+    where /proc/PID/io could not be read)."""
+
+    pid: int
+    t: float
+    cpu_s: float
+    read_bytes: int | None = None
+    write_bytes: int | None = None
+    rchar: int | None = None
+    wchar: int | None = None
+    start_ticks: int | None = None  # its start time since boot: a reused pid differs
+
+    def to_json(self) -> list[float | int | None]:
+        """[t, cpu_s, read_bytes, write_bytes, rchar, wchar]: compact for a record."""
+        return [
+            round(self.t, 3),
+            round(self.cpu_s, 3),
+            self.read_bytes,
+            self.write_bytes,
+            self.rchar,
+            self.wchar,
+        ]
+
+
+def _stat(pid: int) -> tuple[float, int] | None:
+    """(utime + stime in seconds, start time in ticks) from /proc/PID/stat."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read(4096).decode("ascii", "replace")
+    except OSError:
+        return None
+    try:
+        fields = text.rsplit(")", 1)[1].split()
+        # after the comm: state(0) ppid(1) ... utime(11) stime(12) ... starttime(19)
+        return (int(fields[11]) + int(fields[12])) / _TICK, int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _io(pid: int) -> dict[str, int] | None:
+    try:
+        with open(f"/proc/{pid}/io", "rb") as f:
+            text = f.read(4096).decode("ascii", "replace")
+    except OSError:
+        return None
+    out: dict[str, int] = {}
+    for ln in text.splitlines():
+        key, _, value = ln.partition(":")
+        try:
+            out[key.strip()] = int(value)
+        except ValueError:
+            continue
+    return out
+
+
+def read_counters(pid: int, t: float) -> Counters | None:
+    """One reading of `pid` at wall time `t`; None when the process is gone or unreadable."""
+    st = _stat(pid)
+    if st is None:
+        return None
+    io = _io(pid) or {}
+    return Counters(
+        pid,
+        t,
+        st[0],
+        io.get("read_bytes"),
+        io.get("write_bytes"),
+        io.get("rchar"),
+        io.get("wchar"),
+        st[1],
+    )
