@@ -156,7 +156,8 @@ class BusyWatch:
                 prog = next(e for e in ev if e.kind == "progress")
                 return busy_verdict(v, phase, prog.extra)
             if phase is not None:
-                out = lead(fold(v, [*ev, *hw, past_limit(phase, self.busy_limit)]))
+                # First among its equals: it says more than "rank 1 is in save_checkpoint".
+                out = lead(fold(v, [past_limit(phase, self.busy_limit), *ev, *hw]))
                 return replace(out, busy=busy_json(phase))
         return lead(fold(v, [*ev, *hw]))
 

@@ -13,10 +13,9 @@ and Python wait loop burn CPU while they spin:
 - bytes moving is progress: at least BYTES_MIN over the window, at BYTES_MIN_RATE or more
   (read_bytes/write_bytes, or rchar/wchar for a tmpfs, a pipe or a socket: the larger);
 - CPU time is progress only with frames that move: at least CPU_MIN cores over the window
-  AND a dump in the window found its main thread somewhere it had not been before in this
-  episode. A busy-wait loop (`while True: pass`, a spin on a flag) burns a whole core with
-  the same frame at every dump: stuck, not busy. A poll loop cycles through the same few
-  stacks: after the first round they are not new, so it is stuck too;
+  AND a dump in the window found its main thread in other functions than the dump before
+  (lines are not compared: py-spy sees a `while True: pass` on either of its two lines). A
+  busy-wait loop burns a whole core in the same function at every dump: stuck, not busy;
 - frames that move without CPU time (a sleep loop that wakes to poll) are not progress.
 
 A job is busy when every live suspect advances, none is gone, and no stronger evidence (a
@@ -165,8 +164,8 @@ def judge_rank(e: dict[str, Any]) -> RankProgress | None:
             what, rate = "reads", _rate_words(read / span)
         return replace(base, advancing=True, what=what, rate=rate, for_s=for_s)
     t_window = t_end - WINDOW_S
-    new = [d for d in dumps if d.get("new") is True and (_num(d.get("t")) or 0.0) >= t_window]
-    if cpu >= CPU_MIN and new:
+    moved = [d for d in dumps if d.get("moved") is True and (_num(d.get("t")) or 0.0) >= t_window]
+    if cpu >= CPU_MIN and moved:
         if _COMPILE.search(names):
             what = "compiles on the CPU"
         elif _EVAL.search(names):

@@ -10,8 +10,9 @@ the caller's thread) and, for the ranks that do not spin, takes a py-spy dump ev
 seconds after the spin has lasted DUMP_AFTER_S (py-spy pauses the process for a few ms; a
 rank in a brief wait of a healthy step is never dumped). Every RECORD_S seconds it emits one
 `progress` record with the readings of the last window and the dumps in it, each marked
-`new` when its main thread stood somewhere not seen before in this spin: the record holds
-everything the judge reads, so `gputui record` keeps it and a replay judges the same.
+`moved` when its main thread's functions differ from the dump before (lines are not
+compared: a loop on one line is seen on either of two): the record holds everything the
+judge reads, so `gputui record` keeps it and a replay judges the same.
 
 Bounded: one task in flight at a time, each py-spy bounded by DUMP_TIMEOUT_S, at most
 MAX_RANKS ranks per job; nothing is kept once the spin ends.
@@ -40,6 +41,7 @@ WINDOW_S = 12.0  # readings kept (the judge's window is 10 s)
 MAX_RANKS = 16
 MAX_DUMPS = 8
 MAX_FUNCTIONS = 32
+MIN_SPAN_S = 1.6  # readings spanning this long before the first record (the judge's 1.5 s)
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ class _Rank:
     first: Counters | None = None
     readings: deque[Counters] = field(default_factory=lambda: deque(maxlen=64))
     dumps: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_DUMPS))
-    seen: set[str] = field(default_factory=set)  # main-thread stacks seen in this spin
+    last_sig: str | None = None  # the functions of the main thread at the last dump
     last_dump: float = float("-inf")
     rank: int | None = None
     gpu: int | None = None
@@ -156,8 +158,9 @@ class ProgressPoller:
                 if self.cancel.is_set():
                     return
             if now - ep.last_record >= RECORD_S and any(
-                len(r.readings) >= 2 for r in ep.ranks.values()
-            ):
+                r.readings and r.readings[-1].t - r.readings[0].t >= MIN_SPAN_S
+                for r in ep.ranks.values()
+            ):  # a first record that is judged already (a replay sees records a sample late)
                 ep.last_record = now
                 self.emit(self._record(key, ep, t))
         except Exception as e:  # a poller never raises: its failure is the record
@@ -181,17 +184,16 @@ class ProgressPoller:
             return
         mt = main_thread(parse_py_spy(res.lines))
         frames = tuple(f for f in (mt.frames if mt else ()) if not f.function.startswith("0x"))
-        sig = "|".join(f"{f.function}@{f.file}:{f.line}" for f in frames)
-        new = bool(r.seen) and sig not in r.seen  # the first dump is the baseline
-        r.seen.add(sig)
-        if len(r.seen) > 4096:  # bounded, whatever a long compile visits
-            r.seen = {sig}
+        # Functions, not lines: a `while True: pass` is seen on either of its two lines.
+        sig = "|".join(f"{f.function}@{f.file}" for f in frames)
+        moved = r.last_sig is not None and sig != r.last_sig  # the first dump is the baseline
+        r.last_sig = sig
         frame = read_stack(frames).frame
         r.dumps.append(
             {
                 "t": round(t, 3),
                 "outcome": "done",
-                "new": new,
+                "moved": moved,
                 "frame": redact_text(frame.label())[:300] if frame is not None else None,
                 "functions": [redact_text(f.function)[:120] for f in frames[:MAX_FUNCTIONS]],
             }

@@ -23,6 +23,7 @@
  *   no_driver           nvmlInit fails with Driver Not Loaded
  *   spin                both GPUs spin in a collective: util 100 %, no memory traffic, idle
  *                       power (the hang pattern the detector looks for)
+ *   spin_gpu:G          only GPU G spins (its peer idles: the rank the other waits for)
  *
  * With GPUTUI_STANDIN_PIDS=P0,P1, GPU i runs process Pi (a real process a test started, e.g.
  * a rank of a gloo job), so gputui reads its command line and environment like a rank's.
@@ -99,7 +100,7 @@ static int parsed, initialized, log_fd = -1;
 static long util_reads;  /* calls of nvmlDeviceGetUtilizationRates so far */
 
 static struct {
-    int hang_init, hang_shutdown, lost, bad_name, init_error, no_driver, spin;
+    int hang_init, hang_shutdown, lost, bad_name, init_error, no_driver, spin, spin_gpu;
     unsigned int pids[NGPU];
     long hang_read_after, lost_after;  /* -1: never */
     int xid_gpu, xid, ecc[NGPU], remap_pending[NGPU], lost_gpu, no_events;  /* gpu -1: none */
@@ -110,7 +111,7 @@ static void parse_mode(void) {
     if (parsed) return;
     parsed = 1;
     mode.hang_read_after = mode.lost_after = -1;
-    mode.xid_gpu = mode.lost_gpu = -1;
+    mode.xid_gpu = mode.lost_gpu = mode.spin_gpu = -1;
     const char *log = getenv("GPUTUI_STANDIN_LOG");
     if (log && *log) log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     const char *env = getenv("GPUTUI_STANDIN_NVML");
@@ -141,6 +142,7 @@ static void parse_mode(void) {
             if (g >= 0 && g < NGPU) mode.remap_pending[g] = 1;
         } else if (!strncmp(tok, "lost_gpu:", 9)) mode.lost_gpu = atoi(tok + 9);
         else if (!strcmp(tok, "spin")) mode.spin = 1;
+        else if (!strncmp(tok, "spin_gpu:", 9)) mode.spin_gpu = atoi(tok + 9);
         else if (!strncmp(tok, "busy_pid:", 9)) mode.pids[0] = (unsigned int)atol(tok + 9);
     }
     const char *pids = getenv("GPUTUI_STANDIN_PIDS");
@@ -287,7 +289,7 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u)
     util_reads++;  /* counted before the gate: call N+1 is the one that fails */
     nvmlReturn_t g = gate(d);
     if (g) LEAVE(g);
-    u->gpu = mode.spin ? 100 : 0;
+    u->gpu = mode.spin || d->index == mode.spin_gpu ? 100 : 0;
     u->memory = 0;
     LEAVE(NVML_SUCCESS);
 }
