@@ -118,6 +118,8 @@ SLOW_MODULES = {
     "test_fleet_kubectl",
     "test_evidence_early",
     "test_watch_live",
+    "test_busy_live",
+    "test_early_live",
 }
 
 
@@ -146,6 +148,8 @@ LONGEST_FIRST = {
     "test_multi_rank": 15,
     "test_nvml_standin_tui": 12,
     "test_watch_live": 12,
+    "test_busy_live": 90,
+    "test_early_live": 16,
     "test_fleet": 10,
     "test_hostile_corpus": 8,
     "test_secrets_corpus": 8,
@@ -176,6 +180,9 @@ SHARED_GROUPS = {"test_world_probe": "world", "test_world_screen": "world"}
 # whose rank jobs (ranks missing from a local world, one that cannot be dumped) such a check
 # rightly calls a rendezvous hang: beside each other, the check would name the other's job.
 SHARED_GROUPS |= {"test_rendezvous": "host_ranks", "test_watch_live": "host_ranks"}
+# A live `check` over the whole host, as the rendezvous tests run (their rank jobs would be
+# its verdict), and ranks with rank variables that such a check would look at.
+SHARED_GROUPS |= {"test_busy_live": "host_ranks", "test_early_live": "host_ranks"}
 
 
 def _module(item: pytest.Item) -> str:

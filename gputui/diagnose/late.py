@@ -78,11 +78,17 @@ def has_prefixes(text: str) -> bool:
 
 def last_region(text: str, rank: int | None) -> bool:
     """Whether this rank's lines (or, with `rank` None, an unprefixed traceback) end the
-    file: nothing after them but blank lines and launcher records. Then the file's last
-    write (its mtime) dates them."""
+    file: nothing after them but blank lines and the launcher's report of the failure
+    (torchrun's "failed (exitcode ...)" through its Root Cause block, srun's errors). Then
+    the file's last write (its mtime) dates them."""
     lines = text.rstrip("\n").splitlines()
-    for ln in reversed(lines):
-        if not ln.strip() or _launcher_line(ln):
+    end = len(lines)
+    for j in range(len(lines)):  # the launcher's report: from its first line, unprefixed
+        if _launcher_start(lines[j]) and not any(_PREFIX.match(x) for x in lines[j:]):
+            end = j
+            break
+    for ln in reversed(lines[:end]):
+        if not ln.strip():
             continue
         m = _PREFIX.match(ln)
         if rank is None:
@@ -91,18 +97,9 @@ def last_region(text: str, rank: int | None) -> bool:
     return False
 
 
-def _launcher_line(ln: str) -> bool:
-    s = ln.strip()
-    return bool(
-        _FAILED.search(s)
-        or _SRUN.search(s)
-        or s.startswith(("srun:", "torch.distributed.elastic", "W0", "E0", "I0", "="))
-        or _BLOCK_START.match(s)
-        or s.startswith(("time ", "host ", "rank ", "exitcode ", "error_file", "traceback "))
-        or s.startswith(("Root Cause", "Failures:", "<NO_OTHER_FAILURES>", "Traceback"))
-        or "ChildFailedError" in s
-        or s.endswith("FAILED")
-    )
+def _launcher_start(ln: str) -> bool:
+    """The first line of a launcher's failure report."""
+    return bool(_FAILED.search(ln) or _SRUN.search(ln) or "ChildFailedError" in ln)
 
 
 def _block_time(text: str) -> float | None:

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from dataclasses import replace as _replace
 from typing import Any
 
 from gputui.diagnose.merge_slow import slow_across
@@ -104,7 +105,7 @@ def judge(
     # A busy node that is not the whole answer (another node's rank is stuck): its GPUs
     # spin and wait like any stalled node's, and its busy rank is no suspect.
     latest = {
-        h: replace(ln, state=STALLED, suspects=(), suspect_pids=()) if ln.state == BUSY else ln
+        h: _replace(ln, state=STALLED, suspects=(), suspect_pids=()) if ln.state == BUSY else ln
         for h, ln in latest.items()
     }
     silent_hosts = sorted(({h for h in expect if h not in latest} | set(silent)) - set(latest))

@@ -153,7 +153,8 @@ def judge_rank(e: dict[str, Any]) -> RankProgress | None:
     read = _delta(start, last, 2, 4)  # read_bytes, rchar
     cpu = _delta(start, last, 1) / span
     names = " ".join(
-        n for d in dumps[-3:] for n in (d.get("functions") or [])[:64] if isinstance(n, str)
+        [n for d in dumps[-3:] for n in (d.get("functions") or [])[:64] if isinstance(n, str)]
+        + [f for d in dumps[-3:] if isinstance(f := d.get("frame"), str)]
     )
     moved = wrote + read
     if moved >= BYTES_MIN and moved / span >= BYTES_MIN_RATE:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from gputui.collect.rankio import RankIO, Stream, _ancestors, _comm, read_tail, stream
@@ -143,6 +144,12 @@ def late_entries(
     since = born - BORN_SLACK_S if born is not None else None
     files = [(path, who, got) for path, who in _files(live, tracker) if (got := _read(path))]
     exits = [x for _, _, (text, _m) in files for x in L.launcher_exits(text)]
+    # A "failed ... local_rank: 1 (pid: P)" line is another node's when a Root Cause block
+    # gives P another rank: the block's rank is the one (the local rank is per node).
+    by_pid = {x.pid: x.rank for x in exits if x.rank is not None and x.pid}
+    exits = [
+        replace(x, rank=by_pid[x.pid]) if x.rank is None and x.pid in by_pid else x for x in exits
+    ]
     errs = _error_files(live, tracker)
     cwd = next((io.cwd for p in live if (io := tracker.get(p.pid)) and io.cwd), None)
     out = []
@@ -204,7 +211,7 @@ def _entry(
         if x.rank == rank or (x.rank is None and lr is not None and x.local_rank == lr and local)
     ]
     # torchrun's Root Cause block names the rank; its "failed ... local_rank" line the pid
-    exit_ = next((x for x in mine_exits if x.by == "torchrun" and x.rank is not None), None)
+    exit_ = next((x for x in mine_exits if x.t is not None), None)  # the Root Cause block
     exit_ = exit_ or next(iter(mine_exits), None)
     pid = next((x.pid for x in mine_exits if x.pid), None)
     e: dict[str, Any] = {"pid": pid, "rank": rank, "gone": True, "seen": False, "late": True}
