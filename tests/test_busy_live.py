@@ -24,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,6 +79,11 @@ class Job:
         self.procs.append(p)
         if role != "die" and p.stdout is not None:
             assert p.stdout.readline().startswith("ready "), f"rank {rank} did not start"
+        elif role != "die" and self.out is not None:  # its ready line goes to the shared file
+            deadline = time.monotonic() + 30
+            while f"ready {p.pid}" not in self.out.read_text():
+                assert time.monotonic() < deadline, f"rank {rank} did not start"
+                time.sleep(0.02)
         return p
 
     def check(self, *args: str, pids: str | None = None, timeout: float = 120.0):
@@ -186,7 +192,7 @@ def test_a_recorded_checkpoint_replays_as_busy(job, tmp_path):
 
 def test_a_compile_whose_frames_move_is_busy(job):
     j = job("compile")
-    code, text, err = j.check("check", "--duration", "15")
+    code, text, err = j.check("check", "--stall-after", "6", "--duration", "11")
     assert code == 0, (err, text)
     assert re.search(r"BUSY +rank 1 compiles on the CPU: .*, [\d.]+ CPU cores? for \d+ s", text), (
         text
@@ -212,7 +218,7 @@ def test_a_sleeping_rank_is_stalled_within_15_s_of_the_onset(job):
 
 def test_a_busy_wait_loop_is_not_busy(job):
     j = job("busyloop")
-    code, lines, err = j.check("check", "--json", "--duration", "14")
+    code, lines, err = j.check("check", "--json", "--stall-after", "6", "--duration", "11")
     assert code == 1, err
     assert not any(x["state"] == "busy" for x in lines), [x["reason"] for x in lines]
     last = lines[-1]
