@@ -164,3 +164,16 @@ def test_past_the_limit_the_finding_is_steady_and_the_headline_says_how_long():
     assert f.text == "rank 0 writes past --busy-limit (5 s)"
     assert f.lead == "busy for 10 s, past --busy-limit (5 s): rank 0 writes, 82 MB/s for 10 s"
     assert f.strength == Strength.CULPRIT_LINE
+
+
+def test_a_writer_waiting_in_the_kernel_for_its_sync_is_still_writing():
+    """torch.save, then os.sync(): 12 s of writing at 80 MB/s, then 10 s in state D while
+    the kernel's threads flush it; no bytes of its own in the window, still the same phase."""
+    e = entry(per_s_write=80_000_000, seconds=12)
+    flat = e["samples"][-1]
+    e["samples"] = e["samples"] + [[flat[0] + i, *flat[1:6], "D"] for i in range(1, 11)]
+    j = judge_rank(e)
+    assert j is not None and j.advancing is True and j.what == "writes"
+    assert j.rate == "44 MB/s" and j.for_s == 22.0  # 960 MB over the 22 s of the spin
+    e["samples"][-1] = [*e["samples"][-1][:6], "S"]  # out of the kernel, and no bytes: stuck
+    assert judge_rank(e).advancing is False

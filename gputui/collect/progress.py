@@ -36,9 +36,10 @@ class Counters:
     rchar: int | None = None
     wchar: int | None = None
     start_ticks: int | None = None  # its start time since boot: a reused pid differs
+    state: str | None = None  # its state letter: R running, S sleeping, D waiting on I/O
 
-    def to_json(self) -> list[float | int | None]:
-        """[t, cpu_s, read_bytes, write_bytes, rchar, wchar]: compact for a record."""
+    def to_json(self) -> list[float | int | str | None]:
+        """[t, cpu_s, read_bytes, write_bytes, rchar, wchar, state]: compact for a record."""
         return [
             round(self.t, 3),
             round(self.cpu_s, 3),
@@ -46,11 +47,12 @@ class Counters:
             self.write_bytes,
             self.rchar,
             self.wchar,
+            self.state,
         ]
 
 
-def _stat(pid: int) -> tuple[float, int] | None:
-    """(utime + stime in seconds, start time in ticks) from /proc/PID/stat."""
+def _stat(pid: int) -> tuple[float, int, str] | None:
+    """(utime + stime in seconds, start time in ticks, state letter) from /proc/PID/stat."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             text = f.read(4096).decode("ascii", "replace")
@@ -59,7 +61,7 @@ def _stat(pid: int) -> tuple[float, int] | None:
     try:
         fields = text.rsplit(")", 1)[1].split()
         # after the comm: state(0) ppid(1) ... utime(11) stime(12) ... starttime(19)
-        return (int(fields[11]) + int(fields[12])) / _TICK, int(fields[19])
+        return (int(fields[11]) + int(fields[12])) / _TICK, int(fields[19]), fields[0][:1]
     except (IndexError, ValueError):
         return None
 
@@ -95,4 +97,5 @@ def read_counters(pid: int, t: float) -> Counters | None:
         io.get("rchar"),
         io.get("wchar"),
         st[1],
+        st[2],
     )

@@ -92,12 +92,22 @@ def _num(v: Any) -> float | None:
 
 
 def _readings(e: dict[str, Any], key: str = "samples") -> list[list[float | None]]:
+    """[t, cpu_s, read_bytes, write_bytes, rchar, wchar] of each reading, oldest first."""
     out = []
     raw = e.get(key)
     for r in raw[:MAX_READINGS] if isinstance(raw, list) else ():
-        if isinstance(r, list) and len(r) == 6 and _num(r[0]) is not None:
-            out.append([_num(x) for x in r])
+        if isinstance(r, list) and len(r) in (6, 7) and _num(r[0]) is not None:
+            out.append([_num(x) for x in r[:6]])
     return sorted(out, key=lambda r: r[0] or 0.0)
+
+
+def _flushing(e: dict[str, Any]) -> bool:
+    """Its last reading found it waiting on I/O in the kernel (state D): a checkpoint's
+    final sync or fsync, whose bytes the kernel's own threads write, not the rank."""
+    raw = e.get("samples")
+    rows = [r for r in (raw[:MAX_READINGS] if isinstance(raw, list) else ()) if isinstance(r, list)]
+    last = max(rows, key=lambda r: _num(r[0]) or 0.0, default=None) if rows else None
+    return last is not None and len(last) == 7 and last[6] == "D"
 
 
 def _delta(a: list[float | None], b: list[float | None], *idx: int) -> float:
@@ -157,6 +167,13 @@ def judge_rank(e: dict[str, Any]) -> RankProgress | None:
         + [f for d in dumps[-3:] if isinstance(f := d.get("frame"), str)]
     )
     moved = wrote + read
+    if moved < BYTES_MIN or moved / span < BYTES_MIN_RATE:
+        # Bytes moved earlier in this spin and it now waits in the kernel for them (a sync
+        # after the write): still the same phase, said at its rate over the whole spin.
+        whole = max(1e-9, t_end - since)
+        if first is not None and _flushing(e):
+            wrote, read = _delta(first, last, 3, 5), _delta(first, last, 2, 4)
+            moved, span = wrote + read, whole
     if moved >= BYTES_MIN and moved / span >= BYTES_MIN_RATE:
         if wrote >= read:
             what = "writes a checkpoint" if _CHECKPOINT.search(names) else "writes"
