@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 from synth import with_real_pids
@@ -51,6 +52,7 @@ Root Cause (first observed failure):
   traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
 ============================================================
 """
+DATA = Path(__file__).parent / "data" / "lastwords"
 RANK3 = """\
 [rank3]: Traceback (most recent call last):
 [rank3]:   File "/job/train.py", line 88, in <module>
@@ -232,4 +234,19 @@ def test_a_rank_seen_alive_in_one_sample_has_where_it_writes_remembered_at_once(
     assert (
         v is not None
         and v.findings[0] == f"rank 1 (pid {r1.pid}) died: RuntimeError: late (<string>:4)"
+    )
+
+
+def test_two_real_torchrun_agents_records_name_every_rank_with_its_pid_and_exit_code():
+    """tests/data/lastwords/torchrun-two-agents-cpu.out: rank 3 raised; on gloo the others
+    failed too, each agent writing its records into the one file."""
+    text = (DATA / "torchrun-two-agents-cpu.out").read_text()
+    blocks = {x.rank: x for x in L.launcher_exits(text) if x.rank is not None}
+    assert sorted(blocks) == [0, 1, 2, 3]
+    assert {x.code for x in blocks.values()} == {3} and all(x.t for x in blocks.values())
+    assert blocks[3].local_rank == 1 and blocks[3].host == "localhost"
+    failed = [x for x in L.launcher_exits(text) if x.rank is None]
+    assert {x.pid for x in failed} <= {x.pid for x in blocks.values()}
+    assert L.prefixed_lines(text, 3)[-1] == (
+        "RuntimeError: rank 3: shard 17 is corrupt (injected by rank_worker.py)"
     )
