@@ -14,7 +14,8 @@ rank 1, who is doing one thing for good (tests/targets/busy_rank.py):
 - (c) it compiles (new generated functions burn the CPU: frames that move): busy;
 - (d) it sleeps (the control): stalled within 15 s of the spin's onset;
 - (e) it spins in `while True: pass`: a whole core, one frame: not busy;
-- (f) the checkpoint never ends: past --busy-limit it is an alarm (exit 1).
+- (f) the checkpoint never ends: past --busy-limit it is an alarm (exit 1);
+- and the 80x24 dashboard shows the BUSY badge with the rate, no key pressed.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 import pytest
 from conftest import free_port
 from nvml_standin.build import REPO, build_standin, standin_env
+from tmux import Tmux, needs_tmux
 
 from gputui.tools.which import find_tool
 
@@ -243,3 +245,22 @@ def test_a_busy_phase_past_busy_limit_is_an_alarm(job, tmp_path):
         r"busy for \d+ s, past --busy-limit \(8 s\): rank 1 writes a checkpoint", last["reason"]
     )
     assert last["busy"]["what"] == "writes a checkpoint" and last["busy"]["for_s"] >= 8
+
+
+@needs_tmux
+def test_the_80x24_dashboard_shows_busy_with_the_rate_and_no_alarm(job, tmp_path):
+    j = job("checkpoint", "--rate", "20", "--path", str(tmp_path / "ckpt.pt"))
+    env = standin_env(build_standin(), "spin_gpu:0")
+    keep = {k: env[k] for k in ("LD_LIBRARY_PATH", "GPUTUI_STANDIN_NVML")}
+    keep |= {"GPUTUI_STANDIN_PIDS": f"{j.r0.pid},{j.r1.pid}", "PYTHONPATH": str(REPO)}
+    tmux = Tmux(80, 24)
+    try:
+        tmux.start([sys.executable, "-m", "gputui", "--no-mouse", "--stall-after", "4"], keep)
+        screen = tmux.wait(lambda s: "BUSY" in s and "MB/s" in s, "the BUSY badge", 60)
+    finally:
+        tmux.close()
+    flat = " ".join(ln.strip() for ln in screen.splitlines())
+    assert re.search(
+        r"BUSY\s+rank 1 writes a checkpoint: save_checkpoint \(busy_rank\.py:\d+\),", flat
+    )
+    assert "STALLED" not in screen and "SUSPECT" not in screen, screen

@@ -177,3 +177,16 @@ def test_a_writer_waiting_in_the_kernel_for_its_sync_is_still_writing():
     assert j.rate == "44 MB/s" and j.for_s == 22.0  # 960 MB over the 22 s of the spin
     e["samples"][-1] = [*e["samples"][-1][:6], "S"]  # out of the kernel, and no bytes: stuck
     assert judge_rank(e).advancing is False
+
+
+def test_a_progress_record_is_checked_for_the_recordings_schema():
+    from gputui.collect.progress import check_record
+
+    rec = {"type": "progress", "t": T0, "job": "j", "ranks": [entry(per_s_write=1)]}
+    rec["ranks"][0]["dumps"] = [dump(2, False)]
+    assert check_record(rec) is None
+    rec["ranks"][0]["samples"].append([T0, 1.0, 0, 0, 0, 0, "D"])
+    assert check_record(rec) is None
+    bad = [{"pid": "1"}], [{"pid": 1, "samples": [[T0, "x", 0, 0, 0, 0]]}], "nope"
+    for ranks in bad:
+        assert check_record({**rec, "ranks": ranks}) is not None

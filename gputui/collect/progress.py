@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 try:
     _TICK = float(os.sysconf("SC_CLK_TCK"))
@@ -99,3 +100,55 @@ def read_counters(pid: int, t: float) -> Counters | None:
         st[1],
         st[2],
     )
+
+
+def check_record(rec: Any) -> str | None:
+    """Why a `progress` record (gputui.tools.progress_watch) is malformed, or None: for the
+    recording's schema check (gputui.collect.trace_schema). The judge reads it defensively
+    anyway (gputui.diagnose.progress); this says what a well-formed one holds:
+
+    {"type": "progress", "t": number, "job": str, "trigger": str, "stacks": str,
+     "ranks": [{"pid": int, "rank": int|null, "gpu": int|null,
+                "first": [reading], "samples": [reading, ...],   # at most 64
+                "dumps": [{"t": number, "outcome": str, "moved"?: bool, "frame"?: str|null,
+                           "functions"?: [str, ...]}, ...],       # at most 16
+                "error"?: str}, ...]}                             # at most 64 ranks
+    where a reading is [t, cpu_s, read_bytes|null, write_bytes|null, rchar|null,
+    wchar|null, state|null] (the state letter may be absent: 6 items).
+    """
+    if not isinstance(rec, dict) or rec.get("type") != "progress":
+        return "not a progress record"
+    ranks = rec.get("ranks")
+    if not isinstance(ranks, list) or len(ranks) > 64:
+        return "'ranks' must be a list of at most 64 entries"
+    for e in ranks:
+        if not isinstance(e, dict) or not _int(e.get("pid")):
+            return "each rank needs an integer 'pid'"
+        for key, limit in (("first", 1), ("samples", 64)):
+            rows = e.get(key, [])
+            if not isinstance(rows, list) or len(rows) > limit:
+                return f"'{key}' must be a list of at most {limit} readings"
+            if any(not _reading(r) for r in rows):
+                return f"a reading of '{key}' is not [t, cpu_s, 4 counters, state]"
+        dumps = e.get("dumps", [])
+        if not isinstance(dumps, list) or len(dumps) > 16:
+            return "'dumps' must be a list of at most 16"
+        if any(not isinstance(d, dict) or not _number(d.get("t")) for d in dumps):
+            return "each dump needs a numeric 't'"
+    return None
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _reading(r: Any) -> bool:
+    if not isinstance(r, list) or len(r) not in (6, 7) or not _number(r[0]):
+        return False
+    if not all(x is None or _number(x) for x in r[1:6]):
+        return False
+    return len(r) == 6 or r[6] is None or isinstance(r[6], str) and len(r[6]) <= 2

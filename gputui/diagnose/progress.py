@@ -182,8 +182,8 @@ def judge_rank(e: dict[str, Any]) -> RankProgress | None:
             what, rate = "reads", _rate_words(read / span)
         return replace(base, advancing=True, what=what, rate=rate, for_s=for_s)
     t_window = t_end - WINDOW_S
-    moved = [d for d in dumps if d.get("moved") is True and (_num(d.get("t")) or 0.0) >= t_window]
-    if cpu >= CPU_MIN and moved:
+    stirred = [d for d in dumps if d.get("moved") is True and (_num(d.get("t")) or 0.0) >= t_window]
+    if cpu >= CPU_MIN and stirred:
         if _COMPILE.search(names):
             what = "compiles on the CPU"
         elif _EVAL.search(names):
