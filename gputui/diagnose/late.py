@@ -71,6 +71,17 @@ def prefixed_lines(text: str, rank: int) -> list[str]:
     return out
 
 
+def lines_by_rank(text: str) -> dict[int, list[str]]:
+    """Every `[rankN]:` line of `text`, without its prefix, by rank: one pass over a file
+    for all the ranks of a large world."""
+    out: dict[int, list[str]] = {}
+    for ln in text.splitlines():
+        m = _PREFIX.match(ln)
+        if m is not None:
+            out.setdefault(int(m.group(1)), []).append(ln[m.end() :])
+    return out
+
+
 def has_prefixes(text: str) -> bool:
     """Whether any line carries torch's `[rankN]:` prefix."""
     return any(_PREFIX.match(ln) for ln in text.splitlines())

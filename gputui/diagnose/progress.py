@@ -269,7 +269,10 @@ def busy_phase(v: Verdict, evidence: list[Evidence], snap: Any) -> RankProgress 
     live = [p for p in v.suspect_pids if not alive or p in alive]
     if not live or any(p not in by_pid or by_pid[p].advancing is not True for p in live):
         return None
-    return max((by_pid[p] for p in live), key=lambda j: j.for_s)
+    phase = max((by_pid[p] for p in live), key=lambda j: j.for_s)
+    # "for 40 s": as long as its peers have waited, from the spin's first sample
+    spun = v.t - v.since if v.since is not None else 0.0
+    return replace(phase, for_s=max(phase.for_s, spun))
 
 
 def busy_verdict(v: Verdict, phase: RankProgress, progress: dict[str, Any]) -> Verdict:

@@ -135,15 +135,15 @@ def late_entries(
         if s.pid is None and s.gpu is not None and offset is not None:
             local_missing[offset + s.gpu] = s.gpu
     here = set(range(offset, offset + lws)) if offset is not None and lws else set()
-    candidates = set(local_missing) | (here - alive)
-    if world is not None:
-        candidates |= set(range(min(world, MAX_WORLD))) - alive
-    if not candidates:
-        return []
     born = min((p.create_time for p in live if p.create_time), default=None)
     since = born - BORN_SLACK_S if born is not None else None
-    files = [(path, who, got) for path, who in _files(live, tracker) if (got := _read(path))]
-    exits = [x for _, _, (text, _m) in files for x in L.launcher_exits(text)]
+    files = [
+        (path, who, (text, mtime, L.lines_by_rank(text)))
+        for path, who in _files(live, tracker)
+        if (got := _read(path)) is not None
+        for text, mtime in (got,)
+    ]
+    exits = [x for _, _, (text, _m, _b) in files for x in L.launcher_exits(text)]
     # A "failed ... local_rank: 1 (pid: P)" line is another node's when a Root Cause block
     # gives P another rank: the block's rank is the one (the local rank is per node).
     by_pid = {x.pid: x.rank for x in exits if x.rank is not None and x.pid}
@@ -151,6 +151,19 @@ def late_entries(
         replace(x, rank=by_pid[x.pid]) if x.rank is None and x.pid in by_pid else x for x in exits
     ]
     errs = _error_files(live, tracker)
+    # The ranks to speak of: this node's missing ones, and any rank of the world that a
+    # file's lines or a launcher's record names (never every rank of a large world).
+    named = {r for _, _, (_t, _m, by) in files for r in by} | {
+        x.rank for x in exits if x.rank is not None
+    }
+    named |= {offset + lr for lr in errs if offset is not None}
+    candidates = set(local_missing) | (here - alive)
+    candidates |= {r for r in named if r is not None and r >= 0} - alive
+    if world is not None:
+        candidates = {r for r in candidates if r < world}
+    candidates = set(sorted(candidates)[:MAX_WORLD])
+    if not candidates:
+        return []
     cwd = next((io.cwd for p in live if (io := tracker.get(p.pid)) and io.cwd), None)
     out = []
     for rank in sorted(candidates):
@@ -176,7 +189,7 @@ def _entry(
     rank: int,
     local_missing: dict[int, int | None],
     here: set[int],
-    files: list[tuple[str, str, tuple[str, float | None]]],
+    files: list[tuple[str, str, tuple[str, float | None, dict[int, list[str]]]]],
     exits: list[Any],
     errs: dict[int, str],
     offset: int | None,
@@ -192,9 +205,9 @@ def _entry(
     lr = rank - offset if offset is not None and local else None
     lone = len(local_missing) == 1 and rank in local_missing
     words, tail, log, held, dated = None, "", None, None, None
-    for path, who, (text, mtime) in files:
-        lines = L.prefixed_lines(text, rank)
-        if not lines and lone and not L.has_prefixes(text):
+    for path, who, (text, mtime, by_rank) in files:
+        lines = by_rank.get(rank, [])
+        if not lines and lone and not by_rank:
             lines = text.splitlines()  # one rank gone, no prefixes: its words are unmarked
             mine: int | None = None
         else:

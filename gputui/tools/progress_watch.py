@@ -34,13 +34,13 @@ from gputui.collect.progress import Counters, read_counters
 KIND = "progress"
 RECORD_S = 2.0  # a record this often while a job spins
 DUMP_S = 2.0  # a py-spy dump of each rank that does not spin this often ...
-DUMP_AFTER_S = 1.0  # ... once the spin has lasted this long
+DUMP_AFTER_S = 2.0  # ... once the spin has lasted this long (a brief wait: never)
 DUMP_TIMEOUT_S = 3.0
 READ_EVERY_S = 0.4  # counters at most this often (a fast sampler does not read more)
 WINDOW_S = 12.0  # readings kept (the judge's window is 10 s)
 MAX_RANKS = 16
 MAX_DUMPS = 8
-MAX_FUNCTIONS = 32
+MAX_FUNCTIONS = 12  # innermost: what the words look for (save, compile, eval)
 MIN_SPAN_S = 1.6  # readings spanning this long before the first record (the judge's 1.5 s)
 
 
