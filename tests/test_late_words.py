@@ -250,3 +250,16 @@ def test_two_real_torchrun_agents_records_name_every_rank_with_its_pid_and_exit_
     assert L.prefixed_lines(text, 3)[-1] == (
         "RuntimeError: rank 3: shard 17 is corrupt (injected by rank_worker.py)"
     )
+
+
+def test_a_hostile_late_entry_never_raises():
+    """A lastwords record from a file: late entries with fields of every wrong type."""
+    import random
+
+    rng = random.Random(32)
+    junk = [None, True, 5, "x", [], {}, [1, "a"], {"words": 5}, 1e300]
+    v = Verdict(t=1.0, state="stalled", suspects=(1,), vanished=(1,))
+    for _ in range(300):
+        e = {k: rng.choice(junk) for k in ("pid", "died_at", "exit", "looked_in", "gpus", "tail")}
+        e.update(late=True, rank=rng.choice([1, 3, "x"]), gone=True, local=rng.choice(junk))
+        explain_lastwords({"type": "lastwords", "t": rng.choice(junk), "ranks": [e]}, v, None)

@@ -190,3 +190,20 @@ def test_a_progress_record_is_checked_for_the_recordings_schema():
     bad = [{"pid": "1"}], [{"pid": 1, "samples": [[T0, "x", 0, 0, 0, 0]]}], "nope"
     for ranks in bad:
         assert check_record({**rec, "ranks": ranks}) is not None
+
+
+def test_a_hostile_progress_record_never_raises():
+    """A record from a file is untrusted: every field of the wrong type is skipped."""
+    import random
+
+    rng = random.Random(32)
+    junk = [None, True, 5, -1.5, "x", [], {}, [[]], [None] * 7, ["D"], {"t": "x"}, [T0] * 9]
+    v = stalled()
+    for _ in range(400):
+        e = {k: rng.choice(junk) for k in ("pid", "rank", "gpu", "first", "samples", "dumps")}
+        e["pid"] = rng.choice([815, e["pid"]])
+        if rng.random() < 0.5:
+            e["dumps"] = [{"t": rng.choice(junk), "functions": rng.choice(junk), "moved": True}]
+        rec = {"type": "progress", "t": rng.choice(junk), "ranks": rng.choice([[e], e, None])}
+        explain_progress(rec, v, None)  # must not raise
+        judge_rank(e)

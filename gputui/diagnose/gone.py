@@ -88,7 +88,8 @@ def _where(e: dict[str, Any]) -> str:
 def _cause(e: dict[str, Any], w: Words) -> str | None:
     """The cause, with the GPU an Xid of this pid was on when the rank's GPU is known."""
     cause = w.cause()
-    gpus = [g for g in e.get("gpus") or () if isinstance(g, int)]
+    raw = e.get("gpus")
+    gpus = [g for g in raw[:8] if isinstance(g, int)] if isinstance(raw, list) else []
     xid = next((k.xid for k in w.kernel if k.how == "xid"), None)
     if cause and gpus and xid is not None:
         on = f"on GPU {gpus[0]}"
@@ -106,7 +107,8 @@ def _sentence(e: dict[str, Any], w: Words, now: Any = None) -> tuple[str, Streng
         cause = cause or (said[:200] if isinstance(said, str) else None)
         if cause:
             return f"{who} died{_age(e, now)}: {cause}", Strength.RANK_GONE
-        looked = [p for p in e.get("looked_in") or () if isinstance(p, str)][:4]
+        seen = e.get("looked_in")
+        looked = [p[:300] for p in seen[:4] if isinstance(p, str)] if isinstance(seen, list) else []
         where = f" ({', '.join(looked)})" if looked else " (they hold no file)"
         return (
             f"{who} exited before gputui started; no message found in the files its peers "
@@ -183,7 +185,8 @@ def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot |
         head = None
         if e.get("gone") and isinstance(rank, int):  # the headline: short, the cause first
             head = clean(text.replace(f" (pid {e['pid']})", "", 1), limit=200)
-        gpus = tuple(g for g in e.get("gpus") or () if isinstance(g, int))[:8]
+        raw = e.get("gpus")
+        gpus = tuple(g for g in raw[:8] if isinstance(g, int)) if isinstance(raw, list) else ()
         found.append(
             Finding(
                 clean(text, limit=400),

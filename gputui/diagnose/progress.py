@@ -105,7 +105,11 @@ def _flushing(e: dict[str, Any]) -> bool:
     """Its last reading found it waiting on I/O in the kernel (state D): a checkpoint's
     final sync or fsync, whose bytes the kernel's own threads write, not the rank."""
     raw = e.get("samples")
-    rows = [r for r in (raw[:MAX_READINGS] if isinstance(raw, list) else ()) if isinstance(r, list)]
+    rows = [
+        r
+        for r in (raw[:MAX_READINGS] if isinstance(raw, list) else ())
+        if isinstance(r, list) and r
+    ]
     last = max(rows, key=lambda r: _num(r[0]) or 0.0, default=None) if rows else None
     return last is not None and len(last) == 7 and last[6] == "D"
 
@@ -130,6 +134,11 @@ def _dumps(e: dict[str, Any]) -> list[dict[str, Any]]:
     raw = e.get("dumps")
     out = [d for d in (raw[:MAX_DUMPS] if isinstance(raw, list) else ()) if isinstance(d, dict)]
     return [d for d in out if _num(d.get("t")) is not None]
+
+
+def _strs(v: Any) -> list[str]:
+    """The strings of a list from a record (anything else: none)."""
+    return [x[:200] for x in v[:64] if isinstance(x, str)] if isinstance(v, list) else []
 
 
 def _text(v: Any, limit: int = 300) -> str | None:
@@ -163,7 +172,7 @@ def judge_rank(e: dict[str, Any]) -> RankProgress | None:
     read = _delta(start, last, 2, 4)  # read_bytes, rchar
     cpu = _delta(start, last, 1) / span
     names = " ".join(
-        [n for d in dumps[-3:] for n in (d.get("functions") or [])[:64] if isinstance(n, str)]
+        [n for d in dumps[-3:] for n in _strs(d.get("functions"))]
         + [f for d in dumps[-3:] if isinstance(f := d.get("frame"), str)]
     )
     moved = wrote + read
