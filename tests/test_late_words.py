@@ -263,3 +263,42 @@ def test_a_hostile_late_entry_never_raises():
         e = {k: rng.choice(junk) for k in ("pid", "died_at", "exit", "looked_in", "gpus", "tail")}
         e.update(late=True, rank=rng.choice([1, 3, "x"]), gone=True, local=rng.choice(junk))
         explain_lastwords({"type": "lastwords", "t": rng.choice(junk), "ranks": [e]}, v, None)
+
+
+def test_a_rank_nvml_saw_but_whose_outputs_were_never_read_is_quoted_from_its_peers_file(
+    tmp_path,
+):
+    """It died within a sample of being seen: where it wrote was never looked at, but the
+    file its living peer holds has its `[rank1]:` lines; they speak for it, under its pid."""
+    out = tmp_path / "job.out"
+    out.write_text(RANK3.replace("rank3", "rank1"))
+    env = {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
+    with open(out, "ab") as f:
+        peer = subprocess.Popen(
+            [sys.executable, "-c", "import sys; print('ready', flush=True); sys.stdin.read()"],
+            stdin=subprocess.PIPE,
+            stdout=f,
+            env=env,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while "ready" not in out.read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        snap = with_real_pids(time.time(), [peer.pid, None], ["spin", "gone"])
+        tracker = RankIOTracker()
+        tracker.refresh_now(snap)
+        rank0 = snap.processes[0]
+        v = Verdict(t=time.time(), state="stalled", spinning=(0,), suspects=(1,), vanished=(1,))
+        gone = (RankStack(999_999, 1, 1, "gone", error="its process exited before the dump"),)
+        target = JobTarget(snap.jobs[0].key, "job", "stalled", v, (rank0,), gone, tracker)
+        rec = gather_lastwords(target, __import__("threading").Event())
+    finally:
+        peer.kill()
+        peer.wait(timeout=10)
+    assert rec is not None
+    mine = [e for e in rec["ranks"] if e["pid"] == 999_999]
+    assert len(mine) == 1 and mine[0]["late"] and mine[0]["log"] == str(out), rec["ranks"]
+    texts = [f.text for f in explain_lastwords(rec, v, None).ranked]
+    assert texts[0].startswith("rank 1 (pid 999999) died"), texts
+    assert texts[0].endswith("CUDA error: an illegal memory access (train.py:88)"), texts

@@ -145,7 +145,23 @@ def gather_lastwords(target: JobTarget, cancel: threading.Event) -> dict[str, An
         from gputui.tools.late_words import late_entries
 
         try:
-            out += late_entries(target, tracker, kernel, pattern or core_pattern(), set(ios))
+            # Gone ranks NVML saw whose outputs were never looked at: what survives them may
+            # speak for them (their entry then replaces the one that knows nothing).
+            unseen = {
+                r: pid
+                for pid, io in ios.items()
+                if io is None and (r := ranks.get(pid)) is not None
+            }
+            unseen = {r: p for r, p in unseen.items() if not alive(p, None)}
+            late = late_entries(
+                target, tracker, kernel, pattern or core_pattern(), set(ios), unseen
+            )
+            spoken = {
+                e["pid"] for e in late if e.get("pid") in unseen.values() and not e.get("looked_in")
+            }
+            out = [e for e in out if e["pid"] not in spoken] + [
+                e for e in late if not (e.get("looked_in") and e.get("pid") in unseen.values())
+            ]
         except Exception as e:  # the others' words must not be lost to a surprise here
             late_error = f"{type(e).__name__}: {e}"[:200]
     return {

@@ -119,9 +119,12 @@ def late_entries(
     kernel: list[tuple[float, str]],
     pattern: str | None,
     known: set[int],
+    unseen: dict[int, int] | None = None,
 ) -> list[dict[str, Any]]:
     """One lastwords entry per rank gone before it was seen (or seen nowhere on this node)
-    that something here speaks of; `known` are the pids the gatherer has entries for."""
+    that something here speaks of; `known` are the pids the gatherer has entries for.
+    `unseen`: rank -> pid of gone ranks NVML saw but whose outputs were never looked at (they
+    died within a sample or two): looked for here too, under their pid."""
     from gputui.diagnose import late as L
 
     live = [p for p in target.ranks if getattr(p, "live", True)]
@@ -134,6 +137,8 @@ def late_entries(
     for s in target.gone:
         if s.pid is None and s.gpu is not None and offset is not None:
             local_missing[offset + s.gpu] = s.gpu
+        elif s.pid is not None and s.rank is not None and s.rank in (unseen or {}):
+            local_missing[s.rank] = s.gpu
     here = set(range(offset, offset + lws)) if offset is not None and lws else set()
     born = min((p.create_time for p in live if p.create_time), default=None)
     since = born - BORN_SLACK_S if born is not None else None
@@ -168,7 +173,10 @@ def late_entries(
     out = []
     for rank in sorted(candidates):
         e = _entry(rank, local_missing, here, files, exits, errs, offset, since, target, kernel)
-        if e is None or (isinstance(e.get("pid"), int) and e["pid"] in known):
+        if e is not None and e.get("pid") is None and rank in (unseen or {}):
+            e["pid"] = (unseen or {})[rank]  # NVML saw it: its pid is known
+        mine = isinstance(e.get("pid"), int) and e["pid"] in known if e else False
+        if e is None or (mine and rank not in (unseen or {})):
             continue
         pid = e.get("pid")
         if isinstance(pid, int) and pattern and (rank in here or rank in local_missing):
