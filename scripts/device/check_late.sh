@@ -127,12 +127,24 @@ JOB=
 out2="$O/late_torchrun_job.out"
 : >"$out2"
 port=$(free_port)
+# Agent 0 first: it hosts the rendezvous store (its port is bound first) and joins first, so
+# it gets ranks 0 and 1 and survives; agent 1 gets ranks 2 and 3, rank 3 dies, agent 1 writes
+# its record and exits (tried with torch 2.13 on CPU: the surviving agent keeps its ranks).
 for node in 0 1; do
   CUDA_VISIBLE_DEVICES=$((2 * node)),$((2 * node + 1)) NCCL_HOSTID="node$node" \
     setsid python3 -m torch.distributed.run --nnodes 2 --node-rank "$node" --nproc-per-node 2 \
     --rdzv-backend c10d --rdzv-endpoint "127.0.0.1:$port" --rdzv-id late2 --max-restarts 0 \
     scripts/device/rank_worker.py --seconds 200 --die 3:5:xid >>"$out2" 2>&1 &
-  if [ "$node" = 0 ]; then JOB=$!; else JOB2=$!; fi
+  if [ "$node" = 0 ]; then
+    JOB=$!
+    for _ in $(seq 1 40); do
+      python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', $port), 1)" \
+        2>/dev/null && break
+      sleep 0.5
+    done
+  else
+    JOB2=$!
+  fi
 done
 if wait_for "$out2" "Root Cause" 150; then
   died=$(phase_t "$out2" die-xid)
