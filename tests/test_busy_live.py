@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import free_port
 from nvml_standin.build import REPO, build_standin, standin_env
@@ -125,6 +126,16 @@ def job(tmp_path: Path) -> Iterator:
     yield start
     for j in made:
         j.close()
+
+
+def listening(port: int) -> bool:
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
 
 
 def said(lines: list[dict]) -> list[tuple]:
@@ -265,3 +276,64 @@ def test_the_80x24_dashboard_shows_busy_with_the_rate_and_no_alarm(job, tmp_path
         r"BUSY\s+rank 1 writes a checkpoint: save_checkpoint \(busy_rank\.py:\d+\),", flat
     )
     assert "STALLED" not in screen and "SUSPECT" not in screen, screen
+
+
+def test_two_torchrun_agents_as_two_nodes_the_other_agents_record_is_read(tmp_path):
+    """Agent 0 (ranks 0, 1: they wait) and agent 1 (ranks 2, 3) share one output file;
+    rank 3 writes its `[rank3]:` traceback and exits before gputui starts, agent 1 stops
+    rank 2, writes its record of both and exits. `check` on agent 0's ranks names rank 3,
+    its age from the agent's record, and says rank 2 was stopped by its agent."""
+    out = tmp_path / "job.out"
+    port = str(free_port())
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2"]
+    argv += ["--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-id", "late"]
+    argv += ["--rdzv-endpoint", f"127.0.0.1:{port}", "--max-restarts", "0"]
+    argv += [str(RANK), "last-dies", "--lifetime", "120"]
+    agents: list[subprocess.Popen] = []
+    try:
+        with open(out, "ab") as f:
+            for node in (0, 1):
+                env = {**os.environ, "NCCL_HOSTID": f"node{node}", "PYTHONWARNINGS": "ignore"}
+                agents.append(
+                    subprocess.Popen(argv, env=env, stdout=f, stderr=f, start_new_session=True)
+                )
+                deadline = time.monotonic() + 60
+                while node == 0 and not listening(int(port)):  # agent 0 hosts the store
+                    assert time.monotonic() < deadline, out.read_text()[-2000:]
+                    time.sleep(0.05)
+        assert agents[1].wait(timeout=90) != 0, out.read_text()[-2000:]
+        pids = [int(p) for p in re.findall(r"ready (\d+)", out.read_text())]
+        live = [p for p in pids if psutil.pid_exists(p)]
+        assert len(live) == 2, (pids, out.read_text()[-2000:])
+        env = standin_env(build_standin(), "spin")
+        env["GPUTUI_STANDIN_PIDS"] = ",".join(map(str, sorted(live)))
+        env["PYTHONPATH"] = str(REPO)
+        argv2 = [sys.executable, "-m", "gputui", "check", "--json", "--stall-after", "3"]
+        r = subprocess.run(
+            [*argv2, "--duration", "7"], env=env, capture_output=True, text=True, timeout=120
+        )
+    finally:  # the agents and their ranks (torchrun starts each rank in a group of its own)
+        for a in agents:
+            try:
+                os.killpg(a.pid, 9)
+            except ProcessLookupError:
+                pass
+            a.wait(timeout=30)
+        for pid in map(int, re.findall(r"ready (\d+)", out.read_text())):
+            try:  # still this test's rank (a pid is reused): then end it
+                p = psutil.Process(pid)
+                if str(RANK) in p.cmdline():
+                    p.kill()
+            except psutil.Error:
+                pass
+    assert r.returncode == 1, r.stderr
+    last = [json.loads(x) for x in r.stdout.splitlines()][-1]
+    assert re.fullmatch(
+        r"rank 3 \(on another node\) died \d+ s ago: CUDA error: an illegal memory access "
+        r"\(train\.py:41\)",
+        last["reason"],
+    ), last["reason"]
+    late = {e["rank"]: e for e in last["lastwords"]["ranks"] if e.get("late")}
+    assert late[3]["exit"]["by"] == "torchrun" and late[3]["dated_by"] == "torchrun's record"
+    assert any("was stopped by torchrun (signal 15)" in f for f in last["findings"])
+    assert not any("wrote an error and is still alive" in f for f in last["findings"])

@@ -302,3 +302,32 @@ def test_a_rank_nvml_saw_but_whose_outputs_were_never_read_is_quoted_from_its_pe
     texts = [f.text for f in explain_lastwords(rec, v, None).ranked]
     assert texts[0].startswith("rank 1 (pid 999999) died"), texts
     assert texts[0].endswith("CUDA error: an illegal memory access (train.py:88)"), texts
+
+
+def test_the_agents_own_report_is_not_a_ranks_words():
+    """In a file the ranks share with their agent, the agent's ChildFailedError traceback
+    follows the dead rank's: the rank's exception is its own, and a living rank that writes
+    there did not 'write an error'."""
+    text = (DATA / "torchrun-two-agents-cpu.out").read_text()
+    clean = L.strip_launcher(text)
+    assert "ChildFailedError" not in clean and "Root Cause" not in clean
+    assert "failed (exitcode" not in clean
+    assert L.prefixed_lines(clean, 3) == L.prefixed_lines(text, 3)  # the ranks' lines stay
+    v = Verdict(t=1.0, state="stalled", spinning=(0, 1))
+    live = {"pid": 5, "rank": 0, "gone": False, "seen": True, "tail": TORCHRUN_FAILURE}
+    dead = {"pid": 6, "rank": 1, "gone": True, "seen": True, "tail": RANK3.replace("3", "1")}
+    dead["tail"] += TORCHRUN_FAILURE
+    ev = explain_lastwords({"type": "lastwords", "t": 2.0, "ranks": [live, dead]}, v, None)
+    assert [f.text for f in ev.ranked] == [
+        "rank 1 (pid 6) died: CUDA error: an illegal memory access (train.py:88)"
+    ]
+
+
+def test_a_rank_its_launcher_stopped_after_another_failed_is_context():
+    e = {"pid": 7, "rank": 2, "gone": True, "late": True, "local": False}
+    e["exit"] = {"by": "torchrun", "code": -15, "words": "torchrun: killed by signal 15 (pid 7)"}
+    v = Verdict(t=1.0, state="stalled", spinning=(0, 1))
+    (f,) = explain_lastwords({"type": "lastwords", "t": 2.0, "ranks": [e]}, v, None).ranked
+    who = "rank 2 (on another node) (pid 7)"
+    assert f.text == f"{who} was stopped by torchrun (signal 15) after a rank failed"
+    assert f.strength.name == "CONTEXT"

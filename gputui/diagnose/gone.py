@@ -18,6 +18,7 @@ from gputui.collect.model import Snapshot
 from gputui.collect.rankio import Stream
 from gputui.diagnose.evidence import Evidence
 from gputui.diagnose.lastwords import Words, kernel_events, parse_error_file, parse_log
+from gputui.diagnose.late import strip_launcher
 from gputui.diagnose.ranking import Finding, Strength
 from gputui.diagnose.verdict import Verdict
 from gputui.textsafe import clean
@@ -59,7 +60,8 @@ def words_of(e: dict[str, Any]) -> Words:
     """Everything one rank entry says, merged: log tail, error file, kernel lines."""
     rank = e.get("rank") if isinstance(e.get("rank"), int) else None
     tail = e.get("tail")
-    w = parse_log(tail[-65536:] if isinstance(tail, str) else "", rank)
+    text = strip_launcher(tail[-65536:]) if isinstance(tail, str) else ""  # not its words
+    w = parse_log(text, rank)
     ef = e.get("error_file_text")
     if isinstance(ef, str) and not w.exception:
         f = parse_error_file(ef[:65536])
@@ -104,6 +106,14 @@ def _sentence(e: dict[str, Any], w: Words, now: Any = None) -> tuple[str, Streng
     if e.get("late"):  # gone before gputui started: from what survives it
         ex = e.get("exit")
         said = ex.get("words") if isinstance(ex, dict) else None
+        if not cause and isinstance(ex, dict) and ex.get("code") == -15:
+            # SIGTERM from its own launcher, which stops the others when one rank fails:
+            # not why the job stopped (that rank's own finding is).
+            by = ex.get("by") if isinstance(ex.get("by"), str) else "its launcher"
+            return (
+                f"{who} was stopped by {by[:20]} (signal 15) after a rank failed",
+                Strength.CONTEXT,
+            )
         cause = cause or (said[:200] if isinstance(said, str) else None)
         if cause:
             return f"{who} died{_age(e, now)}: {cause}", Strength.RANK_GONE

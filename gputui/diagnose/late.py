@@ -71,6 +71,48 @@ def prefixed_lines(text: str, rank: int) -> list[str]:
     return out
 
 
+def strip_launcher(text: str) -> str:
+    """`text` without the launcher's failure report: torchrun's "failed (exitcode ...)"
+    lines, its own traceback ending in ChildFailedError, and its "FAILED / Root Cause" block;
+    srun's error lines. In a file the ranks share with their agent, that report follows the
+    dead rank's traceback: it is not a rank's words (it would read as its last traceback,
+    and as an error of every living rank that writes there)."""
+    lines = text.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        ln = lines[i]
+        if _PREFIX.match(ln):
+            out.append(ln)
+            i += 1
+            continue
+        if _FAILED.search(ln) or _SRUN.search(ln):
+            i += 1
+            continue
+        if ln.startswith("Traceback (most recent call last):"):
+            j = i + 1
+            while j < len(lines) and (not lines[j].strip() or lines[j][:1].isspace()):
+                j += 1
+            if j < len(lines) and "ChildFailedError" in lines[j]:
+                i = j + 1  # the agent's own traceback
+                continue
+        if ln.startswith("====") and any(
+            x.rstrip().endswith("FAILED") for x in lines[i + 1 : i + 3]
+        ):
+            j = i + 1
+            seen_root = False
+            while j < len(lines):
+                seen_root = seen_root or lines[j].startswith("Root Cause")
+                if lines[j].startswith("====") and seen_root:
+                    break
+                j += 1
+            i = j + 1  # the report, through its closing line
+            continue
+        out.append(ln)
+        i += 1
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+
+
 def lines_by_rank(text: str) -> dict[int, list[str]]:
     """Every `[rankN]:` line of `text`, without its prefix, by rank: one pass over a file
     for all the ranks of a large world."""

@@ -216,7 +216,7 @@ def _entry(
     for path, who, (text, mtime, by_rank) in files:
         lines = by_rank.get(rank, [])
         if not lines and lone and not by_rank:
-            lines = text.splitlines()  # one rank gone, no prefixes: its words are unmarked
+            lines = L.strip_launcher(text).splitlines()  # one gone, no prefixes: unmarked
             mine: int | None = None
         else:
             mine = rank

@@ -12,6 +12,8 @@ Roles:
   wait             the peer: sleeps (its GPU spins in the stand-in)
   die              writes PyTorch's `[rank1]:` traceback of an illegal memory access to
                    stderr and exits 1 (a rank gone before gputui starts)
+  last-dies        under torchrun: the last rank of the world (RANK = WORLD_SIZE - 1) dies
+                   as `die` does (its own rank in the prefix), the others wait
 
 `ready <pid>` is printed on stdout once the role is under way (die: nothing, it exits).
 """
@@ -87,6 +89,14 @@ def main() -> None:
     ap.add_argument("--lifetime", type=int, default=120)
     a = ap.parse_args()
     signal.alarm(a.lifetime)  # never outlives its test
+    if a.role == "last-dies":
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        a.role = "die" if rank == world - 1 else "wait"
+        if a.role == "die":
+            time.sleep(1.0)  # the other agent's ranks are up (a rendezvous completed)
+            sys.stderr.write(TRACEBACK.replace("[rank1]", f"[rank{rank}]"))
+            sys.stderr.flush()
+            sys.exit(1)
     if a.role == "die":
         sys.stderr.write(TRACEBACK)
         sys.stderr.flush()
