@@ -148,7 +148,7 @@ LONGEST_FIRST = {
     "test_multi_rank": 15,
     "test_nvml_standin_tui": 12,
     "test_watch_live": 12,
-    "test_busy_live": 90,
+    "test_busy_live": 130,
     "test_early_live": 16,
     "test_fleet": 10,
     "test_hostile_corpus": 8,

@@ -89,4 +89,5 @@ class BusySuspects:
                 return None
             out.append(j)
         best = max(out, key=lambda j: j.for_s)
-        return best if best.for_s < self.busy_limit else None
+        spun = verdict.t - verdict.since if verdict.since is not None else 0.0
+        return best if max(best.for_s, spun) < self.busy_limit else None
