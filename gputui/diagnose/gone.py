@@ -109,9 +109,9 @@ def _sentence(e: dict[str, Any], w: Words, now: Any = None) -> tuple[str, Streng
         if not cause and isinstance(ex, dict) and ex.get("code") == -15:
             # SIGTERM from its own launcher, which stops the others when one rank fails:
             # not why the job stopped (that rank's own finding is).
-            by = ex.get("by") if isinstance(ex.get("by"), str) else "its launcher"
+            by = str(ex["by"])[:20] if isinstance(ex.get("by"), str) else "its launcher"
             return (
-                f"{who} was stopped by {by[:20]} (signal 15) after a rank failed",
+                f"{who} was stopped by {by} (signal 15) after a rank failed",
                 Strength.CONTEXT,
             )
         cause = cause or (said[:200] if isinstance(said, str) else None)
