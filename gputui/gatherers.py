@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from gputui.diagnose.evidence import Evidence
 
 AUTO_DUMP_TIMEOUT_S = 5.0  # per rank; py-spy took 10-20 ms on a hung H200 rank
+BUSY_LIMIT_S = 600.0  # --busy-limit's default (gputui.diagnose.progress.BUSY_LIMIT_S)
 
 Gather = Callable[["JobTarget", threading.Event], "dict[str, Any] | None"]
 Explain = Callable[[dict[str, Any], Verdict, "Snapshot | None"], "Evidence"]
@@ -41,6 +42,7 @@ class JobTarget:
     ranks: tuple[ProcessInfo, ...]  # live local ranks, with create times for the identity check
     gone: tuple[RankStack, ...] = ()  # ranks whose process has exited (Verdict.vanished)
     rankio: RankIOTracker | None = None  # where each rank writes (gputui.collect.rankio)
+    xids: tuple[Any, ...] = ()  # XidEvents known (gputui.diagnose.xid): a late rank's pid
 
 
 def gather_stacks(target: JobTarget, cancel: threading.Event) -> dict[str, Any] | None:
@@ -109,6 +111,13 @@ def gather_lastwords(target: JobTarget, cancel: threading.Event) -> dict[str, An
 def explain_lastwords(record: dict[str, Any], v: Verdict, snap: Snapshot | None) -> Evidence:
     """Why a rank is gone (gputui.diagnose.gone)."""
     from gputui.diagnose.gone import explain_lastwords as explain
+
+    return explain(record, v, snap)
+
+
+def explain_progress(record: dict[str, Any], v: Verdict, snap: Snapshot | None) -> Evidence:
+    """Whether the rank the others wait for advances (gputui.diagnose.progress)."""
+    from gputui.diagnose.progress import explain_progress as explain
 
     return explain(record, v, snap)
 

@@ -30,16 +30,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from gputui.busy_watch import BusyWatch
 from gputui.collect.model import Job, ProcessInfo, Snapshot
 from gputui.diagnose.verdict import HUNG, OK, STALLED, Verdict
 from gputui.gatherers import (  # re-exported: callers import them from here
     AUTO_DUMP_TIMEOUT_S,
+    BUSY_LIMIT_S,
     DEFAULT_GATHERERS,
     Explain,
     Gather,
     JobTarget,
     explain_lastwords,
     explain_nccl,
+    explain_progress,
     explain_stacks,
     gather_lastwords,
     gather_nccl,
@@ -71,6 +74,7 @@ __all__ = [
     "Watcher",
     "explain_lastwords",
     "explain_nccl",
+    "explain_progress",
     "explain_stacks",
     "gather_lastwords",
     "gather_nccl",
@@ -94,9 +98,11 @@ class Watcher:
         gatherers: Sequence[tuple[str, Gather, Explain]] = DEFAULT_GATHERERS,
         live: bool = True,
         host_ranks: bool = True,
+        busy_limit: float = BUSY_LIMIT_S,
     ) -> None:
         self._detector: Detector | None = None  # made at the first update (start-up)
         self.stall_after, self.hang_after = stall_after, hang_after
+        self.busy_limit = busy_limit  # a busy phase longer than this is an alarm again
         self.live = live
         self.explainers = {kind: explain for kind, _g, explain in gatherers}
         self.gatherers = [
@@ -115,6 +121,11 @@ class Watcher:
                 from gputui.ras_poll import RasPoller
 
                 self.ras = RasPoller(self._record, self._cancel)
+        # Whether the rank the others wait for advances (a checkpoint, a compile): its
+        # counters and frames from the start of every spin (gputui.tools.progress_watch);
+        # its records replay like the others. Made at the first spin (start-up).
+        self.explainers["progress"] = explain_progress
+        self.busy = BusyWatch(self._record, self._cancel, live, auto_dump, busy_limit)
         self._pools: dict[str, ThreadPoolExecutor] = {}
         self._futures: list[Future[Any]] = []
         self.records = RecordStore()  # kept for the verdicts, queued for `gputui record`
@@ -203,6 +214,10 @@ class Watcher:
                 return self._last[0]
         job = _job_of(v, snap) if v.alarm else None
         self._poll_ras(v, snap, job)
+        self.busy.poll(v, snap, job, self.detector)
+        early = None if job else self.busy.early(snap, self.detector, self._newest, self.explainers)
+        if early is not None:
+            v, job = early, _job_of(early, snap)
         if job is None:
             self._state.clear()
             self._prune(snap.t)
@@ -319,9 +334,17 @@ class Watcher:
             err = "its process exited before the dump"
             pid = last.pid if last is not None else None
             gone.append(RankStack(pid, r, gpu, "gone", error=err))
-        return JobTarget(job.key, job.label, v.state, v, ranks, tuple(gone), self.rankio)
+        # The Xids the kernel and NVML reported (from before gputui started too): one names
+        # the pid of a rank that died before it was seen (gputui.tools.late_words).
+        xids = tuple(self._health.events) if self._health is not None else ()
+        return JobTarget(job.key, job.label, v.state, v, ranks, tuple(gone), self.rankio, xids=xids)
 
     # ------------------------------------------------------------ evidence
+
+    def _newest(self, kind: str, job: Job, start: float) -> dict[str, Any] | None:
+        """The newest record of `kind` for `job` taken since `start` (for the early call)."""
+        got = dict(self.records.newest((kind,), job.key, set(job.pids), start))
+        return got.get(kind)
 
     def _keep(self, rec: dict[str, Any]) -> None:
         self.records.keep(rec, self.explainers)
@@ -351,7 +374,7 @@ class Watcher:
         ids = tuple((k, r["t"], id(r)) for k, r in recs)
         key = (ids, v.state, v.spinning, v.suspects, v.vanished)
         if self._cache is not None and self._cache[0] == key:
-            return _busy(v, self._cache[1]) or lead(fold(v, [*self._cache[1], *hw]))
+            return self.busy.judged(v, snap, self._cache[1], hw, _busy(v, self._cache[1]))
         ev = []
         for kind, rec in recs:
             try:
@@ -359,7 +382,7 @@ class Watcher:
             except Exception as e:  # an explainer's bug must not take the verdict with it
                 ev.append(Evidence(kind, findings=(f"{kind}: could not be explained ({e})",)))
         self._cache = (key, ev)
-        return _busy(v, ev) or lead(fold(v, [*ev, *hw]))
+        return self.busy.judged(v, snap, ev, hw, _busy(v, ev))
 
     def _remember(self, snap: Snapshot) -> None:
         """The last process seen on each GPU of each job: a rank that dies is named by it."""
@@ -384,13 +407,14 @@ class Watcher:
     def pending(self) -> bool:
         """A gatherer is still running (or queued)."""
         ras = self.ras.pending() if self.ras is not None else False
-        return ras or any(not f.done() for f in self._futures)
+        return ras or self.busy.pending() or any(not f.done() for f in self._futures)
 
     def wait(self, timeout: float) -> bool:
         """Wait until no gatherer runs, at most `timeout` s; True when none runs."""
         deadline = time.monotonic() + timeout
-        extra = self.ras.future() if self.ras is not None else None
-        for f in [*self._futures, *([extra] if extra is not None else [])]:
+        extra = [self.ras.future() if self.ras is not None else None]
+        extra.append(self.busy.future())
+        for f in [*self._futures, *(f for f in extra if f is not None)]:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
@@ -420,6 +444,7 @@ class Watcher:
             pool.shutdown(wait=False, cancel_futures=True)
         if self.ras is not None:
             self.ras.close()
+        self.busy.close()
         self.wait(CLOSE_WAIT_S)
 
 

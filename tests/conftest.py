@@ -120,6 +120,8 @@ SLOW_MODULES = {
     "test_evidence_early",
     "test_watch_live",
     "test_ui_escapes",
+    "test_busy_live",
+    "test_early_live",
 }
 
 
@@ -149,6 +151,8 @@ LONGEST_FIRST = {
     "test_multi_rank": 15,
     "test_nvml_standin_tui": 12,
     "test_watch_live": 12,
+    "test_busy_live": 130,
+    "test_early_live": 16,
     "test_fleet": 10,
     "test_hostile_corpus": 8,
     "test_secrets_corpus": 8,
@@ -181,6 +185,9 @@ SHARED_GROUPS = {"test_world_probe": "world", "test_world_screen": "world"}
 # rightly calls a rendezvous hang: beside each other, the check would name the other's job.
 SHARED_GROUPS |= {"test_rendezvous": "host_ranks", "test_watch_live": "host_ranks"}
 SHARED_GROUPS |= {"test_bundle_replays": "host_ranks"}  # its two ranks, on the stand-in NVML
+# A live `check` over the whole host, as the rendezvous tests run (their rank jobs would be
+# its verdict), and ranks with rank variables that such a check would look at.
+SHARED_GROUPS |= {"test_busy_live": "host_ranks", "test_early_live": "host_ranks"}
 
 
 def _module(item: pytest.Item) -> str:

@@ -26,7 +26,7 @@ from gputui.exporter.server import serve_metrics
 from gputui.exporter.view import Watch
 
 GPU_SERIES = 13  # per GPU with every reading available (docs/commands/exporter.md says so)
-JOB_SERIES = 5  # per job (state x3, stall seconds, mismatch), plus one per suspect
+JOB_SERIES = 6  # per job (state x4, stall seconds, mismatch), plus one per suspect
 
 
 class Clock:
@@ -89,7 +89,7 @@ def test_at_the_demo_stall_every_metric_has_its_labels(demo_snaps):
         "host": "node7",
     }
     state = {s.labels["state"]: s.value for s in by_name(ss, "gputui_job_state")}
-    assert state == {"ok": 0.0, "stalled": 1.0, "hung": 0.0}
+    assert state == {"ok": 0.0, "busy": 0.0, "stalled": 1.0, "hung": 0.0}
     gpu_state = {
         (s.labels["gpu"], s.labels["state"]) for s in by_name(ss, "gputui_gpu_state") if s.value
     }

@@ -1,11 +1,12 @@
 """Where each rank writes, remembered while it is alive, and a bounded tail of its log.
 
 Why while alive: once a rank has exited, /proc/PID is gone, and with it the only record of
-where its stdout and stderr went. So every few seconds (never per sample, and never on the
-UI thread) the ranks of jobs are looked at: fd 1 and fd 2 (a file, a pipe, a tty, a
-socket), TORCHELASTIC_ERROR_FILE from the environment, the cwd, RLIMIT_CORE and the node's
-core_pattern. For a file, a tail is kept as it grows: its size is checked, and only when it
-changed are the last bytes read (64 KiB at most). Another process's pipe cannot be read: the
+where its stdout and stderr went. So every few seconds (never on the UI thread) the ranks of
+jobs are looked at, and a rank not known yet at the first sample that lists it (it may die 3 s
+later): fd 1 and fd 2 (a file, a pipe, a tty, a socket), TORCHELASTIC_ERROR_FILE from the
+environment, the cwd, RLIMIT_CORE and the node's core_pattern. For a file, a tail is kept as
+it grows: its size is checked, and only when it changed are the last bytes read (64 KiB at
+most). Another process's pipe cannot be read: the
 process holding its other end (the launcher) is named instead, so the person knows where
 to look.
 
@@ -315,10 +316,16 @@ class RankIOTracker:
     _closed: bool = False
 
     def observe(self, snap: Any) -> None:
+        """A refresh every `every` s, and at once when a rank not known yet is here: a rank
+        seen alive in one sample has where it writes remembered (it may die 3 s later)."""
         now = time.monotonic()
-        if self._closed or self._busy or now - self._last < self.every:
+        if self._closed or self._busy:
             return
         ranks = _ranks_of(snap)
+        with self._lock:
+            new = any(pid not in self.known for pid, *_ in ranks)
+        if not new and now - self._last < self.every:
+            return
         if not ranks and not self.known:
             return
         self._last, self._busy = now, True

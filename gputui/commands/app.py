@@ -129,6 +129,7 @@ def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) 
         first=first,
         stall_after=args.stall_after,
         hang_after=args.hang_after,
+        busy_limit=args.busy_limit,
         auto_dump=not getattr(args, "no_auto_dump", False),
         watch_terminal=True,
         story=story,

@@ -65,7 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="time limit for NVML's start, each sample and each py-spy dump (default 10 s)",
     )
     # health_events off: the kernel log has the past Xids (no event thread to join at exit)
-    p.set_defaults(func=run, stall_after=10.0, hang_after=60.0, health_events=False)
+    p.set_defaults(
+        func=run, stall_after=10.0, hang_after=60.0, busy_limit=600.0, health_events=False
+    )
 
 
 def _samples(args: argparse.Namespace) -> tuple[list[Snapshot], str | None]:
@@ -130,7 +132,7 @@ def _verdict(args: argparse.Namespace, snaps: list[Snapshot]) -> Verdict | None:
 
     if not snaps:
         return None
-    w = Watcher(args.stall_after, args.hang_after, live=False)
+    w = Watcher(args.stall_after, args.hang_after, live=False, busy_limit=args.busy_limit)
     try:
         v = None
         for s in snaps:

@@ -219,7 +219,13 @@ def run(args: argparse.Namespace) -> int:
     check_detector_args(args)
     live = not (args.replay or args.demo)
     source = open_source(args, realtime=False)  # NVML's start is bounded by --timeout
-    watcher = Watcher(args.stall_after, args.hang_after, auto_dump=not args.no_auto_dump, live=live)
+    watcher = Watcher(
+        args.stall_after,
+        args.hang_after,
+        auto_dump=not args.no_auto_dump,
+        live=live,
+        busy_limit=args.busy_limit,
+    )
     last: Verdict | None = None
     last_key: object = None
     last_said: str | None = None  # what the last text line said, without its time

@@ -227,6 +227,15 @@ def add_detector_args(p: argparse.ArgumentParser, auto_dump: str | None = None) 
         metavar="S",
         help="seconds of spinning before a job is hung (default 60)",
     )
+    p.add_argument(
+        "--busy-limit",
+        type=positive_float,
+        default=600.0,
+        metavar="S",
+        help="seconds a job may stay busy (its peers wait while the rank they wait for "
+        "advances: a checkpoint, a compile) before that is an alarm too (default 600, the "
+        "NCCL watchdog's default timeout)",
+    )
     if auto_dump:
         p.add_argument("--no-auto-dump", action="store_true", help=auto_dump)
 

@@ -124,4 +124,5 @@ def run(args: argparse.Namespace) -> int:
         host=host,
         stall_after=args.stall_after,
         hang_after=args.hang_after,
+        busy_limit=args.busy_limit,
     )

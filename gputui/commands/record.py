@@ -202,7 +202,12 @@ def run(args: argparse.Namespace) -> int:
     except GputuiError:
         source.close()
         raise
-    watcher = Watcher(args.stall_after, args.hang_after, auto_dump=not args.no_auto_dump)
+    watcher = Watcher(
+        args.stall_after,
+        args.hang_after,
+        auto_dump=not args.no_auto_dump,
+        busy_limit=args.busy_limit,
+    )
     deadline = time.monotonic() + args.duration if args.duration else None
     print(
         f"recording {len(source.nvml.devices)} GPU(s) to {shown(path)} every {args.interval:g} s "

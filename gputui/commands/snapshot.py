@@ -281,7 +281,7 @@ def run(args: argparse.Namespace) -> int:
         from gputui.textsafe import clean
 
         text = snapshot_to_text(snap, health, straggles)
-        if verdict is not None and verdict.alarm:
+        if verdict is not None and (verdict.alarm or verdict.state == "busy"):
             text = (
                 f"verdict: {verdict.state.upper()}: {clean(verdict.reason)}\n"
                 + "".join(f"  - {clean(f)}\n" for f in verdict.findings if f != verdict.reason)

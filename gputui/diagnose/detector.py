@@ -53,9 +53,11 @@ class Detector:
         # jobs whose ranks all wait alike): gputui.diagnose.straggler.
         self.waits = WaitShares()
         self.straggles: list[Straggle] = []
+        self._states: dict[int, GpuState] = {}  # the classes of the last sample (judge_now)
 
     def update(self, snap: Snapshot) -> Verdict:
         states = {g.index: classify_gpu(g) for g in snap.gpus}
+        self._states = states
         for i, st in states.items():
             run = advance_run(
                 self.runs.get(i), snap.t, st, stall_after=self.stall_after, max_gap=MAX_GAP_S
@@ -128,6 +130,21 @@ class Detector:
             verdict = Verdict(**{**worst.__dict__, "reason": reason, "gpu_states": words})
         self.last = verdict
         return verdict
+
+    def judge_now(self, key: str, snap: Snapshot) -> Verdict | None:
+        """The stalled verdict of job `key` at the last sample (`snap`), before it has spun
+        for stall_after: for a caller that holds plain evidence of a rank that makes no
+        progress (gputui.watch's early call). None when none of its GPUs spins now."""
+        group = self.memory.groups.get(key)
+        if group is None:
+            return None
+        spinning = tuple(
+            sorted(i for i, m in group.members.items() if m.last_seen == snap.t and i in self.runs)
+        )
+        if not spinning:
+            return None
+        since = min(self.runs[i].since for i in spinning)
+        return self._judge(group, snap, self._states, spinning, since)
 
     def _stalled(self, group: Group, snap: Snapshot) -> tuple[tuple[int, ...], float] | None:
         """(spinning GPUs, since when) if this group has spun for stall_after, else None."""

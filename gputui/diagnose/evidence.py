@@ -97,12 +97,19 @@ def _without_said_gone(found: list[Finding]) -> list[Finding]:
     """The findings, less the stacks' "rank N is gone: its process exited" for a rank whose
     cause a stronger finding already says (its last words, its Xid): who, said twice."""
     told = {p for f in found if f.strength >= Strength.RANK_GONE for p in f.pids}
-    if not told:
+    # A rank gone before it was seen has no pid in the stacks: its GPU says who.
+    gone = [f for f in found if f.strength >= Strength.RANK_GONE and f.source != "stacks"]
+    told_gpus = {g for f in gone for g in f.gpus}
+    if not told and not told_gpus:
         return found
     return [
         f
         for f in found
-        if not (f.source == "stacks" and f.text.endswith(GONE_WORDS) and set(f.pids) & told)
+        if not (
+            f.source == "stacks"
+            and f.text.endswith(GONE_WORDS)
+            and (set(f.pids) & told or (not f.pids and set(f.gpus) & told_gpus))
+        )
     ]
 
 

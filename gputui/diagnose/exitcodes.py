@@ -4,11 +4,14 @@ Scripts, health checks and epilogues branch on these, so they never change meani
 
 | code | meaning |
 | ---: | --- |
-| 0 | healthy (and a slow job, unless `--fail-on-slow`) |
+| 0 | healthy; a slow job (unless `--fail-on-slow`); a busy job (within `--busy-limit`) |
 | 1 | a hang: a job stalled or hung (a rendezvous that never completes included) |
 | 2 | usage or error: bad arguments, unreadable input, NVML failing or not answering |
 | 3 | a sick GPU: a hardware Xid, uncorrected ECC errors, a pending row remap, a lost GPU |
 | 4 | a slow job (a straggler), only when asked with `--fail-on-slow` |
+
+A busy job is one whose peers spin in a collective while the rank they wait for advances (it
+writes a checkpoint, compiles, evaluates): no alarm; past `--busy-limit` it is a hang (1).
 
 A replay or a `--duration` run exits with the worst verdict it saw, worst first:
 hang (1) > sick GPU (3) > slow (4) > healthy (0). Errors (2) end the run at once.
@@ -26,7 +29,7 @@ SLOW = 4
 _SEVERITY = (HANG, SICK_GPU, SLOW, OK)
 
 TABLE = (
-    (OK, "healthy (a slow job too, unless --fail-on-slow)"),
+    (OK, "healthy (a slow job too, unless --fail-on-slow; a busy job within --busy-limit)"),
     (HANG, "a hang: a job stalled or hung, a rendezvous that never completes"),
     (ERROR, "usage or error: bad arguments, unreadable input, NVML failing"),
     (SICK_GPU, "a sick GPU: hardware Xid, uncorrected ECC, pending row remap, lost GPU"),
@@ -43,7 +46,9 @@ def worst(*codes: int) -> int:
 
 
 # A verdict's state -> its code. Other issues add their states here (a sick GPU's, "slow").
-_BY_STATE = {"ok": OK, "stalled": HANG, "hung": HANG, "slow": SLOW}
+# "busy": the rank the others wait for advances (a checkpoint, a compile): no alarm; past
+# --busy-limit the verdict is stalled or hung again, so it never needs a code of its own.
+_BY_STATE = {"ok": OK, "busy": OK, "stalled": HANG, "hung": HANG, "slow": SLOW}
 
 
 def of_state(state: str, *, fail_on_slow: bool = False) -> int:

@@ -18,6 +18,7 @@ from gputui.collect.model import Snapshot
 from gputui.collect.rankio import Stream
 from gputui.diagnose.evidence import Evidence
 from gputui.diagnose.lastwords import Words, kernel_events, parse_error_file, parse_log
+from gputui.diagnose.late import strip_launcher
 from gputui.diagnose.ranking import Finding, Strength
 from gputui.diagnose.verdict import Verdict
 from gputui.textsafe import clean
@@ -29,9 +30,21 @@ ALIVE_LINES = 60  # of a live rank's tail, the last lines that may hold an error
 
 def _who(e: dict[str, Any]) -> str:
     rank, pid = e.get("rank"), e.get("pid")
+    away = " (on another node)" if e.get("late") and e.get("local") is False else ""
     if isinstance(rank, int):
-        return f"rank {rank} (pid {pid})"
+        return f"rank {rank}{away} (pid {pid})" if isinstance(pid, int) else f"rank {rank}{away}"
     return f"pid {pid}"
+
+
+def _age(e: dict[str, Any], now: Any) -> str:
+    """ " 14 min ago" when a source dates the death (a late rank's entry), as of the record's
+    time: steady while the record is the newest, and the same in a replay."""
+    died = e.get("died_at")
+    if not isinstance(died, (int, float)) or not isinstance(now, (int, float)):
+        return ""
+    from gputui.diagnose.late import age_words
+
+    return " " + age_words(float(now) - float(died))
 
 
 def _kernel(e: dict[str, Any]) -> list[tuple[float, str]]:
@@ -47,7 +60,8 @@ def words_of(e: dict[str, Any]) -> Words:
     """Everything one rank entry says, merged: log tail, error file, kernel lines."""
     rank = e.get("rank") if isinstance(e.get("rank"), int) else None
     tail = e.get("tail")
-    w = parse_log(tail[-65536:] if isinstance(tail, str) else "", rank)
+    text = strip_launcher(tail[-65536:]) if isinstance(tail, str) else ""  # not its words
+    w = parse_log(text, rank)
     ef = e.get("error_file_text")
     if isinstance(ef, str) and not w.exception:
         f = parse_error_file(ef[:65536])
@@ -76,7 +90,8 @@ def _where(e: dict[str, Any]) -> str:
 def _cause(e: dict[str, Any], w: Words) -> str | None:
     """The cause, with the GPU an Xid of this pid was on when the rank's GPU is known."""
     cause = w.cause()
-    gpus = [g for g in e.get("gpus") or () if isinstance(g, int)]
+    raw = e.get("gpus")
+    gpus = [g for g in raw[:8] if isinstance(g, int)] if isinstance(raw, list) else []
     xid = next((k.xid for k in w.kernel if k.how == "xid"), None)
     if cause and gpus and xid is not None:
         on = f"on GPU {gpus[0]}"
@@ -85,9 +100,31 @@ def _cause(e: dict[str, Any], w: Words) -> str | None:
     return cause
 
 
-def _sentence(e: dict[str, Any], w: Words) -> tuple[str, Strength] | None:
+def _sentence(e: dict[str, Any], w: Words, now: Any = None) -> tuple[str, Strength] | None:
     cause = _cause(e, w)
     who = _who(e)
+    if e.get("late"):  # gone before gputui started: from what survives it
+        ex = e.get("exit")
+        said = ex.get("words") if isinstance(ex, dict) else None
+        if not cause and isinstance(ex, dict) and ex.get("code") == -15:
+            # SIGTERM from its own launcher, which stops the others when one rank fails:
+            # not why the job stopped (that rank's own finding is).
+            by = str(ex["by"])[:20] if isinstance(ex.get("by"), str) else "its launcher"
+            return (
+                f"{who} was stopped by {by} (signal 15) after a rank failed",
+                Strength.CONTEXT,
+            )
+        cause = cause or (said[:200] if isinstance(said, str) else None)
+        if cause:
+            return f"{who} died{_age(e, now)}: {cause}", Strength.RANK_GONE
+        seen = e.get("looked_in")
+        looked = [p[:300] for p in seen[:4] if isinstance(p, str)] if isinstance(seen, list) else []
+        where = f" ({', '.join(looked)})" if looked else " (they hold no file)"
+        return (
+            f"{who} exited before gputui started; no message found in the files its peers "
+            f"and its launcher hold{where}",
+            Strength.RANK_GONE,
+        )
     if e.get("gone"):
         if cause:
             return f"{who} died: {cause}", Strength.RANK_GONE
@@ -113,7 +150,13 @@ def entry_json(e: dict[str, Any], w: Words) -> dict[str, Any]:
         "stderr": Stream.from_json(e.get("stderr")).words() if e.get("seen") else None,
         "log": e.get("log"),
         "core": e.get("core"),
+        **{k: e[k] for k in _LATE_KEYS if k in e},
     }
+
+
+# A late rank's entry (gputui.tools.late_words): whose file held its words, the launcher's
+# record of its exit, and when it died (Unix time) by which source.
+_LATE_KEYS = ("late", "held_by", "exit", "died_at", "dated_by", "looked_in")
 
 
 def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot | None) -> Evidence:
@@ -125,8 +168,13 @@ def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot |
     entries = []
     gone_pids = {p for p, _ in verdict.gone}
     for e in ranks[:MAX_RANKS]:
-        if not isinstance(e, dict) or not isinstance(e.get("pid"), int):
+        if not isinstance(e, dict):
             continue
+        late = e.get("late") is True and isinstance(e.get("rank"), int)
+        if not isinstance(e.get("pid"), int) and not late:
+            continue
+        if late and not isinstance(e.get("pid"), int):
+            e = {**e, "pid": None}
         if e["pid"] in gone_pids:
             e = {**e, "gone": True}
         if not e.get("gone") and isinstance(e.get("tail"), str):
@@ -135,7 +183,7 @@ def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot |
             e = {**e, "tail": "\n".join(e["tail"].splitlines()[-ALIVE_LINES:])}
         w = words_of(e)
         entries.append(entry_json(e, w))
-        said = _sentence(e, w)
+        said = _sentence(e, w, record.get("t"))
         if said is None:
             continue
         text, strength = said
@@ -147,13 +195,16 @@ def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot |
         head = None
         if e.get("gone") and isinstance(rank, int):  # the headline: short, the cause first
             head = clean(text.replace(f" (pid {e['pid']})", "", 1), limit=200)
+        raw = e.get("gpus")
+        gpus = tuple(g for g in raw[:8] if isinstance(g, int)) if isinstance(raw, list) else ()
         found.append(
             Finding(
                 clean(text, limit=400),
                 strength,
                 KIND,
                 ranks=(rank,) if isinstance(rank, int) else (),
-                pids=(e["pid"],),
+                gpus=gpus,
+                pids=(e["pid"],) if isinstance(e["pid"], int) else (),
                 frame=w.frame,
                 headline=head,
             )

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from dataclasses import replace as _replace
 from typing import Any
 
 from gputui.diagnose.merge_slow import slow_across
@@ -40,7 +41,7 @@ from gputui.diagnose.merge_stacks import (  # noqa: F401  (names merge's callers
     stack_groups,
 )
 from gputui.diagnose.node_line import _RANK_LIST_LIMIT, NodeLine, line_from_json  # noqa: F401
-from gputui.diagnose.verdict import HUNG, OK, SLOW, STALLED
+from gputui.diagnose.verdict import BUSY, HUNG, OK, SLOW, STALLED
 
 WINDOW_S = 2.0
 _LOCAL_KEYS = ("node", "~", "pid:", "parent:")  # job keys that mean nothing on another node
@@ -101,6 +102,14 @@ def judge(
     latest: dict[str, NodeLine], t: float, expect: Iterable[str] = (), silent: Iterable[str] = ()
 ) -> Merged:
     """The job-wide verdict from each node's latest line."""
+    if busy := _busy_across(latest, t):
+        return busy
+    # A busy node that is not the whole answer (another node's rank is stuck): its GPUs
+    # spin and wait like any stalled node's, and its busy rank is no suspect.
+    latest = {
+        h: _replace(ln, state=STALLED, suspects=(), suspect_pids=()) if ln.state == BUSY else ln
+        for h, ln in latest.items()
+    }
     silent_hosts = sorted(({h for h in expect if h not in latest} | set(silent)) - set(latest))
     alarmed = [ln for ln in latest.values() if ln.state != OK]
     keys = Counter(ln.job_key for ln in alarmed if not _is_local(ln.job_key))
@@ -178,6 +187,41 @@ def judge(
             wait_share=slow.shares,
         )
     return _phrase(m, members, t)
+
+
+def _busy_across(latest: dict[str, NodeLine], t: float) -> Merged | None:
+    """A job whose nodes spin while one node's rank advances (it writes a checkpoint): busy,
+    not a hang, when every stalled node of that job only waits (no suspect of its own) and
+    none is hung past its own limit. None otherwise."""
+    busy = sorted((ln for ln in latest.values() if ln.state == BUSY), key=lambda ln: ln.host)
+    if not busy:
+        return None
+    key = busy[0].job_key
+    same = [ln for ln in latest.values() if ln.job_key == key or _is_local(ln.job_key)]
+    stuck = [ln for ln in same if ln.state in (STALLED, HUNG)]
+    if any(ln.suspects or ln.suspect_pids for ln in stuck):
+        return None  # a rank that does not advance somewhere: that is the hang
+    spinning = tuple(f"{ln.host}:{g}" for ln in [*busy, *stuck] for g in ln.spinning)
+    who = f"job {key}: " if key and not _is_local(key) else ""
+    text = "; ".join(f"{ln.host}: {ln.reason}" for ln in busy[:4])
+    waits = sorted({ln.host for ln in stuck})
+    wait = f"; {_hosts_text(waits)} wait for it" if waits else ""
+    return Merged(
+        t=t,
+        state=BUSY,
+        spinning=spinning,
+        suspects=(),
+        reason=f"{who}busy, not a hang, across {len(latest)} host(s): {text}{wait}",
+        since=min((ln.since for ln in busy if ln.since is not None), default=None),
+        job=key,
+        waiting_hosts=tuple(waits),
+        hosts=len(latest),
+        findings=tuple(f"{ln.host}: {ln.reason}" for ln in busy),
+        next_steps=(
+            "Nothing to do while it advances; each node's `check` raises the alarm if it "
+            "stops advancing, or after --busy-limit.",
+        ),
+    )
 
 
 def _sick_gpus(lines: list[NodeLine]) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.diagnose.merge_slow import slow_keys
-from gputui.diagnose.verdict import HUNG, OK, SLOW, STALLED
+from gputui.diagnose.verdict import BUSY, HUNG, OK, SLOW, STALLED
 
 _RANK_LIST_LIMIT = 1 << 20
 
@@ -70,8 +70,8 @@ def line_from_json(d: Any, default_host: str) -> NodeLine:
     t, state = d.get("t"), d.get("state")
     if not isinstance(t, (int, float)) or isinstance(t, bool) or t != t or abs(t) > 1e11:
         raise ValueError("missing or bad 't'")
-    if state not in (OK, STALLED, HUNG, SLOW):
-        raise ValueError("'state' must be ok, slow, stalled or hung")
+    if state not in (OK, STALLED, HUNG, SLOW, BUSY):
+        raise ValueError("'state' must be ok, slow, busy, stalled or hung")
     host = d.get("host") or default_host
     if not isinstance(host, str) or len(host) > 255:
         raise ValueError("'host' must be a short string")

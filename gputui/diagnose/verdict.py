@@ -7,11 +7,19 @@ hangs. Nothing here looks at NVML; it only phrases what `detector` found.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 OK, STALLED, HUNG = "ok", "stalled", "hung"
 SLOW = "slow"  # a job that progresses but waits on a straggler (gputui.diagnose.straggler)
+# Peers spin while the rank outside the collective advances (writes a checkpoint, compiles,
+# evaluates): no alarm, until --busy-limit (gputui.diagnose.progress).
+BUSY = "busy"
+
+# An age in a sentence ("died 14 s ago", "(41 min ago, before gputui started)") grows at
+# every sample; `check --json` prints a line when what a verdict says changes, not its age.
+_AGE = re.compile(r"\b\d+(?:\.\d+)? ?(?:s|min|h|d) ago\b")
 
 
 @dataclass(frozen=True)
@@ -19,7 +27,7 @@ class Verdict:
     """The node's state at sample time `t`: the worst group, its spinning and suspect GPUs."""
 
     t: float
-    state: str = OK  # "ok" | "slow" | "stalled" | "hung"
+    state: str = OK  # "ok" | "slow" | "busy" | "stalled" | "hung"
     spinning: tuple[int, ...] = ()  # GPUs of the stuck group that spin in a collective
     suspects: tuple[int, ...] = ()  # GPUs of that group that do not: the likely culprits
     suspect_pids: tuple[int, ...] = ()  # their processes (a dead rank's pid included)
@@ -57,6 +65,9 @@ class Verdict:
     # with what is then known (gputui.diagnose.evidence.fold).
     waiting_pid: int | None = None
     multi_gpu_process: bool = False
+    # A busy job (state "busy"): the rank its peers wait for, and what it does: {rank, pid,
+    # gpu, what, rate, for_s, frame} (gputui.diagnose.progress); check --json's `busy`.
+    busy: dict[str, Any] = field(default_factory=dict)
 
     @property
     def alarm(self) -> bool:
@@ -72,9 +83,11 @@ class Verdict:
             self.spinning,
             self.suspects,
             self.culprit_frame,
-            self.findings,
+            tuple(_AGE.sub("ago", f) for f in self.findings),  # an age is no news
             self.stragglers,
             self.waiting_gpus,
+            # A busy rank: who and what it does, not its rate (which changes every reading).
+            (self.busy.get("rank"), self.busy.get("pid"), self.busy.get("what")),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -110,6 +123,8 @@ def verdict_to_json(v: Verdict) -> dict[str, Any]:
         d["wait_share"] = {str(i): round(s, 3) for i, s in sorted(v.wait_share.items())}
     if v.slow_why:
         d["why_slow"] = v.slow_why
+    if v.busy:
+        d["busy"] = dict(v.busy)
     if v.ranked:
         d["ranked"] = [f.to_json() for f in v.ranked]
     if v.findings or v.stacks or v.culprit_frame:

@@ -5,10 +5,10 @@ it was ever given, so the series of a finished job would stay until someone remo
 families built from the latest View hold exactly what is on the node now.
 
 Series per GPU: 5 readings (each only when available) + 6 one-hot states + spin seconds +
-processes = 13. Per job: 3 one-hot states + stall seconds = 4, plus one suspect series per
-suspect GPU (per pid on it) while the job is stalled or hung. A slow job (a straggler):
-gputui_rank_wait_ratio per GPU of a job with 8 s of history, and one gputui_job_straggler
-series per straggler GPU (per pid on it). Per exporter: sample age and
+processes = 13. Per job: 4 one-hot states (ok, busy, stalled, hung) + stall seconds = 5,
+plus one suspect series per suspect GPU (per pid on it) while the job is stalled or hung. A
+slow job (a straggler): gputui_rank_wait_ratio per GPU of a job with 8 s of history, and one
+gputui_job_straggler series per straggler GPU (per pid on it). Per exporter: sample age and
 build info (2), and prometheus_client's standard process_* series for the exporter itself.
 """
 
@@ -124,7 +124,8 @@ def _job_families(view: View) -> Iterator[Metric]:
     host = view.host
     state = GaugeMetricFamily(
         "gputui_job_state",
-        "The hang detector's state of each job on this node, one-hot (ok, stalled, hung)",
+        "The hang detector's state of each job on this node, one-hot (ok, busy, stalled, "
+        "hung); busy: its peers wait while the rank they wait for moves bytes (a checkpoint)",
         labels=["job", "host", "state"],
     )
     stall = GaugeMetricFamily(

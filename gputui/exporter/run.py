@@ -70,16 +70,19 @@ def serve(
     host: str,
     stall_after: float,
     hang_after: float,
+    busy_limit: float = 600.0,
     stop: threading.Event | None = None,
     out: TextIO = sys.stderr,
 ) -> int:
     """Serve until SIGTERM/SIGINT (or `stop` is set, for tests). Returns the exit status."""
     log = _Log(out)
+    from gputui.exporter.busy import BusySuspects
     from gputui.exporter.ras_suspects import RasSuspects
 
     ras = RasSuspects() if source.kind != "replay" else None  # a replay has no job to ask
+    busy = BusySuspects(busy_limit) if source.kind != "replay" else None  # nor processes
     detector = Detector(stall_after=stall_after, hang_after=hang_after)
-    watch = Watch(detector, host=host, ras=ras)
+    watch = Watch(detector, host=host, ras=ras, busy=busy)
     server = serve_metrics(addr, port, make_registry(watch))  # fails before sampling starts
     stop = stop or threading.Event()
     in_main = threading.current_thread() is threading.main_thread()

@@ -24,13 +24,13 @@ from typing import Any
 from gputui.collect.model import Snapshot
 from gputui.diagnose.detector import Detector
 from gputui.diagnose.groups import Group
-from gputui.diagnose.verdict import HUNG, OK, STALLED, Verdict
+from gputui.diagnose.verdict import BUSY, HUNG, OK, STALLED, Verdict
 
 MIB = 2**20
 # Longest label value; a longer job key (a TORCHELASTIC_RUN_ID can be anything) is cut and
 # given a digest of the whole key, so two long keys stay apart.
 MAX_LABEL = 120
-JOB_STATES = (OK, STALLED, HUNG)
+JOB_STATES = (OK, BUSY, STALLED, HUNG)
 MAX_OWNERS_PER_GPU = 16  # label sets per GPU on gputui_gpu_owner: bounded like every label
 
 
@@ -78,8 +78,8 @@ class Straggler:
 @dataclass(frozen=True)
 class JobRow:
     job: str  # the bounded label value (see `job_label`)
-    state: str  # ok | stalled | hung
-    stall_s: float  # seconds its GPUs have spun, while stalled or hung; 0 when ok
+    state: str  # ok | busy | stalled | hung
+    stall_s: float  # seconds its GPUs have spun, while stalled or hung; 0 when ok or busy
     suspects: tuple[Suspect, ...] = ()
     mismatch: bool = False  # NCCL RAS: its ranks entered different collectives
 
@@ -168,7 +168,7 @@ def _suspects(v: Verdict, group: Group, ranks: Mapping[int, int]) -> list[Suspec
     return out
 
 
-_SEVERITY = {OK: 0, STALLED: 1, HUNG: 2}
+_SEVERITY = {OK: 0, BUSY: 1, STALLED: 2, HUNG: 3}
 
 
 def job_rows(
@@ -177,6 +177,7 @@ def job_rows(
     ranks: Mapping[int, int],
     ras: Any = None,
     snap: Snapshot | None = None,
+    busy: Any = None,
 ) -> tuple[JobRow, ...]:
     """One row per job the detector follows now. Two groups that map to one label (two lone
     processes on the same GPUs) are merged: the worse state, the longer stall, all suspects."""
@@ -188,6 +189,9 @@ def job_rows(
         stall = v.t - v.since if v is not None and v.since is not None else 0.0
         suspects = _suspects(v, group, ranks) if v is not None else []
         mismatch = False
+        if v is not None and busy is not None and busy.busy(key, v) is not None:
+            # Its suspect moves bytes (a checkpoint): busy, no alarm, no suspect series.
+            v, state, stall, suspects = None, BUSY, 0.0, []
         if v is not None and ras is not None:  # what NCCL RAS names, beyond NVML
             named = ras.named(key, snap)
             mismatch = named.mismatch
@@ -231,9 +235,11 @@ class Watch:
         host: str,
         clock: Callable[[], float] = time.monotonic,
         ras: Any = None,
+        busy: Any = None,
     ) -> None:
         self.detector = detector
         self.ras = ras  # gputui.exporter.ras_suspects.RasSuspects, or None
+        self.busy = busy  # gputui.exporter.busy.BusySuspects, or None (a replay)
         self.host = bounded(host)  # when a snapshot does not name its host (older recordings)
         self.clock = clock
         self.started = clock()
@@ -255,11 +261,15 @@ class Watch:
         self._remember_ranks(snap, groups)
         if self.ras is not None:
             self.ras.update(snap, self.detector)
+        if self.busy is not None:
+            self.busy.update(snap, self.detector)
         view = View(
             t=snap.t,
             host=bounded(snap.hostname or self.host),
             gpus=gpu_rows(snap, verdict, self.detector),
-            jobs=job_rows(groups, self.detector.job_verdicts, self._ranks, self.ras, snap),
+            jobs=job_rows(
+                groups, self.detector.job_verdicts, self._ranks, self.ras, snap, self.busy
+            ),
             health=health_rows(self.health, snap, bounded),
             stragglers=straggler_rows(self.detector, self._ranks),
         )

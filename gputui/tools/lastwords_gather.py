@@ -33,6 +33,9 @@ class JobTarget(Protocol):
     @property
     def gone(self) -> tuple[Any, ...]: ...
 
+    @property
+    def xids(self) -> tuple[Any, ...]: ...
+
 
 KIND = "lastwords"
 MAX_KERNEL_LINES = 20  # per rank
@@ -136,6 +139,31 @@ def gather_lastwords(target: JobTarget, cancel: threading.Event) -> dict[str, An
             io = tracker.final(pid) or io
         out.append(_entry(io, pid, ranks.get(pid), gone, kernel, pattern))
         out[-1]["gpus"] = gpus.get(pid, [])
+    late_error = None
+    if not cancel.is_set():  # ranks gone before they were seen: what survives them
+        from gputui.collect.rankio import core_pattern
+        from gputui.tools.late_words import late_entries
+
+        try:
+            # Gone ranks NVML saw whose outputs were never looked at: what survives them may
+            # speak for them (their entry then replaces the one that knows nothing).
+            unseen = {
+                r: pid
+                for pid, io in ios.items()
+                if io is None and (r := ranks.get(pid)) is not None
+            }
+            unseen = {r: p for r, p in unseen.items() if not alive(p, None)}
+            late = late_entries(
+                target, tracker, kernel, pattern or core_pattern(), set(ios), unseen
+            )
+            spoken = {
+                e["pid"] for e in late if e.get("pid") in unseen.values() and not e.get("looked_in")
+            }
+            out = [e for e in out if e["pid"] not in spoken] + [
+                e for e in late if not (e.get("looked_in") and e.get("pid") in unseen.values())
+            ]
+        except Exception as e:  # the others' words must not be lost to a surprise here
+            late_error = f"{type(e).__name__}: {e}"[:200]
     return {
         "type": KIND,
         "t": round(t, 3),
@@ -143,5 +171,6 @@ def gather_lastwords(target: JobTarget, cancel: threading.Event) -> dict[str, An
         "trigger": target.trigger,
         "core_pattern": pattern,
         "kernel_error": kernel_error,
+        "late_error": late_error,
         "ranks": out,
     }

@@ -85,6 +85,7 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
         source: Source,
         stall_after: float = 10.0,
         hang_after: float = 60.0,
+        busy_limit: float = 600.0,
         probe_args: dict[str, Any] | None = None,
         bundle_dir: Path | None = None,
         auto_dump: bool = True,
@@ -105,7 +106,11 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
         # The hang detector, plus the evidence it gathers at a stall (stack dumps of every
         # rank; in a replay, the dumps the recording carries): run on the sampler thread.
         self.watcher = Watcher(
-            stall_after, hang_after, live=source.kind != "replay", auto_dump=auto_dump
+            stall_after,
+            hang_after,
+            live=source.kind != "replay",
+            auto_dump=auto_dump,
+            busy_limit=busy_limit,
         )
         self.watcher.on_evidence = lambda: self.post_message(EvidenceArrived())
         self.snapshot: Snapshot | None = None
@@ -248,7 +253,13 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
             return tags
         for i, st in (getattr(v, "gpu_states", None) or {}).items():
             tags[i] = (str(getattr(st, "value", st)), "")
-        if v.state != "ok":
+        if v.state == "busy":  # its peers wait, the busy rank advances: no suspect
+            for i in v.spinning:
+                tags[i] = ("waiting", "")
+            gpu = (getattr(v, "busy", None) or {}).get("gpu")
+            for i in v.suspects if gpu is None else (gpu,):
+                tags[i] = ("busy", "")
+        elif v.state != "ok":
             since = f" {snap.t - v.since:.0f}s" if v.since is not None else ""
             for i in v.spinning:
                 tags[i] = ("spinning", since)
@@ -296,8 +307,11 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
         if v is None or snap is None or v.state == "ok":
             return {}
         flags: dict[int, str] = {}
+        busy = (getattr(v, "busy", None) or {}).get("pid") if v.state == "busy" else None
         for p in snap.processes:
-            if set(p.gpus) & set(v.suspects) or p.pid in v.suspect_pids:
+            if busy is not None and p.pid == busy:
+                flags[p.pid] = "busy"
+            elif set(p.gpus) & set(v.suspects) or p.pid in v.suspect_pids:
                 flags[p.pid] = "suspect"
             elif set(p.gpus) & set(v.spinning):
                 flags[p.pid] = "waiting"

@@ -23,11 +23,13 @@ MAX_ANSWER_LINES = 6  # 80 columns: ~470 characters of headline, still leaving t
 MAX_SLOW_LINES = 3  # a slow job is no alarm: its sentence takes less of the screen
 SLOW_BADGE = " SLOW "
 MAX_OK_LINES = 3  # a quiet verdict wraps too (never "Not F…"), but stays short
+BUSY_BADGE = " BUSY "  # a busy job: its peers wait while the rank they wait for advances
 NVML_LEVEL = 10  # gputui.diagnose.ranking.Strength.NVML (not imported: the UI starts fast)
 MISMATCH_LEVEL = 40  # Strength.MISMATCH
 
 OK_STYLE = "@ok"
 SLOW_STYLE = "@slow"
+BUSY_STYLE = "@busy"
 STALLED_STYLE = "@stalled"
 HUNG_STYLE = "@hung"
 KEYS = "j select suspect · p its stack · a all ranks · d details · b bundle"
@@ -121,6 +123,8 @@ def banner_height(v: Any | None, width: int = 80) -> int:
         return 0
     if v.state == "slow":
         return len(_slow_lines(v, width))
+    if v.state == "busy":
+        return len(_busy_lines(v, width))
     return 2 + len(wrap(answer(v), width)) if v.alarm else len(_quiet_lines(v, width))
 
 
@@ -140,9 +144,24 @@ def _slow_lines(v: Any, width: int) -> list[str]:
     return [lines[0]] + [" " * len(SLOW_BADGE) + ln for ln in lines[1:]]
 
 
+def _busy_lines(v: Any, width: int) -> list[str]:
+    """A busy job's sentence after its badge: who advances, doing what, at what rate, and
+    who waits ("rank 0 writes a checkpoint: save_checkpoint (train.py:88), 82 MB/s for 40 s
+    · GPU 1 waits"). No alarm: it takes the room a slow job's sentence takes."""
+    spin = ", ".join(map(str, getattr(v, "spinning", ()) or ()))
+    waits = f" · GPU {spin} wait{'s' if ',' not in spin else ''}" if spin else ""
+    room = max(1, width - len(BUSY_BADGE))
+    lines = wrap(f"  {v.reason}{waits}", room, MAX_SLOW_LINES)
+    return [lines[0]] + [" " * len(BUSY_BADGE) + ln for ln in lines[1:]]
+
+
 def banner_lines(v: Any | None, now: float, width: int) -> list[Strip]:
     if v is None:
         return []
+    if v.state == "busy":  # progress, not a hang: a badge of its own, no alarm
+        said, *more = _busy_lines(v, width)
+        line = Line().add(BUSY_BADGE, BUSY_STYLE).add(fit(said, width - len(BUSY_BADGE)))
+        return [line.strip(width), *(Line().add(fit(r, width)).strip(width) for r in more)]
     if v.state == "slow":  # a straggler: not an alarm, but worth a badge of its own
         head, *rest = _slow_lines(v, width)
         top = Line().add(SLOW_BADGE, SLOW_STYLE).add(fit(head, width - len(SLOW_BADGE)))

@@ -29,6 +29,8 @@ SPARK = "▁▂▃▄▅▆▇█"
 TAG_STYLE = {
     "spinning": "@stalled",
     "suspect": "@hung",
+    "busy": "@busy",
+    "waiting": "@waiting",
     "computing": "@good",
     "communicating": "@info",
     "idle": "dim",

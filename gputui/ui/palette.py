@@ -23,6 +23,7 @@ from textual.widget import Widget
 BLOCK_ROLES = {
     "ok": "background: $success; text-style: bold;",
     "slow": "background: $secondary; text-style: bold;",
+    "busy": "background: $accent; text-style: bold;",  # a checkpoint, a compile: no alarm
     "stalled": "background: $warning; text-style: bold;",
     "hung": "background: $error; text-style: bold;",
     "waiting": "background: $warning;",

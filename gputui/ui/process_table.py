@@ -31,8 +31,12 @@ from gputui.ui import rows as R
 from gputui.ui.straggler_view import flag_label, flag_style
 from gputui.ui.strips import Line, fit, repaint_changed
 
-FLAG_TEXT = {"suspect": ("SUSP", "SUSPECT"), "waiting": ("wait", "waiting")}
-FLAG_STYLE = {"suspect": "@hung", "waiting": "@waiting"}
+FLAG_TEXT = {
+    "suspect": ("SUSP", "SUSPECT"),
+    "waiting": ("wait", "waiting"),
+    "busy": ("busy", "busy"),
+}
+FLAG_STYLE = {"suspect": "@hung", "waiting": "@waiting", "busy": "@busy"}
 HEADER_STYLE = "bold reverse"
 SELECTED_STYLE = "reverse"
 HEADING_STYLE = "@heading"

@@ -19,6 +19,8 @@ Each step a rank runs `base` bf16 8192^3 matmuls (times its own ratio), then an 
                      finished reduction in the prior iteration"), while the others wait
 
 Usage: python3 scripts/device/rank_worker.py --world N --seconds S [options]   (spawns N ranks)
+   or: torchrun ... scripts/device/rank_worker.py --seconds S [options]   (each rank from its
+       RANK and LOCAL_RANK: the GPU is LOCAL_RANK, as torchrun's agents give them)
 Lines: READY rank=R pid=P, PHASE rank=R pid=P what=W t=UNIX, DONE rank=R steps=S. Every rank
 is bounded by SIGALRM at S + 30 s. NVLink multicast stays off (NCCL_NVLS_ENABLE=0 ...).
 """
@@ -68,7 +70,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--output", default=None)
     ap.add_argument("--cpu", action="store_true", help="gloo on CPU, small matmuls: a dry run")
     ap.add_argument("--rank", type=int, default=None, help=argparse.SUPPRESS)
-    return ap.parse_args(argv)
+    a = ap.parse_args(argv)
+    if a.rank is None and "TORCHELASTIC_RUN_ID" in os.environ:  # started by torchrun
+        a.rank = int(os.environ["RANK"])
+    return a
 
 
 def spawn(a: argparse.Namespace, argv: list[str]) -> int:
@@ -158,6 +163,7 @@ def rank_main(a: argparse.Namespace) -> None:
 
     signal.alarm(int(a.seconds) + 30)
     rank = a.rank
+    local = int(os.environ.get("LOCAL_RANK", rank))  # the GPU (torchrun: per agent)
     timeout = datetime.timedelta(seconds=a.seconds + 120)
     if a.cpu:
         dev = "cpu"
@@ -166,8 +172,8 @@ def rank_main(a: argparse.Namespace) -> None:
         grad = torch.ones(1 << 16)
     else:
         dev = "cuda"
-        torch.cuda.set_device(rank)
-        dist.init_process_group("nccl", timeout=timeout, device_id=torch.device("cuda", rank))
+        torch.cuda.set_device(local)
+        dist.init_process_group("nccl", timeout=timeout, device_id=torch.device("cuda", local))
         w = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
         grad = torch.ones((128 << 20) // 4, device="cuda")
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
@@ -183,12 +189,12 @@ def rank_main(a: argparse.Namespace) -> None:
     state = None
     if ckpt:
         n = int(ckpt[1] * (1 << 30)) // 4
-        state = {"weights": torch.randn(n, device="cpu"), "step": 0}
+        state = {"weights": torch.ones(n, device="cpu"), "step": 0}  # ones: made in seconds
         os.makedirs(a.ckpt_dir, exist_ok=True)
     ddp = None
     if a.die and a.die[2] == "ddp":
         model = two_layers(torch).to(dev)
-        ids = [rank] if dev == "cuda" else None
+        ids = [local] if dev == "cuda" else None
         ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
         inp = torch.randn(8, 64, device=dev)
     say(f"READY rank={rank} pid={os.getpid()} matmuls={k} sleep={sleep}")
@@ -237,11 +243,12 @@ def main() -> int:
         except Exception as e:
             import traceback
 
+            # The check's own line first: the traceback is the rank's last words in the file
+            say(f"ERROR rank={a.rank} pid={os.getpid()} {type(e).__name__}: {str(e)[:200]}")
             # PyTorch's elastic agent prefixes each line with [rankN]:, as a user sees it
             for line in traceback.format_exc().splitlines():
                 sys.stderr.write(f"[rank{a.rank}]: {line}\n")
             sys.stderr.flush()
-            say(f"ERROR rank={a.rank} pid={os.getpid()} {type(e).__name__}: {str(e)[:200]}")
             os._exit(3)
         return 0
     return spawn(a, argv)

@@ -1,0 +1,161 @@
+"""Sooner when the evidence is plain: a real gloo job whose rank 1 is stuck, NCCL RAS naming
+it behind with its count unchanged, and no sign of progress from it: `gputui check` calls
+the stall before --stall-after.
+
+What is real: a 2-rank torch.distributed job on gloo (tests/targets/gloo_rank.py: rank 0
+waits in all_reduce, rank 1 sleeps in load_next_batch_stuck), py-spy, /proc, and gputui run
+as a person runs it, against the stand-in libnvidia-ml.so.1 (`spin_gpu:0`: GPU 0 spins, GPU
+1 idles). What stands in: NCCL RAS, a TCP server (tests/ras_server.py) answering for the
+job's real pids in NCCL's own JSON, rank 1 behind in AllReduce; and the NCCL library, a
+shared object named libnccl.so.2.28.9 built here and preloaded, so gputui finds NCCL loaded
+in the ranks and asks RAS, as it does on a GPU node.
+
+Onset to headline is measured from the spin's first sample (`since`) to the first stalled
+line: with RAS and the progress records it comes at EARLY_S (5 s) plus a sample; without
+RAS, at --stall-after (10 s), as the control in tests/test_busy_live.py measures.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import free_port
+from nvml_standin.build import REPO, build_standin, standin_env
+from ras_server import ras_server
+
+from gputui.tools.which import find_tool
+
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed"),
+    pytest.mark.skipif(find_tool("py-spy") is None, reason="py-spy is not installed"),
+    pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc to build a stand-in libnccl"),
+]
+
+GLOO_RANK = Path(__file__).parent / "targets" / "gloo_rank.py"
+STALL_AFTER = 10.0
+EARLY_WITHIN_S = 8.0  # EARLY_S (5 s) + a RAS interval's confirmation + a sample, bounded
+
+
+def ras_answer(pids: list[int]) -> bytes:
+    """NCCL's RAS JSON for a 2-rank communicator: rank 1 behind in AllReduce (812 vs 813)."""
+    ranks = []
+    for r, (pid, count) in enumerate(zip(pids, (813, 812), strict=True)):
+        status = {
+            "init_state": 0,
+            "async_error": 0,
+            "finalize_called": False,
+            "destroy_flag": False,
+            "abort_flag": False,
+        }
+        counts = {"Broadcast": 1, "Reduce": 0, "AllGather": 0, "ReduceScatter": 0}
+        ranks.append(
+            {
+                "rank": r,
+                "host": "127.0.0.1",
+                "pid": pid,
+                "cuda_dev": r,
+                "nvml_dev": r,
+                "status": status,
+                "collective_counts": {**counts, "AllReduce": count},
+            }
+        )
+    doc = {
+        "nccl_version": "2.28.9",
+        "cuda_runtime_version": 13000,
+        "cuda_driver_version": 13000,
+        "timestamp": "2026-11-23 11:52:10",
+        "communicators_count": 1,
+        "communicators": [
+            {
+                "hash": "0x5a5605dc3a5f6da2",
+                "secondary_hash": "0x7e1c59cd1df6176e:0xbbf00fd5cbdbef1e",
+                "size": 2,
+                "ranks_count": 2,
+                "missing_ranks_count": 0,
+                "ranks": ranks,
+            }
+        ],
+    }
+    return ("OK\n" + json.dumps(doc, indent=1)).encode()
+
+
+@pytest.fixture
+def fake_nccl(tmp_path: Path) -> Path:
+    """A real (empty) shared object named like NCCL, for the ranks to preload."""
+    src = tmp_path / "nccl.c"
+    src.write_text("int gputui_test_nccl_stand_in(void) { return 0; }\n")
+    lib = tmp_path / "libnccl.so.2.28.9"
+    r = subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(lib), str(src)], capture_output=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    return lib
+
+
+@pytest.fixture
+def gloo_job(fake_nccl: Path) -> Iterator:
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(ras_port: int) -> list[int]:
+        env = {
+            **os.environ,
+            "WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "2",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(free_port()),
+            "NCCL_RAS_ADDR": f"127.0.0.1:{ras_port}",
+            "LD_PRELOAD": str(fake_nccl),
+        }
+        for rank in (0, 1):
+            argv = [sys.executable, str(GLOO_RANK), "--lifetime", "120"]
+            p = subprocess.Popen(
+                [*argv, *(["--stuck"] if rank else [])],
+                env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            procs.append(p)
+        for p in procs:  # each says ready once it stands where the test expects it
+            assert p.stdout is not None and p.stdout.readline().startswith("ready "), p.pid
+        return [p.pid for p in procs]
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait(timeout=10)
+        if p.stdout is not None:
+            p.stdout.close()
+
+
+def test_ras_naming_a_rank_that_makes_no_progress_calls_the_stall_before_stall_after(gloo_job):
+    with ras_server(b"") as srv:
+        port = srv.port  # a free port, for the ranks' NCCL_RAS_ADDR
+    pids = gloo_job(port)
+    env = standin_env(build_standin(), "spin_gpu:0")
+    env["GPUTUI_STANDIN_PIDS"] = ",".join(map(str, pids))
+    env["PYTHONPATH"] = str(REPO)
+    argv = [sys.executable, "-m", "gputui", "check", "--json", "--duration", "12"]
+    with ras_server(*[ras_answer(pids)] * 40, port=port):
+        r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    first = next(x for x in lines if x["state"] == "stalled")
+    took = first["t"] - first["since"]
+    print(f"RAS + no progress: stalled {took:.1f} s after the spin's onset")
+    for x in lines:
+        print(f"  +{x['t'] - first['since']:5.1f} s {x['state']:8s} {x['reason'][:90]}")
+    assert took < STALL_AFTER and took <= EARLY_WITHIN_S, [(x["t"], x["state"]) for x in lines]
+    assert first["suspects"] == [1] and pids[1] in first["suspect_pids"]
+    last = lines[-1]
+    ras = [f for f in last["findings"] if f.startswith("NCCL RAS: rank 1 (")]
+    assert ras and f"pid {pids[1]}" in ras[0] and "is behind" in ras[0], last["findings"]
+    assert any("load_next_batch_stuck" in f for f in last["findings"]), last["findings"]
