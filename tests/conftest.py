@@ -93,6 +93,7 @@ no_gpu_only = pytest.mark.skipif(HAS_GPU, reason="checks the no-GPU path; this m
 # tmux, a wheel build, torch jobs, the stand-in driver in many subprocesses). They test those
 # programs with gputui, not the Python version: .ci/run runs them on the main Python only.
 SLOW_MODULES = {
+    "test_debugserver_live",
     "test_exporter_prometheus",
     "test_terminal",
     "test_packaging",
@@ -169,7 +170,13 @@ LONGEST_FIRST = {
 }
 # Modules whose module-scoped fixture is costly (a torch job, an sshd, compiled targets): one
 # worker runs all their tests, so the fixture starts once.
-ONE_WORKER = {"test_flightrec", "test_multi_rank", "test_fleet", "test_secrets_corpus"}
+ONE_WORKER = {
+    "test_debugserver_live",
+    "test_flightrec",
+    "test_multi_rank",
+    "test_fleet",
+    "test_secrets_corpus",
+}
 # Modules that look at the whole machine's process table (the world probe's tests check that
 # no worker is left on any "host"): run on one worker together, so that one test never sees
 # another's workers.

@@ -150,16 +150,18 @@ def threads(text: str) -> list[Thread]:
     return out
 
 
-_LIB_DIR = re.compile(r"/(?:site-packages|dist-packages|lib/python3\.\d+)/")
+_PACKAGES = re.compile(r"/(?:site|dist)-packages/")
+_STDLIB_DIR = re.compile(r"/lib/python3\.\d+/")
 
 
 def short_file(path: str) -> str:
     """A frame's file as py-spy shows it, so the two sources name the same line: an installed
     package's path from its package (`torch/distributed/distributed_c10d.py`), the standard
     library's from its module, anything else by its name (`train.py`)."""
-    parts = _LIB_DIR.split(path)
-    if len(parts) > 1 and parts[-1]:
-        return parts[-1]
+    for rx in (_PACKAGES, _STDLIB_DIR):
+        parts = rx.split(path)
+        if len(parts) > 1 and parts[-1]:
+            return parts[-1]
     if path.startswith("<"):
         return path
     return path.rsplit("/", 1)[-1] or path

@@ -183,11 +183,11 @@ def _stack_findings(ranks: Sequence[_Rank], via: str) -> list[Finding]:
         site = odd[0].reading.site
         out.append(
             _finding(
-                f"ranks entered different collectives ({via}): {said}",
+                f"ranks entered different collectives (via {via}): {said}",
                 Strength.MISMATCH,
                 odd,
                 frame=site.label() if site is not None else None,
-                headline=f"ranks in different collectives ({via}): {said}",
+                headline=f"ranks in different collectives (via {via}): {said}",
             )
         )
     if not waiting:
@@ -275,11 +275,11 @@ def _fr_findings(ranks: Sequence[_Rank], via: str) -> list[Finding]:
             lines = sorted({r.line for r in rs if r.line})
             out.append(
                 _finding(
-                    f"ranks in different collectives at #{top} of {name} ({via}): {said}",
+                    f"ranks in different collectives at #{top} of {name} (via {via}): {said}",
                     Strength.MISMATCH,
                     rs,
                     frame=lines[0] if len(lines) == 1 else None,
-                    headline=f"ranks in different collectives ({via}): {said}",
+                    headline=f"ranks in different collectives (via {via}): {said}",
                 )
             )
     return out
