@@ -136,6 +136,18 @@ def explain_debugserver(record: dict[str, Any], v: Verdict, snap: Snapshot | Non
     return explain(record, v, snap)
 
 
+def explain_blamed_probe(record: dict[str, Any], v: Verdict, snap: Snapshot | None) -> Evidence:
+    """The blamed GPU's pair probe (gputui.diagnose.blamed_probe): a record no gatherer
+    takes; the dashboard's B and `check --probe-blamed` add it (Watcher.add_record)."""
+    from gputui.diagnose.blamed_probe import explain_blamed_probe as explain
+
+    return explain(record, v, snap)
+
+
+# Kinds of records that are explained but not gathered at a stall transition.
+EXPLAIN_ONLY: tuple[tuple[str, Explain], ...] = (("blamed_probe", explain_blamed_probe),)
+
+
 def with_debug_server(
     gatherers: tuple[tuple[str, Gather, Explain], ...] | None = None,
     *,

@@ -35,6 +35,7 @@ from gputui.diagnose.verdict import HUNG, OK, STALLED, Verdict
 from gputui.gatherers import (  # re-exported: callers import them from here
     AUTO_DUMP_TIMEOUT_S,
     DEFAULT_GATHERERS,
+    EXPLAIN_ONLY,
     Explain,
     Gather,
     JobTarget,
@@ -99,6 +100,7 @@ class Watcher:
         self.stall_after, self.hang_after = stall_after, hang_after
         self.live = live
         self.explainers = {kind: explain for kind, _g, explain in gatherers}
+        self.explainers.update(EXPLAIN_ONLY)  # the blamed GPU's probe, added by the faces
         self.gatherers = [
             (kind, gather)
             for kind, gather, _e in gatherers
@@ -399,6 +401,11 @@ class Watcher:
             except Exception:  # noqa: S110 - _run never raises; a timeout is handled below
                 pass
         return not self.pending()
+
+    def add_record(self, rec: dict[str, Any]) -> None:
+        """A record made outside the gatherers (the blamed GPU's probe, gputui.probe.blamed):
+        kept for the verdicts and queued for `gputui record`, like a gathered one."""
+        self._record(rec)
 
     def take_records(self) -> list[dict[str, Any]]:
         """Records gathered since the last call, oldest first, for `gputui record` to write."""

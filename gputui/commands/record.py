@@ -29,6 +29,7 @@ from gputui.commands.common import (
     interval_seconds,
     positive_float,
 )
+from gputui.commands.debugserver_args import gatherers_for
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
@@ -202,7 +203,12 @@ def run(args: argparse.Namespace) -> int:
     except GputuiError:
         source.close()
         raise
-    watcher = Watcher(args.stall_after, args.hang_after, auto_dump=not args.no_auto_dump)
+    watcher = Watcher(
+        args.stall_after,
+        args.hang_after,
+        auto_dump=not args.no_auto_dump,
+        gatherers=gatherers_for(args),
+    )
     deadline = time.monotonic() + args.duration if args.duration else None
     print(
         f"recording {len(source.nvml.devices)} GPU(s) to {shown(path)} every {args.interval:g} s "

@@ -44,6 +44,7 @@ class AppLike(Protocol):
     probe_args: dict[str, Any]
     bundle_dir: Path | None
     last_bundle: ToolPane | None  # the bundle pane of this session, for the way out
+    watcher: Any  # gputui.watch.Watcher: its health and its records (B joins a probe's)
 
     # widgets, built in compose()
     table: ProcessTable
