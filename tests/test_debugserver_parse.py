@@ -7,6 +7,7 @@ tests/test_debugserver_live.py.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -28,6 +29,7 @@ from gputui.diagnose.ranking import Strength
 from gputui.diagnose.verdict import Verdict
 
 DATA = Path(__file__).resolve().parent / "data" / "debugserver"
+CHECK = ("check", "--json", "--duration", "1", "--interval", "0.25", "--timeout", "2")
 
 
 def page(name: str) -> str:
@@ -371,3 +373,34 @@ def test_the_newest_dump_of_a_directory_is_read(tmp_path):
     assert rec is not None and rec["via"] == "dump" and rec["dump"]["file"] == new.name
     assert rec["dump"]["written"] == 2000.0
     assert [e["frames"][0][0] for e in rec["ranks"]] == ["all_reduce", "load_batch"]
+
+
+def test_check_reads_a_gone_jobs_last_dump_and_names_its_culprit(tmp_path):
+    """No job runs (the stand-in's GPUs are idle): `--debug-dump-dir` still gives the
+    line each rank stood at in the server's last dump, stamped with its time."""
+    from nvml_standin.build import REPO, build_standin, gputui_argv, standin_env
+
+    (tmp_path / "stacks_20260101_000000.txt").write_text(page("gloo2-stacks-dump.txt"))
+    argv = gputui_argv(*CHECK, "--debug-dump-dir", str(tmp_path), alone=True)
+    env = standin_env(build_standin(), "")
+    r = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    last = json.loads(r.stdout.splitlines()[-1])
+    assert (
+        last["reason"]
+        == "rank 1 on vm (via the debug server's dump) is in load_batch (ds_rank.py:5)"
+    )
+    assert last["debugserver"]["via"] == "dump"
+    assert last["debugserver"]["dump"]["file"] == "stacks_20260101_000000.txt"
+    text = subprocess.run(
+        [a for a in argv if a != "--json"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (
+        "the debug server's dump: rank 1 on vm (via the debug server's dump) is in load_batch"
+        in text.stdout
+    )

@@ -147,7 +147,18 @@ def explain_blamed_probe(record: dict[str, Any], verdict: Any, snap: Any) -> Evi
         return Evidence(KIND, findings=(text,), ranked=(Finding(text, Strength.CONTEXT, KIND),))
     extra = {
         k: record.get(k)
-        for k in ("gpu", "link", "why", "outcome", "error", "held_by", "backend", "t", "wall_s")
+        for k in (
+            "gpu",
+            "link",
+            "why",
+            "source",
+            "outcome",
+            "error",
+            "held_by",
+            "backend",
+            "t",
+            "wall_s",
+        )
     }
     extra["pairs"] = record.get("pairs") if isinstance(record.get("pairs"), list) else []
     return Evidence(KIND, findings=tuple(f.text for f in found), ranked=tuple(found), extra=extra)
