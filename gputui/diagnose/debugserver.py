@@ -324,3 +324,37 @@ def _context(text: str, record: dict[str, Any] | None = None) -> Evidence:
     return Evidence(
         KIND, findings=(text,), ranked=(Finding(text, Strength.CONTEXT, KIND),), extra=extra
     )
+
+
+def report_lines(extra: Any) -> list[str]:
+    """The incident bundle's `debugserver.txt`: where the answer came from and when, and
+    each rank's host, line, collective and sequence numbers (check --json's entry as text)."""
+    if not isinstance(extra, dict):
+        return []
+    t = extra.get("t")
+    when = (
+        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+        if isinstance(t, (int, float)) and 0 < t < 4e9
+        else "?"
+    )
+    src = extra.get("server") or (extra.get("dump") or {}).get("dir") or "?"
+    out = [
+        f"PyTorch's debug server, via {extra.get('via')} {src}, asked {when}: "
+        f"{extra.get('outcome')}",
+    ]
+    if extra.get("found_by"):
+        out.append(f"found by: {extra['found_by']}")
+    if extra.get("error"):
+        out.append(f"error: {extra['error']}")
+    out.append("")
+    out.append(f"{'rank':>6}  {'host':<24} {'pid':>8}  {'collective':<14} {'seq':<12} line")
+    for r in extra.get("ranks") or []:
+        if not isinstance(r, dict):
+            continue
+        seq = ",".join(f"{k}:{v}" for k, v in (r.get("seq") or {}).items())
+        out.append(
+            f"{r.get('rank')!s:>6}  {str(r.get('host') or '?')[:24]:<24} "
+            f"{str(r.get('pid') or '-'):>8}  {str(r.get('collective') or '-')[:14]:<14} "
+            f"{seq[:12]:<12} {r.get('frame') or r.get('outcome')}"
+        )
+    return out

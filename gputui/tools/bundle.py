@@ -353,6 +353,11 @@ def _fill(
     except Exception as e:  # a log of any shape must not lose the bundle
         rep.notes.append(f"lastwords: not written ({type(e).__name__}: {e})")
 
+    served = (getattr(verdict, "evidence", None) or {}).get("debugserver")
+    if served:  # every rank's line, as the job's PyTorch debug server gave it
+        from gputui.diagnose.debugserver import report_lines
+
+        write("debugserver.txt", "\n".join(report_lines(served)))
     if verdict is not None and getattr(verdict, "reason", None):
         rep.headline = f"{str(getattr(verdict, 'state', '?')).upper()}: {verdict.reason}"
     if verdict is not None:
@@ -421,6 +426,7 @@ def _fill(
         "lastwords/kernel.txt": "kernel log lines about processes (OOM killer, segfaults, Xid); "
         "lastwords/pid-N.txt: each rank's log tail and where it writes",
         "host.json": "node, gputui version, attach tools present, ptrace settings",
+        "debugserver.txt": "each rank's host, line and collective from PyTorch's debug server",
     }
     readme = [
         f"gputui incident bundle, {datetime.now().isoformat(timespec='seconds')} on {host}",
