@@ -404,3 +404,50 @@ def test_check_reads_a_gone_jobs_last_dump_and_names_its_culprit(tmp_path):
         "the debug server's dump: rank 1 on vm (via the debug server's dump) is in load_batch"
         in text.stdout
     )
+
+
+def test_a_recording_keeps_the_record_and_its_replay_names_the_same_line(tmp_path):
+    """Written by gputui's own trace writer, read back by the bounded reader, explained by
+    a Watcher that gathers nothing: the replay says what the live run said."""
+    from synth import timeline
+
+    from gputui.collect.trace import TraceWriter
+    from gputui.collect.trace_read import read_trace
+    from gputui.watch import Watcher
+
+    snaps = list(timeline((0.5, ["compute", "compute"]), (3.0, ["spin", "spin"])))
+    rec = {**recorded(), "job": snaps[0].jobs[0].key, "t": snaps[-4].t}
+    path = tmp_path / "run.jsonl.gz"
+    w = TraceWriter(path)
+    for i, s in enumerate(snaps):
+        w.write(s)
+        if i == len(snaps) - 4:
+            w.write_record(rec)
+    w.close()
+    back = read_trace(path)
+    assert [r["type"] for s in back for r in s.records] == ["debugserver"]
+    watcher = Watcher(1.0, 60.0, live=False)
+    try:
+        for s in back:
+            v = watcher.update(s)
+    finally:
+        watcher.close()
+    assert v.state == "stalled"
+    assert v.reason.startswith(
+        "rank 1 on vm (via the debug server) is in load_batch (ds_rank.py:5)"
+    )
+    assert v.evidence["debugserver"]["server"] == "[::1]:25999"
+
+
+def test_the_bundle_holds_every_ranks_line_from_the_server(tmp_path):
+    from gputui.tools.bundle import write_bundle
+
+    v = fold(stalled(), [explain_debugserver(recorded(), stalled(), None)])
+    rep = write_bundle(tmp_path / "b", snapshots=[], processes=[], verdict=v, topo_timeout=5)
+    assert "debugserver.txt" in rep.files
+    text = (tmp_path / "b" / "debugserver.txt").read_text()
+    assert "via server [::1]:25999" in text
+    assert [ln.split()[0] for ln in text.splitlines()[-2:]] == ["0", "1"]
+    assert text.splitlines()[-1].endswith("load_batch (ds_rank.py:5)")
+    verdict = json.loads((tmp_path / "b" / "verdict.json").read_text())
+    assert verdict["debugserver"]["ranks"][1]["frame"] == "load_batch (ds_rank.py:5)"
