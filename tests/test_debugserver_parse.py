@@ -373,6 +373,16 @@ def test_the_newest_dump_of_a_directory_is_read(tmp_path):
     assert rec is not None and rec["via"] == "dump" and rec["dump"]["file"] == new.name
     assert rec["dump"]["written"] == 2000.0
     assert [e["frames"][0][0] for e in rec["ranks"]] == ["all_reduce", "load_batch"]
+    # The front end outlives its ranks: a dump written after they ended holds only errors,
+    # and the last one in which they answered is read instead, saying so.
+    after = tmp_path / "stacks_20260101_000200.txt"
+    after.write_text(
+        "=== Rank 0: http://a:1/x ===\nError: 503\n=== Rank 1: http://b:1/x ===\nError: 503\n"
+    )
+    os.utime(after, (3000, 3000))
+    rec = ds.read_dump(str(tmp_path), "j", "gone", {}, 3100.0)
+    assert rec is not None and rec["dump"]["file"] == new.name
+    assert rec["error"] == "the 1 newer dump(s) hold no rank's stack (the ranks had ended)"
 
 
 def test_check_reads_a_gone_jobs_last_dump_and_names_its_culprit(tmp_path):

@@ -230,9 +230,13 @@ def ask(
 # ---------------------------------------------------------------- dumps
 
 
-def newest_dump(directory: str) -> tuple[Path, float] | None:
-    """The newest `stacks_*.txt` in `directory` and its modification time."""
-    best: tuple[Path, float] | None = None
+DUMPS_TRIED = 8  # newest dumps read, looking for one in which some rank answered
+
+
+def newest_dumps(directory: str, n: int = DUMPS_TRIED) -> list[tuple[Path, float]]:
+    """The newest `stacks_*.txt` files in `directory` with their modification times,
+    newest first (at most `n`; empty when it cannot be read)."""
+    found: list[tuple[Path, float]] = []
     try:
         with os.scandir(directory) as it:
             for i, entry in enumerate(it):
@@ -244,52 +248,63 @@ def newest_dump(directory: str) -> tuple[Path, float] | None:
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                if entry.is_file(follow_symlinks=False) and (best is None or st.st_mtime > best[1]):
-                    best = (Path(entry.path), st.st_mtime)
+                if entry.is_file(follow_symlinks=False):
+                    found.append((Path(entry.path), st.st_mtime))
     except OSError:
-        return None
-    return best
+        return []
+    return sorted(found, key=lambda f: -f[1])[:n]
 
 
 def read_dump(
     directory: str, key: str, trigger: str, local: Mapping[int, int], t: float
 ) -> dict[str, Any] | None:
-    """A record from the newest stacks dump in `directory`, or None when there is none."""
-    found = newest_dump(directory)
-    if found is None:
+    """A record from the newest stacks dump in `directory` in which some rank answered (the
+    front end outlives its ranks, and its dumps after they ended hold only errors), or None
+    when there is no dump."""
+    dumps = newest_dumps(directory)
+    if not dumps:
         return None
-    path, mtime = found
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_DUMP_BYTES + 1)
-    except OSError as e:
-        return _record(key, trigger, "dump", t, outcome="failed", error=_why(e)[1])
+    first: dict[str, Any] | None = None
+    for skipped, (path, mtime) in enumerate(dumps):
+        rec = _read_one(directory, path, mtime, key, trigger, local, t)
+        first = first or rec
+        if any(e.get("outcome") == "done" for e in rec["ranks"]):
+            if skipped:
+                rec["error"] = (
+                    f"the {skipped} newer dump(s) hold no rank's stack (the ranks had ended)"
+                )
+            return rec
+    return first
+
+
+def _read_one(
+    directory: str,
+    path: Path,
+    mtime: float,
+    key: str,
+    trigger: str,
+    local: Mapping[int, int],
+    t: float,
+) -> dict[str, Any]:
     dump = {
         "dir": clip(redact_text(directory), 1024),
         "file": clip(path.name, 200),
         "written": round(mtime, 3),
     }
+
+    def failed(why: str) -> dict[str, Any]:
+        return _record(key, trigger, "dump", t, outcome="failed", dump=dump, error=why)
+
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_DUMP_BYTES + 1)
+    except OSError as e:
+        return failed(_why(e)[1])
     if len(raw) > MAX_DUMP_BYTES:
-        return _record(
-            key,
-            trigger,
-            "dump",
-            t,
-            outcome="failed",
-            dump=dump,
-            error=f"{path.name} is larger than {MAX_DUMP_BYTES >> 20} MiB",
-        )
+        return failed(f"{path.name} is larger than {MAX_DUMP_BYTES >> 20} MiB")
     stacks = parse.dump_sections(raw.decode("utf-8", "replace"))
     if not stacks:
-        return _record(
-            key,
-            trigger,
-            "dump",
-            t,
-            outcome="failed",
-            dump=dump,
-            error=f"{path.name} holds no rank section",
-        )
+        return failed(f"{path.name} holds no rank section")
     ranks = ranks_part(stacks, {}, local)
     return _record(key, trigger, "dump", t, dump=dump, ranks=ranks, world=len(stacks))
 
