@@ -219,3 +219,39 @@ def test_check_json_carries_the_debug_servers_line(job):
     assert hit["ranked"][0]["source"] == "debugserver" and hit["ranked"][0]["ranks"] == [2]
     assert {r["rank"] for r in hit["debugserver"]["ranks"]} == {0, 1, 2}
     assert isinstance(hit["debugserver"]["t"], float)  # when the server was asked
+
+
+def test_the_exporter_says_whether_a_stalled_jobs_debug_server_answers(job):
+    """`gputui_job_debug_server`: 1 while the stalled job's front end answers its index page
+    (asked off the sampler thread), no series before the job stalls."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gputui.diagnose.detector import Detector
+    from gputui.exporter.debugserver_up import DebugServerUp
+    from gputui.exporter.run import make_registry
+    from gputui.exporter.view import Watch
+
+    def series(w: Watch) -> list:
+        text = generate_latest(make_registry(w)).decode()
+        fams = text_string_to_metric_families(text)
+        return [s for f in fams for s in f.samples if s.name == "gputui_job_debug_server"]
+
+    up = DebugServerUp(every=0.2)
+    w = Watch(Detector(stall_after=1.0, hang_after=60.0), host="n", debug=up)
+    t = 1000.0
+    try:
+        for _ in range(4):
+            w.on_snapshot(snapshot(t, job.pids[:2], ["compute", "compute"]))
+            t += 0.25
+        assert series(w) == []  # not stalled: not asked
+
+        def answered() -> bool:
+            nonlocal t
+            w.on_snapshot(snapshot(t, job.pids[:2], ["spin", "spin"]))
+            t += 0.25
+            return [s.value for s in series(w)] == [1.0]
+
+        assert wait_for(answered, 30.0), series(w)
+    finally:
+        up.close()

@@ -461,3 +461,29 @@ def test_the_bundle_holds_every_ranks_line_from_the_server(tmp_path):
     assert text.splitlines()[-1].endswith("load_batch (ds_rank.py:5)")
     verdict = json.loads((tmp_path / "b" / "verdict.json").read_text())
     assert verdict["debugserver"]["ranks"][1]["frame"] == "load_batch (ds_rank.py:5)"
+
+
+def test_the_exporter_says_0_for_a_stalled_job_whose_rank_0_runs_no_debug_server(spawn):
+    from synth import with_real_pids
+
+    from gputui.diagnose.detector import Detector
+    from gputui.exporter.debugserver_up import DebugServerUp
+    from gputui.exporter.view import Watch
+
+    ranks = [spawn(), spawn()]  # real processes as ranks 0 and 1; no child listens
+    up = DebugServerUp(every=0.2)
+    w = Watch(Detector(stall_after=1.0, hang_after=60.0), host="n", debug=up)
+    t = 1000.0
+    deadline = time.monotonic() + 20
+    try:
+        while True:
+            w.on_snapshot(with_real_pids(t, [p.pid for p in ranks], ["spin", "spin"]))
+            t += 0.25
+            view, _ = w.current()
+            if view is not None and view.jobs and view.jobs[0].debug_server is not None:
+                break
+            assert time.monotonic() < deadline, "never asked"
+            time.sleep(0.05)
+    finally:
+        up.close()
+    assert view.jobs[0].state == "stalled" and view.jobs[0].debug_server is False
