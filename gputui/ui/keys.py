@@ -33,7 +33,7 @@ BINDINGS: list[BindingType] = [
     Binding(
         "B",
         "probe_blamed",
-        "Probe the GPU the verdict blames, its pairs (ranks ended first)",
+        "Probe the GPU the verdict blames, its pairs only",
         key_display="B",
         id="probe_blamed",
     ),
