@@ -35,7 +35,9 @@ from gputui.ui.app import GputuiApp
 from gputui.ui.probe_screen import ProbeScreen
 
 needs_torch = pytest.mark.skipif(not torch_installed(), reason="torch is not installed")
-CHECK = ("check", "--json", "--duration", "1.5", "--interval", "0.25", "--timeout", "2")
+# 3 s: the stand-in's Xid event must reach the health tracker before the last sample on a
+# busy machine (at 1.5 s it sometimes came after it, and nothing was blamed yet).
+CHECK = ("check", "--json", "--duration", "3", "--interval", "0.25", "--timeout", "2")
 
 
 def verdict(*found: Finding, state: str = "stalled") -> Verdict:
@@ -301,8 +303,10 @@ def test_check_probes_only_the_blamed_gpus_pairs_and_joins_a_failure_as_hardware
 def test_check_refuses_the_probe_while_a_rank_holds_a_gpu(spawn):
     rank = spawn(env={"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"})
     r = check(
-        "xid:1:79",
+        "",
         "--probe-blamed",
+        "--blame-gpu",
+        "1",
         "--probe-backend",
         "gloo",
         env={"GPUTUI_STANDIN_PIDS": f"0,{rank.pid}"},
