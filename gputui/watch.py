@@ -160,6 +160,12 @@ class Watcher:
         return h
 
     @property
+    def health_made(self) -> HealthTracker | None:
+        """The health tracker once an update made it; None before (the first frame draws
+        without importing it)."""
+        return self._health
+
+    @property
     def marks(self) -> dict[int, Any]:
         """The GPUs whose health is not ok, for the GPU panels; {} before the first update
         (the dashboard's first frame draws before it)."""

@@ -97,6 +97,22 @@ def test_a_programs_xid_and_a_hang_without_hardware_blame_nothing():
     assert blamed(None) is None
 
 
+def test_a_straggler_held_back_by_its_clocks_is_blamed_and_one_merely_slower_is_not():
+    reason = (
+        "job j is slow: rank 2 (GPU 2) holds it back. GPU 2's clocks are held back by "
+        "hardware thermal slowdown: a slow GPU (cooling, power or the board)."
+    )
+    slow = Verdict(t=1.0, state="slow", reason=reason, stragglers=(2,), slow_why={"who": "x"})
+    b = blamed(slow)
+    assert b is not None and (b.gpu, b.source) == (2, "straggler")
+    busy = replace(
+        slow,
+        reason="job j is slow: rank 2 (GPU 2) holds it back. GPU 2 against "
+        "its waiting peers: 300 W vs 310 W, SM clock 1980 MHz vs 1980 MHz.",
+    )
+    assert blamed(busy) is None
+
+
 def test_with_no_job_a_sick_gpu_is_blamed():
     ok = Verdict(t=1.0, state="ok", reason="no job")
     b = blamed(ok, sick={1: "GPU 1 is failed: Xid 79: GPU fell off the bus"})

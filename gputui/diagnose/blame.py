@@ -25,7 +25,8 @@ from typing import Any
 from gputui.diagnose.ranking import Strength
 
 _LINK = re.compile(r"\blink (\d{1,2}):")
-_CLOCKS = ("slowdown", "power brake", "power cap", "clock")
+# slow_why's words when the straggler's own clocks are why (not its peers' comparison)
+_CLOCKS = ("clocks are held back", "slowdown", "power brake")
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ def blame_of(app: Any) -> Blame | None:
     if v is None or snap is None:
         return None
     watcher = getattr(app, "watcher", None)
-    health = getattr(watcher, "_health", None)  # read only once made: never made for this
+    health = getattr(watcher, "health_made", None)  # never made for this: the first frame
     sick: dict[int, str] = {}
     links: Any = ()
     if health is not None:
