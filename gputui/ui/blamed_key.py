@@ -44,7 +44,7 @@ class BlamedProbeKey:
     def _offer_blamed(self: AppLike) -> None:
         """Called with each drawn sample: the key bar offers B while a GPU is blamed."""
         b = blame_of(self)
-        self.keybar.offer((("B", f"probe GPU {b.gpu}"),) if b is not None else ())
+        self.keybar.offer_first((("B", f"probe GPU {b.gpu}"),) if b is not None else ())
 
     def action_probe_blamed(self: AppLike) -> None:
         from gputui.probe.blamed import holders, refusal, refused_record
