@@ -122,10 +122,62 @@ def explain_progress(record: dict[str, Any], v: Verdict, snap: Snapshot | None) 
     return explain(record, v, snap)
 
 
+def gather_debugserver(
+    target: JobTarget,
+    cancel: threading.Event,
+    *,
+    server: str | None = None,
+    dump_dir: str | None = None,
+) -> dict[str, Any] | None:
+    """Every rank's stack and flight recorder from the job's PyTorch debug server, or its
+    newest periodic dump (gputui.collect.debugserver); None when the job has none."""
+    from gputui.collect.debugserver import gather_debugserver as gather
+
+    return gather(
+        target.key, target.trigger, target.ranks, cancel, server=server, dump_dir=dump_dir
+    )
+
+
+def explain_debugserver(record: dict[str, Any], v: Verdict, snap: Snapshot | None) -> Evidence:
+    """gputui.diagnose.debugserver's explainer, imported when first needed."""
+    from gputui.diagnose.debugserver import explain_debugserver as explain
+
+    return explain(record, v, snap)
+
+
+def explain_blamed_probe(record: dict[str, Any], v: Verdict, snap: Snapshot | None) -> Evidence:
+    """The blamed GPU's pair probe (gputui.diagnose.blamed_probe): a record no gatherer
+    takes; the dashboard's B and `check --probe-blamed` add it (Watcher.add_record)."""
+    from gputui.diagnose.blamed_probe import explain_blamed_probe as explain
+
+    return explain(record, v, snap)
+
+
+# Kinds of records that are explained but not gathered at a stall transition.
+EXPLAIN_ONLY: tuple[tuple[str, Explain], ...] = (("blamed_probe", explain_blamed_probe),)
+
+
+def with_debug_server(
+    gatherers: tuple[tuple[str, Gather, Explain], ...] | None = None,
+    *,
+    server: str | None = None,
+    dump_dir: str | None = None,
+) -> tuple[tuple[str, Gather, Explain], ...]:
+    """The gatherers with the debug server's named by --debug-server / --debug-dump-dir."""
+    from functools import partial
+
+    base = DEFAULT_GATHERERS if gatherers is None else gatherers
+    if server is None and dump_dir is None:
+        return base
+    bound = partial(gather_debugserver, server=server, dump_dir=dump_dir)
+    return tuple((k, bound if k == "debugserver" else g, e) for k, g, e in base)
+
+
 # Stacks first: the banner's second line is the first finding, and the culprit's frame is
 # what a person wants first; RAS and the flight recorder add the ranks of other nodes.
 DEFAULT_GATHERERS: tuple[tuple[str, Gather, Explain], ...] = (
     ("stacks", gather_stacks, explain_stacks),
     ("nccl", gather_nccl, explain_nccl),
     ("lastwords", gather_lastwords, explain_lastwords),
+    ("debugserver", gather_debugserver, explain_debugserver),
 )

@@ -37,6 +37,7 @@ from gputui.gatherers import (  # re-exported: callers import them from here
     AUTO_DUMP_TIMEOUT_S,
     BUSY_LIMIT_S,
     DEFAULT_GATHERERS,
+    EXPLAIN_ONLY,
     Explain,
     Gather,
     JobTarget,
@@ -105,6 +106,7 @@ class Watcher:
         self.busy_limit = busy_limit  # a busy phase longer than this is an alarm again
         self.live = live
         self.explainers = {kind: explain for kind, _g, explain in gatherers}
+        self.explainers.update(EXPLAIN_ONLY)  # the blamed GPU's probe, added by the faces
         self.gatherers = [
             (kind, gather)
             for kind, gather, _e in gatherers
@@ -167,6 +169,12 @@ class Watcher:
 
             h = self._health = HealthTracker()
         return h
+
+    @property
+    def health_made(self) -> HealthTracker | None:
+        """The health tracker once an update made it; None before (the first frame draws
+        without importing it)."""
+        return self._health
 
     @property
     def marks(self) -> dict[int, Any]:
@@ -428,6 +436,11 @@ class Watcher:
         """Every evidence record held now (gathered or replayed), oldest first: an incident
         bundle writes them into its trace, so that the trace replays to the same verdict."""
         return self.records.held()
+
+    def add_record(self, rec: dict[str, Any]) -> None:
+        """A record made outside the gatherers (the blamed GPU's probe, gputui.probe.blamed):
+        kept for the verdicts and queued for `gputui record`, like a gathered one."""
+        self._record(rec)
 
     def take_records(self) -> list[dict[str, Any]]:
         """Records gathered since the last call, oldest first, for `gputui record` to write."""

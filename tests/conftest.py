@@ -93,6 +93,8 @@ no_gpu_only = pytest.mark.skipif(HAS_GPU, reason="checks the no-GPU path; this m
 # tmux, a wheel build, torch jobs, the stand-in driver in many subprocesses). They test those
 # programs with gputui, not the Python version: .ci/run runs them on the main Python only.
 SLOW_MODULES = {
+    "test_blamed_probe",
+    "test_debugserver_live",
     "test_exporter_prometheus",
     "test_terminal",
     "test_packaging",
@@ -129,8 +131,8 @@ SLOW_MODULES = {
 # the interpreter, so .ci/run runs them on the main Python only (`-m "not pilot"` on 3.10,
 # where the unit tests run at a lower priority beside the main run).
 PILOT_MODULES = {
-    "test_app", "test_app_actions", "test_core_key", "test_demo_story", "test_health_faces",
-    "test_hostile_tui",
+    "test_app", "test_app_actions", "test_blamed_probe", "test_core_key", "test_demo_story",
+    "test_health_faces", "test_hostile_tui",
     "test_lastwords_replay", "test_no_gpu", "test_probe_screen", "test_process_table",
     "test_replay_keys", "test_secrets_corpus", "test_straggler_app", "test_tool_pane",
     "test_way_out", "test_world_screen", "test_ui_escapes",
@@ -172,10 +174,19 @@ LONGEST_FIRST = {
     "test_lastwords_live": 10,
     "test_fleet_kubectl": 10,
     "test_ui_escapes": 45,
+    "test_blamed_probe": 25,
+    "test_debugserver_live": 20,
+    "test_debugserver_parse": 11,
 }
 # Modules whose module-scoped fixture is costly (a torch job, an sshd, compiled targets): one
 # worker runs all their tests, so the fixture starts once.
-ONE_WORKER = {"test_flightrec", "test_multi_rank", "test_fleet", "test_secrets_corpus"}
+ONE_WORKER = {
+    "test_debugserver_live",
+    "test_flightrec",
+    "test_multi_rank",
+    "test_fleet",
+    "test_secrets_corpus",
+}
 # Modules that look at the whole machine's process table (the world probe's tests check that
 # no worker is left on any "host"): run on one worker together, so that one test never sees
 # another's workers.

@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) -> Any:
     """The app on the opened source, once the source is open (or its error raised)."""
+    from gputui.commands.debugserver_args import gatherers_for
     from gputui.ui.app import GputuiApp
 
     replay = getattr(args, "demo", False) or getattr(args, "replay", None) is not None
@@ -131,6 +132,7 @@ def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) 
         hang_after=args.hang_after,
         busy_limit=args.busy_limit,
         auto_dump=not getattr(args, "no_auto_dump", False),
+        gatherers=gatherers_for(args),
         watch_terminal=True,
         story=story,
         theme=theme,

@@ -30,6 +30,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from gputui.commands.check_after import add_probe_args, after_check
 from gputui.commands.common import (
     add_detector_args,
     add_host_arg,
@@ -38,6 +39,7 @@ from gputui.commands.common import (
     open_source,
     positive_float,
 )
+from gputui.commands.debugserver_args import gatherers_for
 from gputui.diagnose import exitcodes
 from gputui.errors import GputuiError
 from gputui.textsafe import clean, clean_lines
@@ -94,6 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="live: when a job is slow, sample its straggler with py-spy for a few seconds "
         "and print its top functions (`profile` in --json)",
     )
+    add_probe_args(p)
     p.set_defaults(func=run)
 
 
@@ -219,12 +222,14 @@ def run(args: argparse.Namespace) -> int:
     check_detector_args(args)
     live = not (args.replay or args.demo)
     source = open_source(args, realtime=False)  # NVML's start is bounded by --timeout
+    gatherers = gatherers_for(args)
     watcher = Watcher(
         args.stall_after,
         args.hang_after,
         auto_dump=not args.no_auto_dump,
         live=live,
         busy_limit=args.busy_limit,
+        gatherers=gatherers,
     )
     last: Verdict | None = None
     last_key: object = None
@@ -295,6 +300,22 @@ def run(args: argparse.Namespace) -> int:
         source.close()
     if last is None or first is None:
         raise GputuiError("no samples to check")
+    assert report is not None and last_snap is not None
+    after = after_check(
+        args,
+        watcher,
+        last,
+        last_alarm,
+        last_snap,
+        lambda v: {
+            **verdict_to_json(v),
+            **report.keys(v, last_snap),
+            **health_line(watcher.health, last_snap),
+        },
+    )
+    if args.json:
+        for obj in after.json:
+            print(dumps(obj), flush=True)
     if not args.json:
         span = last.t - first.t
         where = "no GPUs" if not first.gpus else f"{len(first.gpus)} GPU(s)"
@@ -305,6 +326,8 @@ def run(args: argparse.Namespace) -> int:
         sick_now = watcher.health.sick(last_snap.gpus if last_snap is not None else ())
         state = "sick GPU" if sick_now and not last.alarm else last.state
         for line in health_text(watcher.health, last_snap):
+            print(clean(line))
+        for line in after.text:
             print(clean(line))
         print(clean(f"final: {state}: {last.reason}"))
         if last_alarm is not None:
@@ -320,6 +343,7 @@ def run(args: argparse.Namespace) -> int:
         *codes,
         SICK_GPU if sick else OK,
         SLOW if args.fail_on_slow and slow_seen else OK,
+        *after.codes,
     )
 
 

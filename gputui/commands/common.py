@@ -238,6 +238,9 @@ def add_detector_args(p: argparse.ArgumentParser, auto_dump: str | None = None) 
     )
     if auto_dump:
         p.add_argument("--no-auto-dump", action="store_true", help=auto_dump)
+        from gputui.commands.debugserver_args import add_debug_server_args
+
+        add_debug_server_args(p)  # where the evidence gathered at a stall may come from
 
 
 def check_detector_args(args: argparse.Namespace) -> None:

@@ -55,6 +55,13 @@ def gpu_list(text: str) -> list[int]:
     return out
 
 
+def gpu_index(text: str) -> int:
+    try:
+        return plain_int(text, 0, MAX_GPU_INDEX, "a GPU index")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def cpu_count(text: str) -> int:
     try:
         return plain_int(text, 2, MAX_CPU_DEVICES, "a number of devices")
@@ -80,6 +87,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="LIST",
         help="GPU indices to probe, e.g. 0,1,2,3 (default: all)",
+    )
+    p.add_argument(
+        "--pairs-with",
+        type=gpu_index,
+        default=None,
+        metavar="G",
+        help="only the pairs that include GPU G, one after another (the pairs of a suspect "
+        "GPU against each peer)",
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument(
@@ -169,7 +184,10 @@ def run(args: argparse.Namespace) -> int:
     if not torch_installed():
         raise GputuiError(INSTALL_HINT)
     backend, devices = select_devices(args)
-    cfg = ProbeConfig(devices, backend, size=args.size, timeout=args.timeout)
+    only = getattr(args, "pairs_with", None)
+    if only is not None and only not in devices:
+        raise GputuiError(f"--pairs-with {only}: not among the devices probed ({devices})")
+    cfg = ProbeConfig(devices, backend, size=args.size, timeout=args.timeout, only=only)
     show = not args.json and sys.stderr.isatty()
 
     def progress(p: Progress) -> None:

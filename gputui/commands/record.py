@@ -29,6 +29,7 @@ from gputui.commands.common import (
     interval_seconds,
     positive_float,
 )
+from gputui.commands.debugserver_args import gatherers_for
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
@@ -207,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
         args.hang_after,
         auto_dump=not args.no_auto_dump,
         busy_limit=args.busy_limit,
+        gatherers=gatherers_for(args),
     )
     deadline = time.monotonic() + args.duration if args.duration else None
     print(

@@ -145,8 +145,16 @@ def _job_families(view: View) -> Iterator[Metric]:
         "collective-type mismatch: the ranks took different code paths), else 0",
         labels=["job", "host"],
     )
+    debug = GaugeMetricFamily(
+        "gputui_job_debug_server",
+        "While a job is stalled or hung: 1 when its PyTorch debug server (every rank's stack "
+        "and flight recorder) answers, 0 when none does",
+        labels=["job", "host"],
+    )
     for j in view.jobs:
         mismatch.add_metric([j.job, host], 1.0 if j.mismatch else 0.0)
+        if j.debug_server is not None:
+            debug.add_metric([j.job, host], 1.0 if j.debug_server else 0.0)
         for s in JOB_STATES:
             state.add_metric([j.job, host, s], 1.0 if j.state == s else 0.0)
         stall.add_metric([j.job, host], j.stall_s)
@@ -165,6 +173,8 @@ def _job_families(view: View) -> Iterator[Metric]:
         pid = "" if slow.pid is None else str(slow.pid)
         straggler.add_metric([slow.job, str(slow.gpu), rank, pid, host], 1.0)
     yield from (state, stall, suspect, straggler, mismatch)
+    if debug.samples:
+        yield debug
 
 
 def exported_names() -> tuple[str, ...]:

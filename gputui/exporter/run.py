@@ -77,12 +77,14 @@ def serve(
     """Serve until SIGTERM/SIGINT (or `stop` is set, for tests). Returns the exit status."""
     log = _Log(out)
     from gputui.exporter.busy import BusySuspects
+    from gputui.exporter.debugserver_up import DebugServerUp
     from gputui.exporter.ras_suspects import RasSuspects
 
     ras = RasSuspects() if source.kind != "replay" else None  # a replay has no job to ask
     busy = BusySuspects(busy_limit) if source.kind != "replay" else None  # nor processes
+    debug = DebugServerUp() if source.kind != "replay" else None
     detector = Detector(stall_after=stall_after, hang_after=hang_after)
-    watch = Watch(detector, host=host, ras=ras, busy=busy)
+    watch = Watch(detector, host=host, ras=ras, busy=busy, debug=debug)
     server = serve_metrics(addr, port, make_registry(watch))  # fails before sampling starts
     stop = stop or threading.Event()
     in_main = threading.current_thread() is threading.main_thread()
@@ -124,6 +126,8 @@ def serve(
         sampler.stop()  # never waits on a sampler blocked inside NVML
         if ras is not None:
             ras.close()
+        if debug is not None:
+            debug.close()
         server.shutdown()
         server.server_close()
         closer = threading.Thread(target=source.close, name="gputui-close", daemon=True)

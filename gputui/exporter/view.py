@@ -82,6 +82,7 @@ class JobRow:
     stall_s: float  # seconds its GPUs have spun, while stalled or hung; 0 when ok or busy
     suspects: tuple[Suspect, ...] = ()
     mismatch: bool = False  # NCCL RAS: its ranks entered different collectives
+    debug_server: bool | None = None  # its PyTorch debug server answered (asked while stalled)
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,7 @@ def job_rows(
     ras: Any = None,
     snap: Snapshot | None = None,
     busy: Any = None,
+    debug: Any = None,
 ) -> tuple[JobRow, ...]:
     """One row per job the detector follows now. Two groups that map to one label (two lone
     processes on the same GPUs) are merged: the worse state, the longer stall, all suspects."""
@@ -199,13 +201,15 @@ def job_rows(
                 x = Suspect(gpu if gpu is not None else -1, rank, pid)
                 if gpu is not None and x not in suspects:
                     suspects.append(x)
+        up = debug.up(key) if debug is not None else None
         old = rows.get(label)
         if old is not None:
             state = max(state, old.state, key=_SEVERITY.__getitem__)
             stall = max(stall, old.stall_s)
             suspects = list(old.suspects) + [s for s in suspects if s not in old.suspects]
             mismatch = mismatch or old.mismatch
-        rows[label] = JobRow(label, state, stall, tuple(suspects), mismatch)
+            up = old.debug_server if up is None else up or bool(old.debug_server)
+        rows[label] = JobRow(label, state, stall, tuple(suspects), mismatch, up)
     return tuple(sorted(rows.values(), key=lambda r: r.job))
 
 
@@ -236,10 +240,12 @@ class Watch:
         clock: Callable[[], float] = time.monotonic,
         ras: Any = None,
         busy: Any = None,
+        debug: Any = None,
     ) -> None:
         self.detector = detector
         self.ras = ras  # gputui.exporter.ras_suspects.RasSuspects, or None
         self.busy = busy  # gputui.exporter.busy.BusySuspects, or None (a replay)
+        self.debug = debug  # gputui.exporter.debugserver_up.DebugServerUp, or None
         self.host = bounded(host)  # when a snapshot does not name its host (older recordings)
         self.clock = clock
         self.started = clock()
@@ -263,12 +269,20 @@ class Watch:
             self.ras.update(snap, self.detector)
         if self.busy is not None:
             self.busy.update(snap, self.detector)
+        if self.debug is not None:
+            self.debug.update(snap, self.detector)
         view = View(
             t=snap.t,
             host=bounded(snap.hostname or self.host),
             gpus=gpu_rows(snap, verdict, self.detector),
             jobs=job_rows(
-                groups, self.detector.job_verdicts, self._ranks, self.ras, snap, self.busy
+                groups,
+                self.detector.job_verdicts,
+                self._ranks,
+                self.ras,
+                snap,
+                busy=self.busy,
+                debug=self.debug,
             ),
             health=health_rows(self.health, snap, bounded),
             stragglers=straggler_rows(self.detector, self._ranks),

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from gputui.probe.result import Pair, PairResult, ProbeReport, pair_from_worker
-from gputui.probe.schedule import round_robin
+from gputui.probe.schedule import round_robin, rounds_with
 
 GPU_SIZE = 256 * 2**20
 GLOO_SIZE = 8 * 2**20
@@ -55,6 +55,7 @@ class ProbeConfig:
     size: int | None = None  # bytes per copy / all_reduce; default by backend
     timeout: float = 30.0  # per pair, seconds
     iters: int | None = None
+    only: int | None = None  # probe only the pairs that include this device (a blamed GPU)
 
     @property
     def size_bytes(self) -> int:
@@ -214,7 +215,7 @@ def run_probe(
 ) -> ProbeReport:
     """Probe every pair of `cfg.devices`; never raises for a failing pair, never hangs."""
     start = time.monotonic()
-    rounds = round_robin(cfg.devices)
+    rounds = round_robin(cfg.devices) if cfg.only is None else rounds_with(cfg.devices, cfg.only)
     total = sum(len(r) for r in rounds)
     report = ProbeReport(
         devices=list(cfg.devices),

@@ -41,6 +41,16 @@ def round_robin(devices: Sequence[int]) -> list[list[Pair]]:
     return rounds
 
 
+def rounds_with(devices: Sequence[int], gpu: int) -> list[list[Pair]]:
+    """One round per pair that includes `gpu` (they all share it, so none can run beside
+    another): the pair probe of one blamed GPU against each peer."""
+    if gpu not in devices:
+        raise ValueError(f"GPU {gpu} is not among {list(devices)}")
+    order = {d: i for i, d in enumerate(devices)}
+    pairs = [(gpu, d) if order[gpu] < order[d] else (d, gpu) for d in devices if d != gpu]
+    return [[p] for p in pairs]
+
+
 def all_pairs(devices: Sequence[int]) -> list[Pair]:
     """Every unordered pair, in the order a matrix lists them."""
     return [(a, b) for i, a in enumerate(devices) for b in devices[i + 1 :]]

@@ -376,6 +376,11 @@ def _fill(
     else:
         rep.notes.append("no samples: trace.jsonl.gz not written")
 
+    served = (getattr(verdict, "evidence", None) or {}).get("debugserver")
+    if served:  # every rank's line, as the job's PyTorch debug server gave it
+        from gputui.diagnose.debugserver import report_lines
+
+        write("debugserver.txt", "\n".join(report_lines(served)))
     if verdict is not None and getattr(verdict, "reason", None):
         rep.headline = f"{str(getattr(verdict, 'state', '?')).upper()}: {verdict.reason}"
     if verdict is not None:
@@ -449,6 +454,7 @@ def _fill(
         "host.json": "node, gputui version, attach tools present, ptrace settings"
         if recorded_node is None
         else "the recorded node, what the bundle was made from, by which gputui",
+        "debugserver.txt": "each rank's host, line and collective from PyTorch's debug server",
     }
     when = datetime.now().isoformat(timespec="seconds")
     readme = [

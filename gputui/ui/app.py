@@ -31,6 +31,7 @@ from gputui.collect.source import Source
 from gputui.ui.actions import RECENT, ProcessActions
 from gputui.ui.banner import VerdictBanner, banner_height
 from gputui.ui.bars import KeyBar, StatusLine
+from gputui.ui.blamed_key import BlamedProbeKey
 from gputui.ui.gpu_board import HISTORY, GpuBoard, GpuHistory
 from gputui.ui.keys import BINDINGS as KEYS
 from gputui.ui.messages import EvidenceArrived, SamplerFailed, SnapshotReady, SourceEnded
@@ -75,7 +76,9 @@ class NoGpuNote(LineView):
         return [text_line(hint, width)]
 
 
-class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App[None]):
+class GputuiApp(
+    StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, BlamedProbeKey, App[None]
+):
     TITLE = "gputui"
     CSS = "Screen { layout: vertical; }"
     BINDINGS = KEYS
@@ -93,6 +96,7 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
         first: Snapshot | None = None,
         story: DemoStory | None = None,
         theme: str | None = None,
+        gatherers: Any = None,
     ) -> None:
         super().__init__()
         if theme is not None:  # a name of BUILTIN_THEMES: the caller checked it (commands/app.py)
@@ -111,6 +115,7 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
             live=source.kind != "replay",
             auto_dump=auto_dump,
             busy_limit=busy_limit,
+            **({"gatherers": gatherers} if gatherers is not None else {}),
         )
         self.watcher.on_evidence = lambda: self.post_message(EvidenceArrived())
         self.snapshot: Snapshot | None = None
@@ -291,6 +296,7 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
                 self.table.sort("cpu", reverse=False)
         self.table.apply(snap.processes, snap.jobs, snap.t, self._row_flags())
         self._offer_keys()
+        self._offer_blamed()
         self._refresh_status()
 
     def restyle(self) -> None:

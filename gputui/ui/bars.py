@@ -84,6 +84,7 @@ class KeyBar(LineView, can_focus=True):
         self.text = ""
         self.note = ""  # a short message shown at the left (e.g. "sorted by CPU%")
         self.hidden: frozenset[str] = frozenset()  # keys with nothing to act on now
+        self.first: tuple[tuple[str, str], ...] = ()  # keys only this moment has, shown first
 
     def build(self, width: int) -> list[Strip]:
         line = Line()
@@ -93,13 +94,19 @@ class KeyBar(LineView, can_focus=True):
             return [line.strip(width, KEYBAR_STYLE)]
         if self.note:
             line.add(f" {self.note} ", "@notice")
-        for key, what in KEY_HINTS:
+        for key, what in (*self.first, *KEY_HINTS):
             if key in self.hidden:
                 continue
             if line.length + cell_len(key) + cell_len(what) + 2 > width:
                 break
             line.add(f" {key}", KEY_STYLE).add(f" {what}", KEYBAR_STYLE)
         return [line.strip(width, KEYBAR_STYLE)]
+
+    def offer_first(self, hints: tuple[tuple[str, str], ...]) -> None:
+        """Keys that only make sense now (B while a GPU is blamed), before the usual ones."""
+        if hints != self.first:
+            self.first = hints
+            self.redraw()
 
     def start(self, text: str) -> None:
         self.editing, self.text = True, text

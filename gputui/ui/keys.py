@@ -30,6 +30,13 @@ BINDINGS: list[BindingType] = [
         id="end_job",
     ),
     Binding("P", "probe", "Pairwise GPU probe", key_display="P", id="probe"),
+    Binding(
+        "B",
+        "probe_blamed",
+        "Probe the GPU the verdict blames, its pairs only",
+        key_display="B",
+        id="probe_blamed",
+    ),
     Binding("w", "profile", "Where its time goes: py-spy record, top functions", id="profile"),
     Binding("t", "tree", "Tree view: jobs and their ranks", id="tree"),
     Binding("slash", "filter", "Filter processes", key_display="/", id="filter"),

@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 from textual import work
@@ -107,6 +109,10 @@ class ProbeScreen(RunScreen):
         timeout: float = 30.0,
         size: int | None = None,
         save_dir: Path | None = None,
+        only: int | None = None,
+        blame: Any = None,
+        on_record: Callable[[dict[str, Any]], object] | None = None,
+        job: str | None = None,
     ) -> None:
         super().__init__()
         self.probe_gpus = gpus
@@ -115,6 +121,13 @@ class ProbeScreen(RunScreen):
         self.probe_timeout = timeout
         self.probe_size = size
         self.save_dir = save_dir
+        # B, the blamed GPU (gputui.ui.blamed_key): only its pairs; the result as a finding
+        # (gputui.diagnose.blamed_probe) shown here and handed to `on_record` (the Watcher).
+        self.only = only if only is not None else getattr(blame, "gpu", None)
+        self.blame = blame
+        self.on_record = on_record
+        self.job = job
+        self.finding: str | None = None
         self.cancel = threading.Event()
         self.finished = threading.Event()  # set once the run is over (done, failed, cancelled)
         self.report: ProbeReport | None = None
@@ -139,6 +152,7 @@ class ProbeScreen(RunScreen):
                 yield Static("", id="probe-allreduce")
                 yield Static("", id="probe-failures", markup=False)
                 yield Static("", id="probe-worst", markup=False)
+                yield Static("", id="probe-blamed", markup=False)
                 yield Static("", id="probe-saved", markup=False)
         yield Footer()
 
@@ -169,7 +183,11 @@ class ProbeScreen(RunScreen):
             )
         if len(devices) < 2:
             raise ValueError(f"a probe needs at least 2 devices, got {devices}")
-        return ProbeConfig(devices, backend, size=self.probe_size, timeout=self.probe_timeout)
+        if self.only is not None and self.only not in devices:
+            raise ValueError(f"GPU {self.only} is not among the devices {devices}")
+        return ProbeConfig(
+            devices, backend, size=self.probe_size, timeout=self.probe_timeout, only=self.only
+        )
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="probe")
     def _run(self) -> None:
@@ -191,6 +209,8 @@ class ProbeScreen(RunScreen):
             except OSError as e:
                 self.error = f"could not save to {path}: {e.strerror or e}"
             self.report = report
+            if self.blame is not None:
+                self._join(report)
             self._from_thread(self._show_report, report)
         except Exception as e:  # bad options or a bug: a message in the screen, not a crash
             self.error = f"{e}" if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
@@ -198,12 +218,23 @@ class ProbeScreen(RunScreen):
         finally:
             self.finished.set()
 
+    def _join(self, report: ProbeReport) -> None:
+        """The blamed GPU's result as the verdict's finding, and its record for the Watcher."""
+        from gputui.diagnose.blamed_probe import probe_findings
+        from gputui.probe.blamed import report_record
+
+        rec = report_record(self.blame, report, self.job, time.time())
+        self.finding = "; ".join(f.text for f in probe_findings(rec))
+        if self.on_record is not None:
+            self.on_record(rec)
+
     # ------------------------------------------------------------ UI thread side
 
     def _show_start(self, cfg: ProbeConfig) -> None:
         what = "GPUs" if cfg.backend == "nccl" else "simulated devices (gloo, CPU)"
+        pairs = f" (the pairs of {cfg.only}, the blamed GPU)" if cfg.only is not None else ""
         self.query_one("#probe-title", Static).update(
-            f"GPU pair probe: {what} {','.join(map(str, cfg.devices))}, "
+            f"GPU pair probe: {what} {','.join(map(str, cfg.devices))}{pairs}, "
             f"{cfg.size_bytes / 2**20:g} MiB, timeout {cfg.timeout:g} s per pair"
         )
         self._render_partial()
@@ -246,6 +277,8 @@ class ProbeScreen(RunScreen):
         w.update("\n" + worst(report).text)
         w.set_class(report.ok, "-ok")
         w.set_class(not report.ok, "-bad")
+        if self.finding is not None:
+            self.query_one("#probe-blamed", Static).update(f"\njoins the verdict: {self.finding}")
         saved = f"\nsaved to {self.saved_path}" if self.saved_path else f"\n{self.error or ''}"
         self.query_one("#probe-saved", Static).update(saved)
 

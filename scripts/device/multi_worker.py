@@ -42,6 +42,8 @@ stdout, each one write(2) (ranks share the stream, so lines never interleave):
                                                 on NCCL, where collectives return at once)
   ERROR rank=R pid=P t=UNIX TYPE: MESSAGE       R raised (its traceback is on stderr)
   DONE rank=R steps=S                           heavy: the lifetime is over
+  DEBUGSERVER rank=R pid=P port=N               --debug-server: PyTorch's debug server is up
+                                                (absent=... when this torch has none)
 
 A rank blocked inside a collective cannot return to Python, so SIGALRM (its default action
 ends the process, no Python handler needed) bounds every rank at LIFETIME + 30 s, init
@@ -222,10 +224,37 @@ def announce_when_in(job: Job, function: str, deadline: float) -> None:
         time.sleep(0.005)
 
 
+def start_debug_server(job: Job) -> None:
+    """PyTorch's debug server (torch 2.10+), when --debug-server asks for it: every rank's
+    worker server, and rank 0's front end on that port (its periodic dumps with
+    --debug-dump-dir). A torch without it, or without dump_dir, says so and goes on."""
+    a = job.a
+    try:
+        import inspect
+
+        from torch.distributed.debug import start_debug_server as start
+    except ImportError as e:
+        say(f"DEBUGSERVER rank={job.rank} absent=torch.distributed.debug ({type(e).__name__})")
+        return
+    kw: dict[str, object] = {"port": a.debug_server}
+    params = inspect.signature(start).parameters
+    if a.debug_dump_dir:
+        if "dump_dir" in params:
+            kw.update(dump_dir=a.debug_dump_dir, dump_interval=a.debug_dump_interval)
+        else:
+            say(f"DEBUGSERVER rank={job.rank} no_dump_dir=1 (this torch has no dump_dir)")
+    if "start_method" in params:  # the front end must not fork a process that holds CUDA
+        kw["start_method"] = "spawn" if job.nccl else "fork"
+    start(**kw)
+    say(f"DEBUGSERVER rank={job.rank} pid={os.getpid()} port={a.debug_server}")
+
+
 def run_rank(a: argparse.Namespace) -> int:
     signal.alarm(int(a.lifetime) + 30)
     deadline = time.monotonic() + a.lifetime
     job = Job(a)
+    if a.debug_server:
+        start_debug_server(job)
     for _ in range(3):  # a few healthy steps first: the communicators are up
         train_step(job)
     say(
@@ -282,6 +311,15 @@ def parse(argv: list[str]) -> argparse.Namespace:
         action="store_true",
         help="no matmuls in a step: an NCCL-only benchmark, which NVML sees as a spin",
     )
+    ap.add_argument(
+        "--debug-server",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="start PyTorch's debug server, its front end on PORT (rank 0)",
+    )
+    ap.add_argument("--debug-dump-dir", default=None, metavar="DIR", help="its periodic dumps")
+    ap.add_argument("--debug-dump-interval", type=float, default=5.0, metavar="S")
     return ap.parse_args(argv)
 
 
@@ -296,6 +334,11 @@ def rank_argv(a: argparse.Namespace) -> list[str]:
         argv.append("--share-gpu")
     if a.comm_only:
         argv.append("--comm-only")
+    if a.debug_server:
+        argv += ["--debug-server", str(a.debug_server)]
+    if a.debug_dump_dir:
+        argv += ["--debug-dump-dir", a.debug_dump_dir]
+        argv += ["--debug-dump-interval", f"{a.debug_dump_interval:g}"]
     return argv
 
 

@@ -47,6 +47,7 @@ class MultiJob:
         odd: int | None = None,
         lifetime: float = 180.0,
         backend: str = "gloo",
+        extra: Sequence[str] = (),
     ) -> None:
         self.n, self.mode = n, mode
         self.odd = odd if odd is not None else min(3, n - 1)
@@ -54,7 +55,7 @@ class MultiJob:
         self._q: queue.Queue[str | None] = queue.Queue()
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
         argv = [sys.executable, str(WORKER), "--spawn", str(n), mode, f"{lifetime:g}"]
-        argv += ["--backend", backend, "--odd", str(self.odd)]
+        argv += ["--backend", backend, "--odd", str(self.odd), *extra]
         env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
         self.started = time.monotonic()
         self.proc = subprocess.Popen(  # noqa: S603 - our own worker, an argument list
