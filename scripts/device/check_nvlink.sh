@@ -38,6 +38,8 @@ rd.close()
 r.close()
 PY
 
+SPAN=${NVLINK_SPAN_S:-150}  # seconds of each check (75 with NVLINK_PASS_S=25: 3 passes)
+PASS=${NVLINK_PASS_S:-60}
 cpu_of() {  # utime+stime ticks of a pid, from /proc
   awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
 }
@@ -45,7 +47,8 @@ run_check() {  # $1: name; $2: the pass in seconds (3600: one GPU read in the wh
   GPUTUI_NVLINK_PASS_S=$2 python3 - "$O/check_$1.jsonl" <<'PY' &
 import subprocess, sys, time
 t0 = time.monotonic()
-argv = [sys.executable, "-m", "gputui", "check", "--json", "--duration", "150", "--interval", "1"]
+import os
+argv = [sys.executable, "-m", "gputui", "check", "--json", "--duration", os.environ["SPAN"], "--interval", "1"]
 with open(sys.argv[1], "w") as f:
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     print(f"PID {p.pid}", file=sys.stderr, flush=True)
@@ -56,22 +59,23 @@ with open(sys.argv[1], "w") as f:
     p.wait()
 PY
 }
-run_check on 60 2>"$O/check_on.err"
+export SPAN
+run_check on "$PASS" 2>"$O/check_on.err"
 ON=$!
 run_check off 3600 2>"$O/check_off.err"
 OFF=$!
-timeout 170 python3 -m gputui record "$O/nvlink.jsonl.gz" --duration 150 --interval 1 \
-  >"$O/record.out" 2>&1 &
+GPUTUI_NVLINK_PASS_S=$PASS timeout $((SPAN + 20)) python3 -m gputui record "$O/nvlink.jsonl.gz" \
+  --duration "$SPAN" --interval 1 >"$O/record.out" 2>&1 &
 REC=$!
-sleep 140
+sleep $((SPAN - 10))
 pid_of() { sed -n 's/^PID //p' "$O/check_$1.err" | head -1; }
 on_cpu=$(cpu_of "$(pid_of on)") off_cpu=$(cpu_of "$(pid_of off)")
 wait $ON $OFF $REC
-say "INFO check CPU over 140 s: with counters ${on_cpu} ticks, without ${off_cpu} ticks"
-python3 - "$on_cpu" "$off_cpu" "$O" <<'PY' | tee -a "$S"
+say "INFO check CPU over $((SPAN - 10)) s (a pass every $PASS s): with counters ${on_cpu} ticks, without ${off_cpu} ticks"
+python3 - "$on_cpu" "$off_cpu" "$O" "$((SPAN - 10))" <<'PY' | tee -a "$S"
 import re, sys
-on, off, o = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-share = (on - off) / 100 / 140
+on, off, o, span = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+share = (on - off) / 100 / span
 print(f"{'PASS' if share < 0.02 else 'FAIL'} the counters cost {share:.2%} of a core")
 first = {}
 for k in ("on", "off"):
