@@ -77,6 +77,9 @@ class ReplaySource:
         self.pos = next((i for i, s in enumerate(snaps) if s.t - t0 >= start_s), len(snaps) - 1)
         self.description = f"replay {name}"
         self._delay = 0.0
+        # What the reader skipped (records of the wrong shape), one line each, for the faces
+        # to say once (gputui.collect.trace_read.TraceReader.notes).
+        self.notes: list[str] = []
         # The recorded node's name, the same in every face (check, exporter, bundle):
         # the recording's own hostname, else (from_file) its file name without extensions.
         self.node: str = next((s.hostname for s in snaps if s.hostname), None) or ""
@@ -91,10 +94,12 @@ class ReplaySource:
         realtime: bool = True,
     ) -> ReplaySource:
         from gputui.collect.hostlist import host_from_name
-        from gputui.collect.trace_read import read_trace, shown
+        from gputui.collect.trace_read import TraceReader, shown
 
         name = shown(Path(path).name)
-        src = cls(read_trace(path), name, speed=speed, start_s=start_s, realtime=realtime)
+        reader = TraceReader(path)
+        src = cls(reader.read(), name, speed=speed, start_s=start_s, realtime=realtime)
+        src.notes = reader.notes()
         if not any(s.hostname for s in src.snaps):
             src.node = shown(host_from_name(str(path)))
         return src

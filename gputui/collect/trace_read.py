@@ -24,10 +24,13 @@ the file as a whole:
   mark at the start and CR line ends are ignored; a recording cut short (a gzip stream
   without its end, or a last line with no newline that does not parse, as after a kill)
   keeps its complete lines.
-- **Typed records** (lines with a `"type"` key): `meta` may only come before the first
-  sample, and its `host` becomes every snapshot's `hostname`; every other record is attached
-  unchanged to `Snapshot.records` of the first sample whose `t` is >= the record's `t` (the
-  last sample when none is).
+- **Typed records** (lines with a `"type"` key) are checked against their type's shape
+  (gputui.collect.record_schema); one that does not fit is skipped, counted in `skipped`,
+  and the first SKIP_NOTES are named in `skip_notes` (`FILE:LINE: rendezvous record skipped
+  (jobs: a number, expected a list)`), which the commands print as one line each. `meta`
+  may only come before the first sample, and its `host` becomes every snapshot's
+  `hostname`; every other record is attached unchanged to `Snapshot.records` of the first
+  sample whose `t` is >= the record's `t` (the last sample when none is).
 
 Every failure is one GputuiError line: `FILE:LINE: what` (or `FILE: what` for the file as a
 whole); the commands print it and exit 2.
@@ -47,9 +50,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
+from gputui.collect import record_schema
 from gputui.collect import trace_schema as schema
 from gputui.collect.jobs import group_jobs
 from gputui.collect.model import ProcessInfo, Snapshot
+from gputui.collect.trace_schema import printable
 from gputui.errors import GputuiError
 
 # Lines of one sample share a time; a gap larger than this starts a new sample even when
@@ -58,6 +63,8 @@ from gputui.errors import GputuiError
 _SAME_SAMPLE_S = 0.2
 # How many recent typed records are remembered to drop exact duplicates.
 _RECENT_RECORDS = 64
+# How many skipped records are named, each with its line and reason; the rest are counted.
+SKIP_NOTES = 3
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
 
@@ -204,6 +211,8 @@ class TraceReader:
         self.pending: list[tuple[float, dict[str, Any]]] = []  # records after the last sample
         self.n_records = 0
         self.dropped = 0  # exact duplicates
+        self.skipped = 0  # typed records of the wrong shape (gputui.collect.record_schema)
+        self.skip_notes: list[str] = []  # where the first SKIP_NOTES of them were, and why
 
     # ------------------------------------------------------------ reading
 
@@ -246,6 +255,16 @@ class TraceReader:
             last = self.snaps[-1]
             self.snaps[-1] = replace(last, records=last.records + tuple(r for _, r in self.pending))
         return self.snaps
+
+    def notes(self) -> list[str]:
+        """What the reader skipped, for the user: the first few records by line, then the
+        count of them all (empty when nothing was skipped)."""
+        out = list(self.skip_notes)
+        if self.skipped > len(out):
+            out.append(
+                f"{shown(self.path)}: {self.skipped} record(s) of the wrong shape skipped in all"
+            )
+        return out
 
     def line(self, d: Any, raw: bytes, where: str, n: int) -> None:
         if not isinstance(d, dict):
@@ -296,9 +315,15 @@ class TraceReader:
             self.dropped += 1
             return
         self.recent_records.append(digest)
+        if kind == "meta" and (self.snaps or self.cur is not None or self.saw_meta):
+            raise GputuiError(f"{where}: a 'meta' record may only come first")
+        why = record_schema.problem(kind, d)
+        if why is not None:
+            self.skipped += 1
+            if len(self.skip_notes) < SKIP_NOTES:
+                self.skip_notes.append(f"{where}: {kind} record skipped ({printable(why)})")
+            return
         if kind == "meta":
-            if self.snaps or self.cur is not None or self.saw_meta:
-                raise GputuiError(f"{where}: a 'meta' record may only come first")
             self.host = schema.meta(d, where).host
             self.saw_meta = True
             return

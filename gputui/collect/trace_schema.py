@@ -416,7 +416,8 @@ def gpu_row(d: dict[str, Any], t: float, index: int, where: str) -> GpuRow:
 
 
 def record(d: dict[str, Any], where: str) -> tuple[str, float]:
-    """Check a typed record's envelope: (type, t). The body is its consumer's to check."""
+    """Check a typed record's envelope: (type, t). The body's shape is checked by the reader
+    against gputui.collect.record_schema; a body that does not fit is skipped, not fatal."""
     kind = d.get("type")
     if not isinstance(kind, str) or not RECORD_TYPE.fullmatch(kind):
         raise GputuiError(f"{where}: record 'type' must be a short lower-case word")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import sys
 from typing import TYPE_CHECKING
 
 from gputui.errors import GputuiError
@@ -286,6 +287,9 @@ def open_source(
         source = ReplaySource.from_file(
             args.replay, speed=speed, start_s=start_s, realtime=realtime
         )
+        if getattr(args, "command", None) is not None:  # the dashboard shows them itself
+            for note in source.notes:  # records of the wrong shape, skipped: said once
+                print(f"gputui: {note}", file=sys.stderr)
     else:
         from gputui.collect.live import LiveSource
         from gputui.collect.nvml import DEFAULT_TIMEOUT_S

@@ -190,6 +190,10 @@ class GputuiApp(StoryKeys, OneMessage, ProcessActions, TableActions, WayOut, App
             self.sampler.start()
         self.set_interval(1.0, self._check_stale)
         self._refresh_status()
+        from gputui.textsafe import clean
+
+        for note in getattr(self.source, "notes", ()):  # a recording's skipped records
+            self.notify(clean(note), severity="warning", timeout=10)
 
     def _show_first(self, snap: Snapshot) -> None:
         """The first sample as it is, GPUs and processes, before any verdict."""
