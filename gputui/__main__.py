@@ -1,5 +1,5 @@
-"""Allow `python -m gputui`."""
+"""Allow `python -m gputui` (through the entry point: Ctrl-C during start-up is quiet)."""
 
-from gputui.cli import main
+from gputui.entry import main
 
 raise SystemExit(main())

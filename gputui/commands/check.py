@@ -256,6 +256,7 @@ def run(args: argparse.Namespace) -> int:
         last, last_key, last_said = v, key, key[:4]
 
     last_snap: Snapshot | None = None
+    interrupted = False
     try:
         for snap in _snapshots(args, source):
             first = first or snap
@@ -274,13 +275,15 @@ def run(args: argparse.Namespace) -> int:
             profiler.wait(DUMP_WAIT_S)  # the straggler's profile is the point of the flag
             show(last, last_snap)
     except KeyboardInterrupt:
-        pass  # report what was seen so far
+        interrupted = True  # report what was seen so far
     finally:
         watcher.close()
         if profiler is not None:
             profiler.close()
         source.close()
     if last is None or first is None:
+        if interrupted:
+            return 130  # Ctrl-C before the first verdict: nothing to report, quietly
         raise GputuiError("no samples to check")
     if not args.json:
         span = last.t - first.t
