@@ -46,6 +46,7 @@ import os
 import stat
 import zlib
 from collections import deque
+from collections.abc import Generator
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
@@ -186,6 +187,36 @@ class _Lines:
             self.raw.close()
 
 
+def iter_lines(path: str | Path) -> Generator[tuple[bytes, bool, str, int], None, None]:
+    """(bytes, ended by a newline, FILE:LINE, line number) of every non-blank line of a
+    recording, within the file's bounds (blank lines, lines, bytes: trace_schema)."""
+    raw = open_untrusted(path)
+    try:
+        lines = _Lines(path, raw)
+    except BaseException:
+        raw.close()
+        raise
+    try:
+        blank = full = 0
+        while (got := lines.next()) is not None:
+            data, ended = got
+            if not data.strip():
+                blank += 1
+                if blank > schema.MAX_BLANK_LINES:
+                    raise GputuiError(
+                        f"{lines.where()}: more than {schema.MAX_BLANK_LINES} blank lines"
+                    )
+                continue
+            full += 1
+            if full > schema.MAX_LINES:
+                raise GputuiError(f"{lines.where()}: more than {schema.MAX_LINES} lines")
+            yield data, ended, lines.where(), lines.n
+    except MemoryError:
+        raise GputuiError(f"{lines.where()}: out of memory reading the recording") from None
+    finally:
+        lines.close()
+
+
 class _Sample:
     """The lines of the sample being read: one per GPU, in file order."""
 
@@ -217,43 +248,35 @@ class TraceReader:
     # ------------------------------------------------------------ reading
 
     def read(self) -> list[Snapshot]:
-        raw = open_untrusted(self.path)
+        lines = iter_lines(self.path)
         try:
-            lines = _Lines(self.path, raw)
-        except BaseException:
-            raw.close()
-            raise
-        try:
-            blank = full = 0
-            while (got := lines.next()) is not None:
-                data, ended = got
-                if not data.strip():
-                    blank += 1
-                    if blank > schema.MAX_BLANK_LINES:
-                        raise GputuiError(
-                            f"{lines.where()}: more than {schema.MAX_BLANK_LINES} blank lines"
-                        )
-                    continue
-                full += 1
-                if full > schema.MAX_LINES:
-                    raise GputuiError(f"{lines.where()}: more than {schema.MAX_LINES} lines")
-                try:
-                    d = schema.parse_line(data, lines.where())
-                except GputuiError:
-                    if not ended:  # only the last line can lack its newline
-                        break  # a last line cut short by a kill: keep the samples before it
-                    raise
-                self.line(d, data, lines.where(), lines.n)
-        except MemoryError:
-            raise GputuiError(f"{lines.where()}: out of memory reading the recording") from None
+            for data, ended, where, n in lines:
+                if not self.feed(data, ended, where, n):
+                    break  # a last line cut short by a kill: keep the samples before it
         finally:
             lines.close()
+        return self.finish()
+
+    def feed(self, data: bytes, ended: bool, where: str, n: int) -> bool:
+        """One non-blank line; False when it is a last line cut short (the end)."""
+        try:
+            d = schema.parse_line(data, where)
+        except GputuiError:
+            if not ended:  # only the last line can lack its newline
+                return False
+            raise
+        self.line(d, data, where, n)
+        return True
+
+    def finish(self) -> list[Snapshot]:
+        """The samples read, the last one completed (GputuiError when there are none)."""
         self._finish_sample()
         if not self.snaps:
             raise GputuiError(f"{shown(self.path)}: no samples in file")
         if self.pending:  # records after the last sample belong to it
             last = self.snaps[-1]
             self.snaps[-1] = replace(last, records=last.records + tuple(r for _, r in self.pending))
+            self.pending = []
         return self.snaps
 
     def notes(self) -> list[str]:
