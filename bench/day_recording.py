@@ -143,7 +143,10 @@ import sys, time, asyncio
 t0 = float(sys.argv[2])
 from gputui.collect.source import ReplaySource
 from gputui.ui.app import GputuiApp
-src = ReplaySource.from_file(sys.argv[1], realtime=True)
+try:
+    src = ReplaySource.from_file(sys.argv[1], realtime=True, lazy=True)
+except TypeError:  # before issue 34: no lazy reading
+    src = ReplaySource.from_file(sys.argv[1], realtime=True)
 app = GputuiApp(src, first=src.sample())
 async def main():
     async with app.run_test(size=(120, 40)) as pilot:

@@ -84,3 +84,44 @@ def test_a_spin_that_began_long_before_the_window_keeps_its_start():
     m = read_moment(demo_path(), at, 1.0, calm)
     assert len(m.snaps) > 4  # moved back from a 1 s window to where the spin began
     assert verdicts(m.snaps)[-1].since == whole[i].since
+
+
+# ---------------------------------------------------------------- the dashboard's replay
+
+
+def _lazy_all(path, **kw):
+    from gputui.collect.source import ReplaySource
+
+    src = ReplaySource.from_file(path, realtime=False, lazy=True, **kw)
+    got, errors = [], []
+    while True:
+        try:
+            s = src.sample()
+        except Exception as e:  # noqa: BLE001 - the one error the sampler would tell
+            errors.append(e)
+            continue
+        if s is None:
+            break
+        got.append(s)
+    return src, got, errors
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_a_replay_read_while_it_plays_plays_every_sample_of_the_whole_read(path):
+    src, got, errors = _lazy_all(path)
+    assert errors == [] and src.finished
+    assert got == read_trace(path)
+
+
+def test_a_damaged_line_found_while_playing_ends_the_replay_said_once(tmp_path):
+    from gputui.errors import GputuiError
+
+    lines = recordings()["comm"]
+    bad = len(lines) - 5
+    lines[bad] = '{"t": "late", "gpu": 0}'
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    src, got, errors = _lazy_all(path)
+    assert len(errors) == 1 and isinstance(errors[0], GputuiError)
+    assert f"r.jsonl:{bad + 1}: missing or non-numeric 't'" in str(errors[0])
+    assert got and src.finished  # the samples before it were played

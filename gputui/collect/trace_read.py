@@ -44,6 +44,7 @@ import gzip
 import hashlib
 import os
 import stat
+import threading
 import zlib
 from collections import deque
 from collections.abc import Generator
@@ -247,12 +248,16 @@ class TraceReader:
 
     # ------------------------------------------------------------ reading
 
-    def read(self) -> list[Snapshot]:
+    def read(self, stop: threading.Event | None = None) -> list[Snapshot]:
+        """Every sample (`self.snaps` grows as they are read: a replay may start on them);
+        `stop` set ends the reading early, with what was read."""
         lines = iter_lines(self.path)
         try:
             for data, ended, where, n in lines:
                 if not self.feed(data, ended, where, n):
                     break  # a last line cut short by a kill: keep the samples before it
+                if stop is not None and n % 1024 == 0 and stop.is_set():
+                    break
         finally:
             lines.close()
         return self.finish()
