@@ -236,7 +236,7 @@ class TraceReader:
         self.cur: _Sample | None = None
         self.host: str | None = None
         self.saw_meta = False
-        # (t, gpu) -> (digest, line) of the current and the previous sample's lines
+        # (t, gpu) -> (bytes, line) of the current and the previous sample's lines
         self.recent: dict[tuple[float, int], tuple[bytes, int]] = {}
         self.older: dict[tuple[float, int], tuple[bytes, int]] = {}
         self.recent_records: deque[bytes] = deque(maxlen=_RECENT_RECORDS)
@@ -245,6 +245,7 @@ class TraceReader:
         self.dropped = 0  # exact duplicates
         self.skipped = 0  # typed records of the wrong shape (gputui.collect.record_schema)
         self.skip_notes: list[str] = []  # where the first SKIP_NOTES of them were, and why
+        self._jobs_of: tuple[tuple[Any, ...], tuple[Any, ...]] = ((None,), ())
 
     # ------------------------------------------------------------ reading
 
@@ -302,10 +303,9 @@ class TraceReader:
             return
         t = schema.sample_time(d.get("t"), where)
         gpu = schema.gpu_index(d.get("gpu"), where)
-        digest = hashlib.blake2b(raw, digest_size=16).digest()
         seen = self.recent.get((t, gpu)) or self.older.get((t, gpu))
         if seen is not None:
-            if seen[0] == digest:
+            if seen[0] == raw:  # the line itself is kept (two samples' worth) to compare
                 self.dropped += 1
                 return  # the same line again: drop it (see the module docstring)
             raise GputuiError(
@@ -334,7 +334,7 @@ class TraceReader:
                     f"{where}: more than {schema.MAX_GPUS_PER_SAMPLE} GPUs in one sample"
                 )
             cur.rows[gpu] = row
-        self.recent[(t, gpu)] = (digest, n)
+        self.recent[(t, gpu)] = (raw, n)
 
     def _record(self, d: dict[str, Any], raw: bytes, where: str) -> None:
         kind, t = schema.record(d, where)
@@ -400,11 +400,19 @@ class TraceReader:
                     )
                 procs[pid] = p
         processes = tuple(sorted(procs.values(), key=lambda p: (p.gpus, p.pid)))
+        # The jobs depend on who the processes are, not on their readings: the same
+        # processes as the last sample's have its jobs (group_jobs is most of a sample).
+        who = tuple(
+            (p.pid, p.gpus, p.rank, p.ppid, p.parent_cmd, bool(p.cmdline), p.env_error)
+            for p in processes
+        )
+        if who != self._jobs_of[0]:
+            self._jobs_of = (who, group_jobs(processes))
         return Snapshot(
             t=cur.t0,
             gpus=tuple(r.gpu for r in rows),
             processes=processes,
-            jobs=group_jobs(processes),
+            jobs=self._jobs_of[1],
             source="replay",
             phase=next(iter(cur.rows.values())).phase,  # the sample's first line
             hostname=self.host,
