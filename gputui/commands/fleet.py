@@ -53,7 +53,8 @@ def _add_options(p: argparse.ArgumentParser) -> None:
         type=positive_float,
         default=60.0,
         metavar="S",
-        help="run time allowed per host, connecting included (default 60)",
+        help="time allowed for the whole fan-out, connecting included (default 60): hosts "
+        "beyond --fanout share it",
     )
     p.add_argument(
         "--connect-timeout",
