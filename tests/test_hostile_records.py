@@ -195,3 +195,30 @@ def test_no_damaged_field_of_any_record_makes_a_command_or_the_watcher_raise(cas
             assert r.rc in (0, 1, 3), (done, r.rc, r.err)
             assert all(ln.startswith("gputui: ") for ln in r.err.splitlines()), (done, r.err)
             assert json_problem(cmd, r.out) is None, (done, r.out[:300])
+
+
+def _every_string(v: object, value: str) -> object:
+    if isinstance(v, str):
+        return value
+    if isinstance(v, list):
+        return [_every_string(x, value) for x in v]
+    if isinstance(v, dict):
+        return {k: v[k] if k in ("type",) else _every_string(x, value) for k, x in v.items()}
+    return v
+
+
+@pytest.mark.parametrize("kind", sorted(record_schema.KINDS))
+def test_a_lone_surrogate_in_every_string_of_a_record_reaches_no_output_raw(kind, tmp_path):
+    """bench/hostile_sweep.py found it: a lastwords record's `core` of "\\ud800" crashed the
+    text output of check and snapshot (no UTF-8 stream can print a lone surrogate)."""
+    name, i, rec = next(r for r in RECORDS if r[2]["type"] == kind)
+    bad = _every_string(rec, "\ud800\x1b[2J")
+    lines = ALL_LINES[name]
+    path = tmp_path / f"{name}.jsonl"
+    text = "\n".join([*lines[:i], json.dumps(bad), *lines[i + 1 :]]) + "\n"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    for cmd in (("check",), ("snapshot",), ("check", "--json")):
+        extra = ("--stall-after", "2") if cmd[0] == "check" else ()
+        r = run_main([*cmd, "--replay", str(path), *extra], bound=60)
+        assert r.rc in (0, 1, 3), (kind, cmd, r.rc, r.err)
+        assert "\ud800" not in r.out and "Traceback" not in r.err, (kind, cmd)

@@ -351,6 +351,8 @@ class TraceReader:
             if len(self.skip_notes) < SKIP_NOTES:
                 self.skip_notes.append(f"{where}: {kind} record skipped ({printable(why)})")
             return
+        if b"\\ud" in raw or b"\\uD" in raw:  # a \uD800-style escape: maybe a lone surrogate
+            d = schema.without_surrogates(d)
         if kind == "meta":
             self.host = schema.meta(d, where).host
             self.saw_meta = True

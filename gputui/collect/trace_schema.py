@@ -208,6 +208,22 @@ def printable(s: str) -> str:
     return "".join(c if c.isprintable() else "\ufffd" for c in s)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(v: Any) -> Any:
+    """`v` (a typed record's body) with every lone surrogate in its strings as U+FFFD: a
+    JSON escape such as \\ud800 decodes to one, and no UTF-8 output can print it. Other
+    characters stay (a log tail keeps its line breaks; the faces escape controls)."""
+    if isinstance(v, str):
+        return v if v.isascii() else _SURROGATE.sub("\ufffd", v)
+    if isinstance(v, list):
+        return [without_surrogates(x) for x in v]
+    if isinstance(v, dict):
+        return {without_surrogates(k): without_surrogates(x) for k, x in v.items()}
+    return v
+
+
 def text(d: dict[str, Any], key: str, where: str, limit: int = MAX_STR_CHARS) -> str | None:
     """An optional string field: None, or a string of at most `limit` characters."""
     v = d.get(key)
