@@ -10,39 +10,48 @@ leave at once: until the command is parsed and about to run, SIGINT exits with s
 back just before the command runs, so the commands' own Ctrl-C handling (check reports
 what it saw, record keeps every complete sample) is unchanged.
 
-This module imports only `os`, `signal` and `sys`, which the interpreter has loaded before
-any of gputui's code runs. It is not imported by `gputui.cli` itself, so a program (or a
-test) that imports the CLI keeps its own SIGINT handler.
+The handler is installed when this module is imported, which the console script and
+`python -m gputui` do first of all; it imports only modules the interpreter has loaded
+before any of gputui's code runs (`os`, `sys`, the C `_signal`). It is not imported by
+`gputui.cli` itself, so a program (or a test) that imports the CLI keeps its own SIGINT
+handler.
 """
 
 from __future__ import annotations
 
+# The interpreter's own C module, loaded before any of gputui's code: `import signal` builds
+# its enums in Python, milliseconds in which a Ctrl-C would still be a traceback.
+import _signal
 import os
-import signal
 import sys
-from types import FrameType
 
 INTERRUPTED = 130  # 128 + SIGINT
 
 
-def _leave(signum: int, frame: FrameType | None) -> None:
+def _leave(signum: int, frame: object) -> None:
     """SIGINT before the command runs: nothing to save, nothing to say."""
     os._exit(INTERRUPTED)
 
 
 def early_interrupt_is_installed() -> bool:
     """Whether SIGINT still means "leave at once" (gputui.cli asks, to put Python's back)."""
-    return signal.getsignal(signal.SIGINT) is _leave
+    return _signal.getsignal(_signal.SIGINT) is _leave
+
+
+def _install() -> None:
+    # Only over Python's own handler: a SIGINT ignored by whoever started gputui (`nohup`, a
+    # background job of a script) stays ignored.
+    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+        try:
+            _signal.signal(_signal.SIGINT, _leave)
+        except (ValueError, OSError):  # not the main thread: nothing to do
+            pass
+
+
+_install()  # at import: the console script and `python -m gputui` import this module first
 
 
 def main() -> int:
-    # Only over Python's own handler: a SIGINT ignored by whoever started gputui (`nohup`, a
-    # background job of a script) stays ignored.
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        try:
-            signal.signal(signal.SIGINT, _leave)
-        except (ValueError, OSError):  # not the main thread: nothing to do
-            pass
     try:
         from gputui.cli import main as run
 

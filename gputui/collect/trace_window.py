@@ -239,12 +239,10 @@ def _records(
 ) -> tuple[list[tuple[float, dict[str, Any]]], TraceReader]:
     """Every typed record of the file, checked as the full reader checks them."""
     reader = TraceReader(path)
-    out: list[tuple[float, dict[str, Any]]] = []
     for data, ended, where, n in lines:
         if not reader.feed(data, ended, where, n):
             break
-    out = sorted(reader.pending, key=lambda p: p[0])
-    return out, reader
+    return sorted(reader.pending, key=lambda p: p[0]), reader
 
 
 def _attach(
