@@ -41,7 +41,8 @@ def early_interrupt_is_installed() -> bool:
 def _install() -> None:
     # Only over Python's own handler: a SIGINT ignored by whoever started gputui (`nohup`, a
     # background job of a script) stays ignored.
-    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+    now = _signal.getsignal(_signal.SIGINT)
+    if now is _signal.default_int_handler or getattr(now, "gputui_early", False):
         try:
             _signal.signal(_signal.SIGINT, _leave)
         except (ValueError, OSError):  # not the main thread: nothing to do
