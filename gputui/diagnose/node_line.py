@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputui.collect.record_spec import Int, List, Map, Num, Obj, Str
+from gputui.collect.record_spec import Anything, Int, List, Map, Num, Obj, Str
 from gputui.diagnose.merge_slow import slow_keys
 from gputui.diagnose.verdict import HUNG, OK, SLOW, STALLED
 
@@ -48,7 +48,8 @@ CHECK_LINE = Obj(
         "stacks": List(_STACK_ENTRY, 4096),
         "culprit_frame": Str(4096),
         "findings": List(Str(64 * 1024), 1024),
-        "health": Obj({"gpus": Map(Obj({"health": Str(64), "reason": Str(4096)}), 256)}),
+        # each GPU's entry is read leniently (_sick): a malformed one is left out, not the line
+        "health": Obj({"gpus": Map(Anything(), 256)}),
         "missing_ranks": List(Int(0, 1 << 31), 4096),
         "stragglers": _INDICES,
         "wait_share": Map(Num(0.0, 1.0), 4096, keys=r"\d{1,7}"),
