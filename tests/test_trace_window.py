@@ -125,3 +125,21 @@ def test_a_damaged_line_found_while_playing_ends_the_replay_said_once(tmp_path):
     assert len(errors) == 1 and isinstance(errors[0], GputuiError)
     assert f"r.jsonl:{bad + 1}: missing or non-numeric 't'" in str(errors[0])
     assert got and src.finished  # the samples before it were played
+
+
+@pytest.mark.pilot
+async def test_the_dashboard_says_a_damaged_line_found_while_playing_and_ends_the_replay(tmp_path):
+    from screen import run_to_end
+
+    from gputui.collect.source import ReplaySource
+    from gputui.ui.app import GputuiApp
+
+    lines = recordings()["comm"]
+    lines[len(lines) - 5] = '{"t": "late", "gpu": 0}'
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    app = GputuiApp(ReplaySource.from_file(path, realtime=False, lazy=True))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await run_to_end(app, pilot)
+        said = [n.message for n in app._notifications]
+    assert any("missing or non-numeric 't'" in m for m in said), said
