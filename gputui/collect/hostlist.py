@@ -22,7 +22,6 @@ content may be a secret. A list typed on the command line is the user's own and 
 
 from __future__ import annotations
 
-import ipaddress
 import itertools
 import re
 from pathlib import Path
@@ -60,6 +59,8 @@ def is_host_name(name: str) -> bool:
     if not host or len(name) > MAX_NAME or host.startswith("-"):
         return False
     if ":" in host:
+        import ipaddress  # here: `check` imports this module for host_from_name alone
+
         try:
             ipaddress.IPv6Address(host)
         except ValueError:
