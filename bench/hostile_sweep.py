@@ -1,16 +1,19 @@
 """Every hostile recording through the four read-only commands, as real subprocesses.
 
     python bench/hostile_sweep.py [--bound S] [--jobs N] [--pythonpath DIR] [--json PATH]
+    python bench/hostile_sweep.py --families records,hostlists,merge-lines,startup
 
-Generates the corpus of tests/hostile_corpus.py (about 560 damaged files: every example of
-issue 11 and, field by field, what a file can carry), runs `snapshot`, `snapshot --json`,
-`check` and `check --json` on each with a time bound, and prints the issue's table
-re-measured: tries, clean errors (exit 2, one line), clean runs, and failures (tracebacks,
-hangs past the bound, invalid JSON on stdout, an error that is not one line, a file
-accepted that should be refused or the reverse).
+The `corpus` family (the default) generates the corpus of tests/hostile_corpus.py (about
+560 damaged files: every example of issue 11 and, field by field, what a file can carry),
+runs `snapshot`, `snapshot --json`, `check` and `check --json` on each with a time bound,
+and prints the issue's table re-measured: tries, clean errors (exit 2, one line), clean
+runs, and failures (tracebacks, hangs past the bound, invalid JSON on stdout, an error that
+is not one line, a file accepted that should be refused or the reverse).
 
 `--pythonpath DIR` runs another checkout's gputui (e.g. /work/main) on the same corpus, to
-measure before and after.
+measure before and after. The other families (issue 34: records of the wrong shape, host
+lists that are not, merged check lines of the wrong shape, Ctrl-C during start-up and
+`probe --size` of thousands of digits) are in bench/hostile_families.py.
 """
 
 from __future__ import annotations
@@ -61,6 +64,88 @@ def run_one(
     return outcome, detail, time.monotonic() - start
 
 
+def run_argv(
+    argv: list[str], judge, bound: float, env: dict[str, str], sigint_after: float = -1.0
+) -> tuple[str, str, float]:
+    """(outcome, detail, seconds) of `gputui ARGV` as a subprocess; with `sigint_after` >=
+    0, a SIGINT is sent that many seconds after it starts."""
+    start = time.monotonic()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gputui", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        env=env,
+        cwd=tempfile.gettempdir(),
+        start_new_session=True,
+    )
+    if sigint_after >= 0:
+        time.sleep(sigint_after)  # where the interrupt lands: the point of the run
+        try:
+            p.send_signal(signal.SIGINT)
+        except ProcessLookupError:
+            pass
+    try:
+        out, err = p.communicate(timeout=bound)
+        hung = False
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        hung = True
+    outcome, detail = judge(p.returncode, out, err, hung)
+    if sigint_after >= 0 and outcome == "traceback" and "/gputui/" not in err:
+        outcome = "python start-up"  # before any of gputui's code ran (site.py): Python's
+    return outcome, detail, time.monotonic() - start
+
+
+def families(names: list[str], tmp: Path, args: argparse.Namespace, env: dict[str, str]):
+    """The results of the issue-34 families: [(family, name, argv, (outcome, detail, s))]."""
+    import hostile_families as fam
+
+    jobs: list[tuple[str, str, list[str], object, float]] = []
+    if "records" in names:
+        jobs += [("records", n, a, j, -1.0) for n, a, j in fam.records(tmp, args.per_type)]
+    if "hostlists" in names:
+        jobs += [("hostlists", n, a, j, -1.0) for n, a, j in fam.hostlists(tmp)]
+    if "merge-lines" in names:
+        jobs += [("merge-lines", n, a, j, -1.0) for n, a, j in fam.merge_lines(tmp)]
+    if "startup" in names:
+        jobs += [("startup", n, a, j, d) for n, a, j, d in fam.startup(args.sigints)]
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        return list(
+            pool.map(
+                lambda j: (j[0], j[1], j[2], run_argv(j[2], j[3], args.bound, env, j[4])), jobs
+            )
+        )
+
+
+def report_families(results) -> int:
+    fails = (*FAILURES, "python start-up")
+    by: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    examples: dict[str, list[str]] = collections.defaultdict(list)
+    for family, name, argv, (outcome, detail, _s) in results:
+        by[family][outcome] += 1
+        if outcome in fails:
+            examples[f"{family}: {outcome}"].append(f"{name} [{argv[0]}]: {detail[:160]}")
+    print("| family | runs | clean errors | clean runs | failures | Python's start-up |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    total = 0
+    for family, t in by.items():
+        n = sum(t[f] for f in FAILURES)
+        total += n
+        print(
+            f"| {family} | {sum(t.values())} | {t['clean error']} | {t['clean run']} | {n} "
+            f"| {t['python start-up']} |"
+        )
+    for k, lines in examples.items():
+        print(f"\n{k} ({len(lines)}):")
+        for line in lines[:12]:
+            print(f"  {line}")
+    return total
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bound", type=float, default=30.0, help="seconds per run (default 30)")
@@ -68,11 +153,25 @@ def main() -> int:
     ap.add_argument("--pythonpath", default=None, help="gputui checkout to run instead")
     ap.add_argument("--only", default=None, help="only cases whose name contains this")
     ap.add_argument("--json", default=None, metavar="PATH", help="also write results as JSON")
+    ap.add_argument(
+        "--families", default="corpus", help="corpus,records,hostlists,merge-lines,startup"
+    )
+    ap.add_argument("--per-type", type=int, default=40, help="records: damaged files per type")
+    ap.add_argument("--sigints", type=int, default=60, help="startup: interrupted starts")
     args = ap.parse_args()
 
     env = dict(os.environ)
     if args.pythonpath:
         env["PYTHONPATH"] = args.pythonpath
+    names = args.families.split(",")
+    if names != ["corpus"]:
+        with tempfile.TemporaryDirectory(prefix="gputui-hostile-") as tmp:
+            start = time.monotonic()
+            results = families(names, Path(tmp), args, env)
+            print(f"gputui: {args.pythonpath or ROOT}  wall {time.monotonic() - start:.0f} s\n")
+            failures = report_families(results)
+        if "corpus" not in names:
+            return 1 if failures else 0
     cases = [c for c in corpus() if args.only is None or args.only in c.name]
     with tempfile.TemporaryDirectory(prefix="gputui-hostile-") as tmp:
         made = materialize(cases, Path(tmp))

@@ -4,7 +4,12 @@ Every error the user can cause ends as one line on stderr and exit status 2, nev
 Each subcommand lives in gputui/commands/<name>.py with `register(subparsers)` and a `run(args)`
 that returns the exit status.
 
-Two ways out are handled here once, for every mode:
+Three ways out are handled here once, for every mode:
+
+- a crash (an exception no command expected: a bug) is one line on stderr naming the
+  exception and the place in gputui it came from, asking for a report, and exit status
+  CRASH (5, gputui.diagnose.exitcodes), never 1 (a hang) or 2 (bad input), so that a caller
+  never takes a bug for a verdict; GPUTUI_DEBUG=1 prints the traceback too;
 
 - stdout closed by its reader (`gputui check --json | head -1`): the command stops quietly
   with STDOUT_CLOSED (0: the reader chose to stop reading; `check`'s 0/1/2 contract is for a
@@ -21,7 +26,9 @@ import argparse
 import importlib
 import os
 import select
+import signal
 import sys
+import traceback
 from typing import NoReturn
 
 from gputui import __version__, stdout_guard
@@ -51,6 +58,37 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's, but an epilog that is an exit-code table keeps its lines."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith(EXIT_CODES_HEAD):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+EXIT_CODES_HEAD = "exit codes:"
+JUDGING = ("check", "merge", "fleet", "probe")  # these exit with the verdict table
+
+
+def _exit_codes_epilog(name: str | None, p: argparse.ArgumentParser) -> None:
+    """Every --help ends with the exit codes: the whole table for the commands that judge,
+    the crash code (gputui.diagnose.exitcodes.CRASH) after any other command's own."""
+    from gputui.diagnose import exitcodes
+
+    if name in JUDGING and not p.epilog:
+        p.epilog = exitcodes.help_text()
+    epilog = p.epilog or ""
+    if not epilog.startswith(EXIT_CODES_HEAD):
+        own = "as docs/commands says for this command, and" if name else "0, 2 on bad input, and"
+        epilog = (epilog + "\n\n" if epilog else "") + f"{EXIT_CODES_HEAD} {own}"
+    if f"\n  {exitcodes.CRASH}  " not in epilog:
+        epilog += "\n" + exitcodes.crash_line()
+    p.epilog = epilog
+    if p.formatter_class is argparse.HelpFormatter:
+        p.formatter_class = _Formatter
+
+
 def build_parser() -> argparse.ArgumentParser:
     from gputui.commands.common import add_app_args
 
@@ -69,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue  # a command not built yet
         module.register(sub)
+    _exit_codes_epilog(None, parser)
+    for name, p in sub.choices.items():
+        _exit_codes_epilog(name, p)
     return parser
 
 
@@ -89,6 +130,7 @@ def _dispatch(argv: list[str] | None) -> int:
     except GputuiError as e:
         print(f"gputui: {clean(str(e))}", file=sys.stderr)  # it may quote a path or a file
         return e.exit_code
+    _interrupts_raise()
     try:
         if args.command is None:
             from gputui.commands.app import run as run_app
@@ -100,6 +142,14 @@ def _dispatch(argv: list[str] | None) -> int:
         return e.exit_code
     except KeyboardInterrupt:
         return 130
+
+
+def _interrupts_raise() -> None:
+    """The command is about to run: Ctrl-C raises KeyboardInterrupt again (gputui.entry made
+    it leave at once, quietly, while the modules were imported)."""
+    entry = sys.modules.get("gputui.entry")
+    if entry is not None and entry.early_interrupt_is_installed():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _stdout_reader_gone() -> bool:
@@ -131,26 +181,64 @@ def _flush_all() -> None:
             pass
 
 
+def crashed(e: BaseException, command: str | None) -> int:
+    """A bug: one line naming the exception and where in gputui it came from (the traceback
+    with GPUTUI_DEBUG=1), and exit status CRASH."""
+    from gputui.diagnose.exitcodes import CRASH
+    from gputui.textsafe import clean
+
+    where = ""
+    for frame in reversed(traceback.extract_tb(e.__traceback__)):
+        path = frame.filename.replace(os.sep, "/")
+        if "/gputui/" in path:
+            where = f" at gputui/{path.rsplit('/gputui/', 1)[1]}:{frame.lineno}"
+            break
+    if os.environ.get("GPUTUI_DEBUG", "") not in ("", "0"):
+        traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
+    what = clean(f"{type(e).__name__}: {e}", limit=200)
+    mode = f" in {command}" if command else ""
+    try:
+        print(
+            f"gputui: internal error{mode}: {what}{where}; please report it "
+            "(GPUTUI_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
+    except (OSError, ValueError):
+        pass
+    return CRASH
+
+
+def _command_of(argv: list[str] | None) -> str | None:
+    args = sys.argv[1:] if argv is None else argv
+    return next((a for a in args if a in COMMANDS), None)
+
+
 def main(argv: list[str] | None = None) -> int:
     code: int | None = None
     stdout_guard.guard()
     try:
         code = _dispatch(argv)
         sys.stdout.flush()  # here, not at interpreter exit, so a closed pipe is caught
-    except BrokenPipeError:
-        if not _stdout_reader_gone():
-            raise  # some other pipe: a bug to see, not a reader that went away
-        _silence_stdout()
-        # An error already told on stderr keeps its status; anything else was cut short
-        # by a reader who chose to stop reading.
-        code = code if code == 2 else STDOUT_CLOSED
+    except BrokenPipeError as e:
+        if _stdout_reader_gone():
+            _silence_stdout()
+            # An error already told on stderr keeps its status; anything else was cut short
+            # by a reader who chose to stop reading.
+            code = code if code == 2 else STDOUT_CLOSED
+        else:  # some other pipe: a bug, not a reader that went away
+            code = crashed(e, _command_of(argv))
     except OSError as e:  # closed, full or read-only stdout: one line, not a traceback
         why = stdout_guard.why(e)
         if why is None:
-            raise
-        print(f"gputui: {why}", file=sys.stderr)
-        _silence_stdout()
-        code = 2
+            code = crashed(e, _command_of(argv))
+        else:
+            print(f"gputui: {why}", file=sys.stderr)
+            _silence_stdout()
+            code = 2
+    except KeyboardInterrupt:  # Ctrl-C while the arguments were parsed: quietly
+        code = 130
+    except Exception as e:  # a bug in any command: its own exit status, not 1 or 2
+        code = crashed(e, _command_of(argv))
     finally:
         stdout_guard.unguard()
     nvml = sys.modules.get("gputui.collect.nvml_thread")

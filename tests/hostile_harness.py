@@ -133,9 +133,12 @@ def judge(
     case: Case, cmd: tuple[str, ...], rc: int | None, out: str, err: str, hung: bool
 ) -> tuple[str, str]:
     """(outcome, detail): outcome is "clean error", "clean run" or a failure:
-    "hang", "traceback", "bad exit", "invalid JSON", "bad error line", "wrong outcome"."""
+    "hang", "crash", "traceback", "bad exit", "invalid JSON", "bad error line", "wrong
+    outcome"."""
     if hung:
         return "hang", "ran past its bound"
+    if rc == 5:  # gputui.diagnose.exitcodes.CRASH: a bug, said in one line
+        return "crash", err.strip().splitlines()[-1] if err.strip() else "exit 5"
     if "Traceback (most recent call last)" in err or rc not in (0, 1, 2):
         return "traceback", err.strip().splitlines()[-1] if err.strip() else f"exit {rc}"
     if "--json" not in cmd and (raw := raw_control(out + err)):
@@ -157,6 +160,7 @@ def judge(
 
 FAILURES = (
     "hang",
+    "crash",
     "traceback",
     "raw escape",
     "bad exit",

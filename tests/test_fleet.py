@@ -127,7 +127,7 @@ def sshd(tmp_path_factory):
 
 
 def fleet(
-    d: Path, hosts: str, *remote: str, timeout: float = 30, extra=()
+    d: Path, hosts: str, *remote: str, timeout: float = 30, extra=(), gputui: str = GPUTUI
 ) -> subprocess.CompletedProcess:
     return run_cli(
         "fleet",
@@ -135,7 +135,7 @@ def fleet(
         "--ssh-config",
         str(d / "ssh_config"),
         "--remote-gputui",
-        GPUTUI,
+        gputui,
         "--timeout",
         str(timeout),
         "--connect-timeout",
@@ -237,3 +237,114 @@ def test_srun_and_pdsh_get_their_own_bounds():
 def test_bad_fleet_arguments_are_one_line_and_exit_2(args, said):
     r = run_cli("fleet", *args)
     assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr
+
+
+# ---------------------------------------------------------------- hostile hosts (issue 34)
+#
+# A "host" here runs a stand-in for gputui (`--remote-gputui`), through the real ssh and
+# sshd: one that prints check lines forever, one that prints a 200,000-deep JSON array, one
+# that fails with escapes and a database password on stderr.
+
+CHECK_LINE = '{"t": %d, "state": "ok", "host": "%s", "spinning": [], "reason": "%s"}'
+
+
+def _stand_in(tmp_path: Path, name: str, body: str) -> str:
+    path = tmp_path / name
+    host = "host = sys.argv[sys.argv.index('--host') + 1] if '--host' in sys.argv else 'x'"
+    path.write_text(f"#!{sys.executable}\nimport sys\n{host}\n{body}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def _fleet_measured(
+    d: Path, hosts: str, gputui: str, timeout: float, *extra: str
+) -> tuple[int, str, str, float, int]:
+    """(exit status, stdout, stderr, seconds, peak RSS in MiB) of one `gputui fleet` run."""
+    out, err = d.parent / f"out-{time.monotonic_ns()}", d.parent / f"err-{time.monotonic_ns()}"
+    argv = [sys.executable, "-m", "gputui", "fleet", hosts, "--ssh-config", str(d / "ssh_config")]
+    argv += ["--remote-gputui", gputui, "--timeout", str(timeout), "--connect-timeout", "3"]
+    start = time.monotonic()
+    with open(out, "wb") as o, open(err, "wb") as e:
+        p = subprocess.Popen([*argv, *extra, "--", "check"], stdout=o, stderr=e)
+        try:
+            _, status, usage = os.wait4(p.pid, 0)
+        finally:
+            p.returncode = 0  # reaped by wait4: Popen must not wait for it again
+    took = time.monotonic() - start
+    rc = os.waitstatus_to_exitcode(status)
+    return rc, out.read_text(), err.read_text(), took, usage.ru_maxrss // 1024
+
+
+def test_a_host_printing_check_lines_forever_is_cut_at_4_mib_within_the_timeout(sshd, tmp_path):
+    flood = _stand_in(
+        tmp_path,
+        "flood",
+        "i = 0\nwhile True:\n"
+        f"    print({CHECK_LINE!r} % (1795338000 + i, host, 'x' * 200), flush=i % 64 == 0)\n"
+        "    i += 1",
+    )
+    rc, out, err, took, rss = _fleet_measured(sshd, "a,b", flood, 5)
+    assert rc == 0, err
+    for h in "ab":
+        assert f"gputui: {h}: cut off (sent more than 4 MiB: stopped there; the first " in err
+    assert "final: ok: no hang on 2 host(s)" in out, out
+    assert took < 5 + 10, took  # before: 30 s for one host, 60 s for two
+    assert rss < 300, rss  # before: 1.8 GB per host
+
+
+def test_a_host_printing_slowly_forever_is_cut_at_the_timeout(sshd, tmp_path):
+    slow = _stand_in(
+        tmp_path,
+        "slow",
+        "import time\ni = 0\nwhile True:\n"
+        f"    print({CHECK_LINE!r} % (1795338000 + i, host, 'slow'), flush=True)\n"
+        "    i += 1\n    time.sleep(0.01)",
+    )
+    rc, out, err, took, _ = _fleet_measured(sshd, "a", slow, 3)
+    assert rc == 0, err
+    assert "gputui: a: cut off (no result within 3 s); its lines so far are used" in err, err
+    assert took < 3 + 10, took
+
+
+def test_a_host_printing_a_200000_deep_array_sends_unreadable_output(sshd, tmp_path):
+    deep = _stand_in(tmp_path, "deep", "print('[' * 200_000 + ']' * 200_000)")
+    r = fleet(sshd, "a", "check", gputui=deep, timeout=20)
+    assert r.returncode == 2 and "RecursionError" not in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert (
+        "gputui: a: silent (done: unreadable output (line 1: JSON nested deeper than 64 levels))"
+        in r.stderr
+    ), r.stderr
+
+
+def test_a_failing_hosts_last_words_are_escaped_and_redacted(sshd, tmp_path):
+    said = "\\x1b]0;pwned\\x07\\x1b[2J connect to postgres://u:PW0rd7s3cret@db:5432/x failed"
+    fail = _stand_in(tmp_path, "fail", f"sys.stderr.write({said!r} + '\\n')\nsys.exit(3)")
+    for remote in (("check",), ("snapshot",)):
+        r = fleet(sshd, "a", *remote, gputui=fail, timeout=20)
+        assert r.returncode == 2, r.stderr
+        assert "\x1b" not in r.stderr and "\x07" not in r.stderr, repr(r.stderr)
+        assert "PW0rd7s3cret" not in r.stderr, r.stderr
+        assert "gputui: a: silent (failed: \\x1b]0;pwned\\x07\\x1b[2J connect to postgres://" in (
+            r.stderr
+        ), r.stderr
+
+
+def test_hosts_beyond_the_fanout_share_the_one_deadline(sshd):
+    start = time.monotonic()
+    r = fleet(
+        sshd,
+        "never,a",
+        "check",
+        "--replay",
+        "x",
+        timeout=3,
+        extra=("--fanout", "1", "--connect-timeout", "30"),
+    )
+    took = time.monotonic() - start
+    assert r.returncode == 2, r.stderr
+    assert "gputui: never: silent (timeout: no result within 3 s)" in r.stderr, r.stderr
+    assert "gputui: a: silent (timeout: not started: the fan-out's --timeout (3 s) ran out" in (
+        r.stderr
+    ), r.stderr
+    assert took < 3 + 10, took

@@ -44,7 +44,11 @@ NUMERIC_OPTIONS = [
     (["probe"], "--size"),
     (["probe"], "--cpu"),
 ]
-BAD_NUMBERS = ["1e300", "1e999", "nan", "inf", "-inf", "-1", "1_0", "\u0661\u0660", "", "0x10"]
+BAD_NUMBERS = [
+    *("1e300", "1e999", "nan", "inf", "-inf", "-1", "1_0", "\u0661\u0660", "", "0x10"),
+    "9" * 5000,  # probe --size: an OverflowError traceback (issue 34)
+    "9" * 5000 + ".5",
+]
 
 
 @pytest.mark.parametrize(("head", "option"), NUMERIC_OPTIONS, ids=lambda x: " ".join(x) or "app")

@@ -63,5 +63,5 @@ def test_a_slow_line_is_read_and_bad_shares_are_one_clear_error(tmp_path):
     r = run_cli("merge", str(bad))  # a malformed line is skipped, like any stray line
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "1 other line(s) skipped" in r.stderr and len(r.stderr.splitlines()) == 1
-    with pytest.raises(ValueError, match="'wait_share' must map GPU indices to shares"):
+    with pytest.raises(ValueError, match="wait_share: an object with a key of the wrong form"):
         line("a", 1, "slow", wait_share={"x": 0.5})

@@ -315,10 +315,10 @@ def test_samples_must_be_in_time_order(tmp_path):
 @pytest.mark.hostile
 def test_typed_records_attach_to_the_first_sample_at_or_after_their_time(tmp_path):
     meta = '{"type":"meta","t":1,"host":"node-7","gputui":"0.1.0","interval":1}\n'
-    early = '{"type":"stacks","t":50,"n":1}\n'
-    between = '{"type":"stacks","t":100.5,"n":2}\n'
+    early = '{"type":"stacks","t":50,"n":1,"ranks":[]}\n'
+    between = '{"type":"stacks","t":100.5,"n":2,"ranks":[]}\n'
     lagging = '{"type":"ras","t":100.0,"n":3}\n'
-    late = '{"type":"stacks","t":500,"n":4}\n'
+    late = '{"type":"stacks","t":500,"n":4,"ranks":[]}\n'
     text = meta + early + line(t=100) + between + line(t=101) + line(t=102) + lagging + late
     snaps = read_text(tmp_path, text)
     assert [s.hostname for s in snaps] == ["node-7"] * 3

@@ -20,7 +20,9 @@ from typing import IO, Any
 
 from gputui.collect.capped import loads_bounded
 from gputui.collect.hostlist import host_from_name
+from gputui.collect.trace_read import shown
 from gputui.errors import GputuiError
+from gputui.textsafe import clean
 
 MAX_LINE = 1 << 20
 MAX_TOTAL = 1 << 30
@@ -31,6 +33,14 @@ class ReadStats:
     lines: int = 0
     skipped: int = 0
     examples: list[str] = field(default_factory=list)  # where the first skipped lines were
+    where: str = ""  # FILE:LINE of the line last yielded, for the caller's own skips
+
+    def skip(self, why: str | None = None, where: str | None = None) -> None:
+        """Count a skipped line; the first few are named (with why, when known)."""
+        self.skipped += 1
+        if len(self.examples) < 3:
+            at = self.where if where is None else where
+            self.examples.append(f"{at}: {clean(why, limit=160)}" if why else at)
 
 
 def _binary(name: str) -> IO[bytes]:
@@ -89,11 +99,10 @@ def read_reports(names: list[str], stats: ReadStats) -> Iterator[tuple[str, dict
                 except ValueError:
                     obj = None
                 if not isinstance(obj, dict):
-                    stats.skipped += 1
-                    if len(stats.examples) < 3:
-                        stats.examples.append(f"{name}:{n}")
+                    stats.skip(where=f"{shown(name)}:{n}")
                     continue
                 stats.lines += 1
+                stats.where = f"{shown(name)}:{n}"
                 yield host, obj
         except (OSError, EOFError, zlib.error) as e:
             raise GputuiError(f"{name}: not readable ({e})") from None

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gputui.collect.jobs import group_jobs
 from gputui.collect.model import Snapshot
 from gputui.errors import GputuiError
+
+if TYPE_CHECKING:
+    from gputui.collect.trace_read import TraceReader
 
 
 class Source(Protocol):
@@ -86,6 +89,10 @@ class ReplaySource:
         self.pos = next((i for i, s in enumerate(snaps) if s.t - t0 >= start_s), len(snaps) - 1)
         self.description = f"replay {name}"
         self._delay = 0.0
+        self._lazy: _LazyRead | None = None  # a file still being read (from_file, lazy)
+        # What the reader skipped (records of the wrong shape), one line each, for the faces
+        # to say once (gputui.collect.trace_read.TraceReader.notes).
+        self.notes: list[str] = []
         # The recorded node's name, the same in every face (check, exporter, bundle):
         # the recording's own hostname, else (from_file) its file name without extensions.
         self.node: str = next((s.hostname for s in snaps if s.hostname), None) or ""
@@ -98,13 +105,24 @@ class ReplaySource:
         speed: float = 1.0,
         start_s: float = 0.0,
         realtime: bool = True,
+        lazy: bool = False,
     ) -> ReplaySource:
+        """A recording's replay. `lazy` (the dashboard): the file is read on in a thread
+        while it plays, from as soon as its first samples (up to `start_s`) are in, so a
+        day-long recording shows its first frame at once; a damaged line found later ends
+        the replay there, said once by sample()."""
         from gputui.collect.hostlist import host_from_name
-        from gputui.collect.trace_read import read_trace, shown
+        from gputui.collect.trace_read import TraceReader, shown
 
         name = shown(Path(path).name)
-        src = cls(read_trace(path), name, speed=speed, start_s=start_s, realtime=realtime)
-        if not any(s.hostname for s in src.snaps):
+        reader = TraceReader(path)
+        feed = _LazyRead(reader) if lazy else None
+        snaps = feed.until(start_s) if feed is not None else reader.read()
+        src = cls(snaps, name, speed=speed, start_s=start_s, realtime=realtime)
+        src._lazy = feed
+        if feed is None:
+            src.notes = reader.notes()
+        if not any(s.hostname for s in src.snaps[:1]):
             src.node = shown(host_from_name(str(path)))
         return src
 
@@ -132,10 +150,19 @@ class ReplaySource:
 
     @property
     def finished(self) -> bool:
-        return self.pos >= len(self.snaps)
+        lazy = self._lazy
+        return self.pos >= len(self.snaps) and (lazy is None or lazy.done.is_set())
 
     def sample(self) -> Snapshot | None:
-        if self.finished:
+        lazy = self._lazy
+        if lazy is not None:
+            lazy.wait_for(self.pos + 1)
+            if self.pos >= len(self.snaps) and lazy.error is not None:
+                err, lazy.error = lazy.error, None
+                raise err  # said once (the sampler tells it); the replay ends here
+            if lazy.done.is_set() and not self.notes:
+                self.notes = lazy.reader.notes()
+        if self.pos >= len(self.snaps):
             return None
         snap = self.snaps[self.pos]
         self.pos += 1
@@ -150,7 +177,54 @@ class ReplaySource:
         return self._delay
 
     def close(self) -> None:
-        pass
+        if self._lazy is not None:
+            self._lazy.stop.set()
+
+
+class _LazyRead:
+    """A TraceReader run in a daemon thread, its snapshot list growing as it reads."""
+
+    POLL_S = 0.02
+
+    def __init__(self, reader: TraceReader) -> None:
+        import threading
+
+        self.reader = reader
+        self.done = threading.Event()
+        self.stop = threading.Event()
+        self.error: GputuiError | None = None
+        self.thread = threading.Thread(target=self._run, name="gputui-replay-read", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.reader.read(stop=self.stop)
+        except GputuiError as e:
+            self.error = e
+        except Exception as e:  # a bug: the replay ends with it said, the dashboard stays
+            self.error = GputuiError(f"reading the recording failed: {type(e).__name__}: {e}")
+        finally:
+            self.done.set()
+
+    def wait_for(self, n: int) -> None:
+        """Until `n` samples are in, or the file is read (or failed)."""
+        while len(self.reader.snaps) < n and not self.done.wait(self.POLL_S):
+            pass
+
+    def until(self, start_s: float) -> list[Snapshot]:
+        """The growing list, once it holds the sample at `start_s` (or the file is read).
+        An error before the first sample is the file's error, raised here."""
+        snaps = self.reader.snaps
+        while not self.done.is_set():
+            if snaps and snaps[-1].t - snaps[0].t >= start_s:
+                break
+            self.done.wait(self.POLL_S)
+        if not snaps:
+            self.done.wait()
+            if self.error is not None:
+                raise self.error
+            raise GputuiError(f"{self.reader.path}: no samples in file")
+        return snaps
 
 
 def filter_gpus(snap: Snapshot, keep: frozenset[int]) -> Snapshot:

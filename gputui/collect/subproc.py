@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 POLL_S = 0.1  # how often the time limit and the cancel event are looked at
+POLL_CAPPED_S = 0.02  # and the output's size, when it is capped (kill_past)
 
 
 def run_bounded(
@@ -34,10 +35,15 @@ def run_bounded(
     gid: int | None = None,
     max_stdout: int = 8 << 20,
     max_stderr: int = 64 << 10,
+    kill_past: int | None = None,
 ) -> tuple[str, int | None, str, str, float]:
-    """(outcome, exit status, stdout, stderr, seconds); outcome is done, timeout, cancelled or
-    failed (it could not start). `uid`/`gid`: run as that user when gputui is root (the
-    analyzer runs the job's own Python, which must not run as root for it)."""
+    """(outcome, exit status, stdout, stderr, seconds); outcome is done, timeout, cancelled,
+    too_much or failed (it could not start). `uid`/`gid`: run as that user when gputui is
+    root (the analyzer runs the job's own Python, which must not run as root for it).
+
+    `kill_past`: the program is killed (outcome too_much) as soon as its stdout or stderr
+    holds more than this many bytes: a remote host that prints forever costs that much disk
+    and the time to write it, not its whole time limit (looked at every POLL_CAPPED_S)."""
     start = time.monotonic()
     kw: dict[str, Any] = {}
     if os.geteuid() == 0 and uid not in (None, 0):
@@ -57,20 +63,29 @@ def run_bounded(
         except OSError as e:
             return "failed", None, "", f"cannot start {argv[0]}: {e.strerror or e}", 0.0
         outcome = "done"
+        poll = POLL_S if kill_past is None else POLL_CAPPED_S
         while True:
             try:
-                proc.wait(timeout=POLL_S)
+                proc.wait(timeout=poll)
                 break
             except subprocess.TimeoutExpired:
                 pass
             if cancel.is_set() or time.monotonic() - start > timeout:
                 outcome = "cancelled" if cancel.is_set() else "timeout"
-                with contextlib.suppress(OSError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                break
+            elif kill_past is not None and _larger(kill_past, out, err):
+                outcome = "too_much"
+            else:
+                continue
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            break
         out.seek(0)
         err.seek(0)
         stdout = out.read(max_stdout).decode("utf-8", errors="replace")
         stderr = err.read(max_stderr).decode("utf-8", errors="replace")
     return outcome, proc.returncode, stdout, stderr, round(time.monotonic() - start, 3)
+
+
+def _larger(limit: int, *files: Any) -> bool:
+    return any(os.fstat(f.fileno()).st_size > limit for f in files)

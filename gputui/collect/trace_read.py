@@ -24,10 +24,13 @@ the file as a whole:
   mark at the start and CR line ends are ignored; a recording cut short (a gzip stream
   without its end, or a last line with no newline that does not parse, as after a kill)
   keeps its complete lines.
-- **Typed records** (lines with a `"type"` key): `meta` may only come before the first
-  sample, and its `host` becomes every snapshot's `hostname`; every other record is attached
-  unchanged to `Snapshot.records` of the first sample whose `t` is >= the record's `t` (the
-  last sample when none is).
+- **Typed records** (lines with a `"type"` key) are checked against their type's shape
+  (gputui.collect.record_schema); one that does not fit is skipped, counted in `skipped`,
+  and the first SKIP_NOTES are named in `skip_notes` (`FILE:LINE: rendezvous record skipped
+  (jobs: a number, expected a list)`), which the commands print as one line each. `meta`
+  may only come before the first sample, and its `host` becomes every snapshot's
+  `hostname`; every other record is attached unchanged to `Snapshot.records` of the first
+  sample whose `t` is >= the record's `t` (the last sample when none is).
 
 Every failure is one GputuiError line: `FILE:LINE: what` (or `FILE: what` for the file as a
 whole); the commands print it and exit 2.
@@ -41,15 +44,19 @@ import gzip
 import hashlib
 import os
 import stat
+import threading
 import zlib
 from collections import deque
+from collections.abc import Generator
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
+from gputui.collect import record_schema
 from gputui.collect import trace_schema as schema
 from gputui.collect.jobs import group_jobs
 from gputui.collect.model import ProcessInfo, Snapshot
+from gputui.collect.trace_schema import printable
 from gputui.errors import GputuiError
 from gputui.redact.recorded import recorded_record
 
@@ -59,6 +66,8 @@ from gputui.redact.recorded import recorded_record
 _SAME_SAMPLE_S = 0.2
 # How many recent typed records are remembered to drop exact duplicates.
 _RECENT_RECORDS = 64
+# How many skipped records are named, each with its line and reason; the rest are counted.
+SKIP_NOTES = 3
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
 
@@ -180,6 +189,36 @@ class _Lines:
             self.raw.close()
 
 
+def iter_lines(path: str | Path) -> Generator[tuple[bytes, bool, str, int], None, None]:
+    """(bytes, ended by a newline, FILE:LINE, line number) of every non-blank line of a
+    recording, within the file's bounds (blank lines, lines, bytes: trace_schema)."""
+    raw = open_untrusted(path)
+    try:
+        lines = _Lines(path, raw)
+    except BaseException:
+        raw.close()
+        raise
+    try:
+        blank = full = 0
+        while (got := lines.next()) is not None:
+            data, ended = got
+            if not data.strip():
+                blank += 1
+                if blank > schema.MAX_BLANK_LINES:
+                    raise GputuiError(
+                        f"{lines.where()}: more than {schema.MAX_BLANK_LINES} blank lines"
+                    )
+                continue
+            full += 1
+            if full > schema.MAX_LINES:
+                raise GputuiError(f"{lines.where()}: more than {schema.MAX_LINES} lines")
+            yield data, ended, lines.where(), lines.n
+    except MemoryError:
+        raise GputuiError(f"{lines.where()}: out of memory reading the recording") from None
+    finally:
+        lines.close()
+
+
 class _Sample:
     """The lines of the sample being read: one per GPU, in file order."""
 
@@ -198,55 +237,64 @@ class TraceReader:
         self.cur: _Sample | None = None
         self.host: str | None = None
         self.saw_meta = False
-        # (t, gpu) -> (digest, line) of the current and the previous sample's lines
+        # (t, gpu) -> (bytes, line) of the current and the previous sample's lines
         self.recent: dict[tuple[float, int], tuple[bytes, int]] = {}
         self.older: dict[tuple[float, int], tuple[bytes, int]] = {}
         self.recent_records: deque[bytes] = deque(maxlen=_RECENT_RECORDS)
         self.pending: list[tuple[float, dict[str, Any]]] = []  # records after the last sample
         self.n_records = 0
         self.dropped = 0  # exact duplicates
+        self.skipped = 0  # typed records of the wrong shape (gputui.collect.record_schema)
+        self.skip_notes: list[str] = []  # where the first SKIP_NOTES of them were, and why
+        self._jobs_of: tuple[tuple[Any, ...], tuple[Any, ...]] = ((None,), ())
 
     # ------------------------------------------------------------ reading
 
-    def read(self) -> list[Snapshot]:
-        raw = open_untrusted(self.path)
+    def read(self, stop: threading.Event | None = None) -> list[Snapshot]:
+        """Every sample (`self.snaps` grows as they are read: a replay may start on them);
+        `stop` set ends the reading early, with what was read."""
+        lines = iter_lines(self.path)
         try:
-            lines = _Lines(self.path, raw)
-        except BaseException:
-            raw.close()
-            raise
-        try:
-            blank = full = 0
-            while (got := lines.next()) is not None:
-                data, ended = got
-                if not data.strip():
-                    blank += 1
-                    if blank > schema.MAX_BLANK_LINES:
-                        raise GputuiError(
-                            f"{lines.where()}: more than {schema.MAX_BLANK_LINES} blank lines"
-                        )
-                    continue
-                full += 1
-                if full > schema.MAX_LINES:
-                    raise GputuiError(f"{lines.where()}: more than {schema.MAX_LINES} lines")
-                try:
-                    d = schema.parse_line(data, lines.where())
-                except GputuiError:
-                    if not ended:  # only the last line can lack its newline
-                        break  # a last line cut short by a kill: keep the samples before it
-                    raise
-                self.line(d, data, lines.where(), lines.n)
-        except MemoryError:
-            raise GputuiError(f"{lines.where()}: out of memory reading the recording") from None
+            for data, ended, where, n in lines:
+                if not self.feed(data, ended, where, n):
+                    break  # a last line cut short by a kill: keep the samples before it
+                if stop is not None and n % 1024 == 0 and stop.is_set():
+                    break
         finally:
             lines.close()
+        return self.finish()
+
+    def feed(self, data: bytes, ended: bool, where: str, n: int) -> bool:
+        """One non-blank line; False when it is a last line cut short (the end)."""
+        try:
+            d = schema.parse_line(data, where)
+        except GputuiError:
+            if not ended:  # only the last line can lack its newline
+                return False
+            raise
+        self.line(d, data, where, n)
+        return True
+
+    def finish(self) -> list[Snapshot]:
+        """The samples read, the last one completed (GputuiError when there are none)."""
         self._finish_sample()
         if not self.snaps:
             raise GputuiError(f"{shown(self.path)}: no samples in file")
         if self.pending:  # records after the last sample belong to it
             last = self.snaps[-1]
             self.snaps[-1] = replace(last, records=last.records + tuple(r for _, r in self.pending))
+            self.pending = []
         return self.snaps
+
+    def notes(self) -> list[str]:
+        """What the reader skipped, for the user: the first few records by line, then the
+        count of them all (empty when nothing was skipped)."""
+        out = list(self.skip_notes)
+        if self.skipped > len(out):
+            out.append(
+                f"{shown(self.path)}: {self.skipped} record(s) of the wrong shape skipped in all"
+            )
+        return out
 
     def line(self, d: Any, raw: bytes, where: str, n: int) -> None:
         if not isinstance(d, dict):
@@ -256,10 +304,9 @@ class TraceReader:
             return
         t = schema.sample_time(d.get("t"), where)
         gpu = schema.gpu_index(d.get("gpu"), where)
-        digest = hashlib.blake2b(raw, digest_size=16).digest()
         seen = self.recent.get((t, gpu)) or self.older.get((t, gpu))
         if seen is not None:
-            if seen[0] == digest:
+            if seen[0] == raw:  # the line itself is kept (two samples' worth) to compare
                 self.dropped += 1
                 return  # the same line again: drop it (see the module docstring)
             raise GputuiError(
@@ -288,7 +335,7 @@ class TraceReader:
                     f"{where}: more than {schema.MAX_GPUS_PER_SAMPLE} GPUs in one sample"
                 )
             cur.rows[gpu] = row
-        self.recent[(t, gpu)] = (digest, n)
+        self.recent[(t, gpu)] = (raw, n)
 
     def _record(self, d: dict[str, Any], raw: bytes, where: str) -> None:
         kind, t = schema.record(d, where)
@@ -297,9 +344,17 @@ class TraceReader:
             self.dropped += 1
             return
         self.recent_records.append(digest)
+        if kind == "meta" and (self.snaps or self.cur is not None or self.saw_meta):
+            raise GputuiError(f"{where}: a 'meta' record may only come first")
+        why = record_schema.problem(kind, d)
+        if why is not None:
+            self.skipped += 1
+            if len(self.skip_notes) < SKIP_NOTES:
+                self.skip_notes.append(f"{where}: {kind} record skipped ({printable(why)})")
+            return
+        if b"\\ud" in raw or b"\\uD" in raw:  # a \uD800-style escape: maybe a lone surrogate
+            d = schema.without_surrogates(d)
         if kind == "meta":
-            if self.snaps or self.cur is not None or self.saw_meta:
-                raise GputuiError(f"{where}: a 'meta' record may only come first")
             self.host = schema.meta(d, where).host
             self.saw_meta = True
             return
@@ -349,11 +404,19 @@ class TraceReader:
                     )
                 procs[pid] = p
         processes = tuple(sorted(procs.values(), key=lambda p: (p.gpus, p.pid)))
+        # The jobs depend on who the processes are, not on their readings: the same
+        # processes as the last sample's have its jobs (group_jobs is most of a sample).
+        who = tuple(
+            (p.pid, p.gpus, p.rank, p.ppid, p.parent_cmd, bool(p.cmdline), p.env_error)
+            for p in processes
+        )
+        if who != self._jobs_of[0]:
+            self._jobs_of = (who, group_jobs(processes))
         return Snapshot(
             t=cur.t0,
             gpus=tuple(r.gpu for r in rows),
             processes=processes,
-            jobs=group_jobs(processes),
+            jobs=self._jobs_of[1],
             source="replay",
             phase=next(iter(cur.rows.values())).phase,  # the sample's first line
             hostname=self.host,

@@ -26,6 +26,7 @@ The rule for a bad value:
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -166,6 +167,8 @@ def _parse_int(text: str) -> int | float:
 
 
 _DECODER = json.JSONDecoder(parse_int=_parse_int)
+_PLAIN = json.JSONDecoder()  # C-speed integers: for lines with no integer that long
+_LONG_DIGITS = re.compile(rb"[0-9]{%d}" % (_MAX_INT_DIGITS + 1))
 
 
 def parse_line(raw: bytes, where: str) -> Any:
@@ -176,8 +179,9 @@ def parse_line(raw: bytes, where: str) -> Any:
         raise GputuiError(f"{where}: not UTF-8 text (byte {e.start})") from None
     if not nesting_ok(raw):
         raise GputuiError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels")
+    decoder = _DECODER if _LONG_DIGITS.search(raw) else _PLAIN  # no 25-digit run: no long int
     try:
-        return _DECODER.decode(text)
+        return decoder.decode(text)
     except json.JSONDecodeError as e:
         raise GputuiError(f"{where}: not a JSON line ({e.msg} at column {e.colno})") from None
     except (ValueError, RecursionError) as e:  # belt and braces: both are bounded above
@@ -202,6 +206,22 @@ def printable(s: str) -> str:
     if s.isprintable():
         return s
     return "".join(c if c.isprintable() else "\ufffd" for c in s)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(v: Any) -> Any:
+    """`v` (a typed record's body) with every lone surrogate in its strings as U+FFFD: a
+    JSON escape such as \\ud800 decodes to one, and no UTF-8 output can print it. Other
+    characters stay (a log tail keeps its line breaks; the faces escape controls)."""
+    if isinstance(v, str):
+        return v if v.isascii() else _SURROGATE.sub("\ufffd", v)
+    if isinstance(v, list):
+        return [without_surrogates(x) for x in v]
+    if isinstance(v, dict):
+        return {without_surrogates(k): without_surrogates(x) for k, x in v.items()}
+    return v
 
 
 def text(d: dict[str, Any], key: str, where: str, limit: int = MAX_STR_CHARS) -> str | None:
@@ -348,10 +368,61 @@ def _cmdline(d: dict[str, Any], where: str) -> tuple[str, ...]:
     return tuple(printable(a) for a in args)
 
 
+# A process's static fields repeat on every sample (its pid, command line, rank variables):
+# checked once, the result is kept, and a later entry with the same static fields only has
+# its readings checked. The key holds the type of each number (4000.0 and True compare equal
+# to 4000 and 1, and are not pids), so an entry is only ever reused for one that the full
+# check would give the same answer.
+_PROCESS_CACHE: dict[tuple[Any, ...], ProcessInfo] = {}
+_PROCESS_CACHE_MAX = 4096
+_DYNAMIC = ("state", "cpu", "rss_mb", "gpu_mem_mb")
+
+
+def _static_key(d: dict[str, Any], gpu: int) -> tuple[Any, ...] | None:
+    cmd, env = d.get("cmdline"), d.get("env")
+    if d.get("owner") is not None or type(cmd) not in (list, type(None)):
+        return None
+    if type(env) not in (dict, type(None)):
+        return None
+    pid, ct, ppid = d.get("pid"), d.get("create_time"), d.get("ppid")
+    return (
+        gpu, pid, type(pid), ct, type(ct), ppid, type(ppid),
+        d.get("user"), d.get("name"), d.get("parent_cmd"), d.get("env_error"),
+        tuple(cmd) if cmd else (), tuple(env.items()) if env else (),
+    )  # fmt: skip
+
+
 def process(d: Any, gpu: int, where: str) -> ProcessInfo:
     """One entry of `procs`: an object with a valid pid; other fields typed and bounded."""
     if not isinstance(d, dict):
         raise GputuiError(f"{where}: 'procs' holds {_kind(d)}, expected objects")
+    key = _static_key(d, gpu)
+    try:
+        seen = _PROCESS_CACHE.get(key) if key is not None else None
+    except TypeError:  # an unhashable value (a list in the command line): the full check
+        seen = key = None
+    if seen is not None:
+        return _with_readings(seen, d, where)
+    info = _process(d, gpu, where)
+    if key is not None:
+        if len(_PROCESS_CACHE) >= _PROCESS_CACHE_MAX:
+            _PROCESS_CACHE.clear()
+        _PROCESS_CACHE[key] = info
+    return info
+
+
+def _with_readings(base: ProcessInfo, d: dict[str, Any], where: str) -> ProcessInfo:
+    """`base` (checked) with this entry's own readings, checked."""
+    out = copy.copy(base)
+    set_ = object.__setattr__  # a frozen dataclass: a fresh copy is filled in here only
+    set_(out, "state", text(d, "state", where))
+    set_(out, "cpu_percent", _optional_reading(d, "cpu", where, 0, 100 * 8192))
+    set_(out, "rss_mb", _optional_reading(d, "rss_mb", where, 0, MIB_MAX))
+    set_(out, "gpu_mem_mb", _optional_reading(d, "gpu_mem_mb", where, 0, MIB_MAX))
+    return out
+
+
+def _process(d: dict[str, Any], gpu: int, where: str) -> ProcessInfo:
     ppid = number(d.get("ppid"), "ppid", where)
     name = text(d, "name", where)
     return ProcessInfo(
@@ -416,7 +487,8 @@ def gpu_row(d: dict[str, Any], t: float, index: int, where: str) -> GpuRow:
 
 
 def record(d: dict[str, Any], where: str) -> tuple[str, float]:
-    """Check a typed record's envelope: (type, t). The body is its consumer's to check."""
+    """Check a typed record's envelope: (type, t). The body's shape is checked by the reader
+    against gputui.collect.record_schema; a body that does not fit is skipped, not fatal."""
     kind = d.get("type")
     if not isinstance(kind, str) or not RECORD_TYPE.fullmatch(kind):
         raise GputuiError(f"{where}: record 'type' must be a short lower-case word")

@@ -33,7 +33,8 @@ def _open_in_background(
 
     def work() -> None:
         try:
-            source = open_source(args, realtime=True, timeout=NVML_START_TIMEOUT)
+            # A recording is read on while it plays: a day-long one starts at once.
+            source = open_source(args, realtime=True, timeout=NVML_START_TIMEOUT, lazy=True)
         except BaseException as e:  # re-raised in the main thread
             result.append(e)
             return

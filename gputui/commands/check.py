@@ -274,6 +274,7 @@ def run(args: argparse.Namespace) -> int:
         last, last_key = v, key
 
     last_snap: Snapshot | None = None
+    interrupted = False
     try:
         for snap in _snapshots(args, source):
             first = first or snap
@@ -292,13 +293,15 @@ def run(args: argparse.Namespace) -> int:
             profiler.wait(DUMP_WAIT_S)  # the straggler's profile is the point of the flag
             show(last, last_snap)
     except KeyboardInterrupt:
-        pass  # report what was seen so far
+        interrupted = True  # report what was seen so far
     finally:
         watcher.close()
         if profiler is not None:
             profiler.close()
         source.close()
     if last is None or first is None:
+        if interrupted:
+            return 130  # Ctrl-C before the first verdict: nothing to report, quietly
         raise GputuiError("no samples to check")
     assert report is not None and last_snap is not None
     after = after_check(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import sys
 from typing import TYPE_CHECKING
 
 from gputui.errors import GputuiError
@@ -278,11 +279,15 @@ def add_app_args(p: argparse.ArgumentParser) -> None:
 
 
 def open_source(
-    args: argparse.Namespace, realtime: bool = True, timeout: float | None = None
+    args: argparse.Namespace,
+    realtime: bool = True,
+    timeout: float | None = None,
+    lazy: bool = False,
 ) -> Source:
     """The Source the arguments ask for. Raises GputuiError on a bad replay file, and
     NvmlHung (a GputuiError) when NVML does not start within `timeout` (default: the
-    command's --timeout, else nvml.DEFAULT_TIMEOUT_S)."""
+    command's --timeout, else nvml.DEFAULT_TIMEOUT_S). `lazy`: a --replay file is read on
+    while it plays (the dashboard; gputui.collect.source.ReplaySource.from_file)."""
     from gputui.collect.source import ReplaySource
 
     speed: float = getattr(args, "speed", None) or 1.0
@@ -296,8 +301,11 @@ def open_source(
             raise GputuiError("--replay: empty file name")
         start_s = start if start is not None else 0.0
         source = ReplaySource.from_file(
-            args.replay, speed=speed, start_s=start_s, realtime=realtime
+            args.replay, speed=speed, start_s=start_s, realtime=realtime, lazy=lazy
         )
+        if getattr(args, "command", None) is not None:  # the dashboard shows them itself
+            for note in source.notes:  # records of the wrong shape, skipped: said once
+                print(f"gputui: {note}", file=sys.stderr)
     else:
         from gputui.collect.live import LiveSource
         from gputui.collect.nvml import DEFAULT_TIMEOUT_S

@@ -54,7 +54,8 @@ def _add_options(p: argparse.ArgumentParser) -> None:
         type=positive_float,
         default=60.0,
         metavar="S",
-        help="run time allowed per host, connecting included (default 60)",
+        help="time allowed for the whole fan-out, connecting included (default 60): hosts "
+        "beyond --fanout share it",
     )
     p.add_argument(
         "--connect-timeout",
@@ -179,9 +180,17 @@ def _targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     return _hosts(args.hosts), _remote(args)
 
 
-def _runs(args: argparse.Namespace, hosts: list[str], remote: list[str]) -> list[HostRun]:
-    """One HostRun per host, whatever the launcher."""
+GRACE_S = 2.0
+"""The whole fan-out ends within --timeout and this: killing the last runs, reading and
+merging what they sent (a host cut off at --timeout keeps the lines it sent)."""
+
+
+def _runs(
+    args: argparse.Namespace, hosts: list[str], remote: list[str], deadline: float
+) -> list[HostRun]:
+    """One HostRun per host, whatever the launcher, every one ended by `deadline`."""
     import os
+    import time
 
     from gputui.tools import fleet
 
@@ -197,6 +206,7 @@ def _runs(args: argparse.Namespace, hosts: list[str], remote: list[str]) -> list
             container=args.container,
             fanout=args.fanout,
             timeout=args.timeout,
+            deadline=deadline,
         )
 
     if args.launcher == "ssh":
@@ -210,10 +220,11 @@ def _runs(args: argparse.Namespace, hosts: list[str], remote: list[str]) -> list
             connect_timeout=args.connect_timeout,
             options=args.ssh_option,
             config=args.ssh_config,
+            deadline=deadline,
         )
     import threading
 
-    bound = args.timeout + args.connect_timeout + 5.0
+    bound = max(0.1, deadline - time.monotonic())
     if args.launcher == "pdsh":
         cmd = fleet.remote_command(args.remote_gputui, remote, "{host}")
         argv = fleet.pdsh_argv(
@@ -234,7 +245,8 @@ def _runs(args: argparse.Namespace, hosts: list[str], remote: list[str]) -> list
         env = None
     outcome, rc, out, err, secs = fleet.run_bounded(argv, bound, threading.Event(), env)
     if outcome == "failed" and rc is None:
-        raise GputuiError(f"fleet: {err}")
+        raise GputuiError(f"fleet: {fleet.said(err)}")
+    out, _cut = fleet.bounded_lines(out, cut=outcome == "too_much")
     if args.launcher == "pdsh":
         per_host = fleet.split_pdsh(out, hosts)
     else:
@@ -244,6 +256,7 @@ def _runs(args: argparse.Namespace, hosts: list[str], remote: list[str]) -> list
     for h in hosts:
         lines = per_host.get(h, [])
         why = next((ln.strip() for ln in reversed(err.splitlines()) if f"{h}:" in ln), None)
+        why = fleet.said(why) if why is not None else None
         state = "done" if lines else "timeout" if outcome == "timeout" else "failed"
         runs.append(
             fleet.HostRun(
@@ -263,53 +276,89 @@ def _runs(args: argparse.Namespace, hosts: list[str], remote: list[str]) -> list
 def run(args: argparse.Namespace) -> int:
     import json
     import sys
+    import time
 
     from gputui.textsafe import clean
+    from gputui.tools.fleet import said
 
     hosts, remote = _targets(args)
-    runs = _runs(args, hosts, remote)
+    deadline = time.monotonic() + args.timeout  # the whole fan-out's (GRACE_S after it)
+    runs = _runs(args, hosts, remote, deadline)
     if remote[0] != "check":
         answered = [r for r in runs if r.stdout.strip()]
         for r in runs:
             if r.host != "*" and not r.stdout.strip():
-                print(clean(f"gputui: {r.host}: silent ({r.outcome}: {r.error})"), file=sys.stderr)
+                print(clean(f"gputui: {r.host}: silent ({r.outcome}: {said(r.error or '')})"),
+                      file=sys.stderr)  # fmt: skip
         if not answered:
             raise GputuiError(f"fleet: none of the {len(hosts)} host(s) answered")
         for r in answered:
             for line in r.stdout.splitlines():
                 print(clean(f"{r.host}: {line}" if r.host != "*" else line))  # a remote's text
         return 1 if any(r.rc not in (0, None) for r in answered) else 0
-    return _merge(args, hosts, runs, json, sys.stderr)
+    return _merge(args, hosts, runs, json, sys.stderr, deadline + GRACE_S)
 
 
-def _merge(args: argparse.Namespace, hosts: list[str], runs: list[HostRun], json, err) -> int:
-    """Parse every host's check lines (a host cut off at its bound keeps what it said)."""
+def _merge(
+    args: argparse.Namespace, hosts: list[str], runs: list[HostRun], json, err, deadline: float
+) -> int:
+    """Parse every host's check lines (a host cut off at its bound keeps what it said), each
+    line bounded in depth and size (gputui.collect.capped), all before `deadline`."""
+    import time
     from dataclasses import replace
 
+    from gputui.collect.capped import loads_bounded
     from gputui.commands.merge import text_report
     from gputui.diagnose.merge import line_from_json, merge, merged_to_json
+    from gputui.textsafe import clean
+    from gputui.tools.fleet import said
 
     lines = []
-    said: set[str] = set()
+    answered: set[str] = set()
+    unreadable: dict[str, tuple[int, str]] = {}  # host -> (lines, the first reason)
+    late: list[str] = []
     for r in runs:
-        for text in r.stdout.splitlines():
+        if time.monotonic() > deadline:
+            late.append(r.host)
+            continue
+        prev = None
+        for n, text in enumerate(r.stdout.splitlines(), 1):
+            if text == prev or not text.strip():
+                continue  # the same line again (a host repeating itself) costs nothing
+            prev = text
             try:
-                ln = line_from_json(json.loads(text), r.host)
-            except ValueError:
+                ln = line_from_json(loads_bounded(text), r.host)
+            except ValueError as e:  # too deep (no RecursionError), not JSON, a bad key
+                count, why = unreadable.get(r.host, (0, f"line {n}: {e}"))
+                unreadable[r.host] = (count + 1, why)
                 continue
             if r.host != "*" and args.launcher == "pdsh":
                 ln = replace(ln, host=r.host)  # the name it was reached by
             lines.append(ln)
-            said.add(ln.host)
+            answered.add(ln.host)
     for r in runs:
         if r.host == "*":
             continue
-        if r.host not in said:
-            print(
-                f"gputui: {r.host}: silent ({r.outcome}: {r.error or 'no check lines'})", file=err
-            )
+        bad = unreadable.get(r.host)
+        if r.host in late:
+            print(clean(f"gputui: {r.host}: not read: the fan-out ran out of time"), file=err)
+        elif r.host not in answered:
+            why = said(r.error or "") or "no check lines"
+            if bad is not None:
+                why = f"unreadable output ({said(bad[1])})"
+            print(clean(f"gputui: {r.host}: silent ({r.outcome}: {why})"), file=err)
         elif r.outcome != "done":
-            print(f"gputui: {r.host}: cut off ({r.error}); its lines so far are used", file=err)
+            print(
+                clean(
+                    f"gputui: {r.host}: cut off ({said(r.error or '')}); its lines so far are used"
+                ),
+                file=err,
+            )
+        elif bad is not None:
+            print(
+                clean(f"gputui: {r.host}: {bad[0]} unreadable line(s) skipped ({said(bad[1])})"),
+                file=err,
+            )
     if not lines:
         raise GputuiError(f"fleet: none of the {len(hosts)} host(s) sent check lines")
     steps = merge(lines, expect=hosts, window=args.window)

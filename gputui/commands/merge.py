@@ -119,16 +119,20 @@ def merge_inputs(files: list[str], expect: str | None, window: float) -> list[Me
     for host, obj in read_reports(files, stats):
         try:
             lines.append(line_from_json(obj, host))
-        except ValueError:
-            stats.skipped += 1
+        except ValueError as e:  # a key of the wrong shape: the line is skipped, said below
+            stats.skip(str(e))
     if not lines:
         other = f" ({stats.skipped} other line(s) skipped)" if stats.skipped else ""
         raise GputuiError(f"no `gputui check --json` lines in the input{other}")
     if stats.skipped:
-        where = ", ".join(stats.examples)
+        where = "; ".join(stats.examples)
         print(
             f"gputui: skipped {stats.skipped} line(s) that are not check --json output"
-            + (f" ({where}...)" if where else ""),
+            + (
+                f" ({where}{'; ...' if stats.skipped > len(stats.examples) else ''})"
+                if where
+                else ""
+            ),
             file=sys.stderr,
         )
     return merge(lines, expect=hosts, window=window)

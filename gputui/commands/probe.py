@@ -8,6 +8,7 @@ pair passed, 1 when any failed: scripts can gate a node on it.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from pathlib import Path
@@ -34,7 +35,10 @@ def size_bytes(text: str) -> int:
     unit = t[len(num) :]
     if unit not in _UNITS or not re.fullmatch(r"[0-9]+(\.[0-9]*)?|\.[0-9]+", num):
         raise argparse.ArgumentTypeError(f"not a size in bytes: {text[:40]!r}")
-    v = int(float(num) * _UNITS[unit])
+    # A number longer than any size (5,000 digits) is out of range as it is: float() of it is
+    # infinity, and int(infinity) raised OverflowError.
+    f = float(num) * _UNITS[unit] if len(num) <= 40 else math.inf
+    v = int(f) if math.isfinite(f) else MAX_SIZE + 1
     if not 0 < v <= MAX_SIZE:
         raise argparse.ArgumentTypeError(
             f"size must be more than 0 bytes and at most 32G: {text[:40]!r}"

@@ -224,16 +224,17 @@ def _wait_json(straggles: Sequence[Straggle]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from gputui.collect.bounded import sample_bounded
-    from gputui.jsonout import dumps
 
     live = not (args.replay or args.demo)
     if args.at is not None and live:
         raise GputuiError("--at only applies to --replay or --demo")
     if live and args.interval > MAX_CPU_INTERVAL_S:
         raise GputuiError(f"--interval: at most {MAX_CPU_INTERVAL_S:g} s for a snapshot")
-    from gputui.commands.moment import verdict_moment, verdicts
+    from gputui.commands.moment import verdict_moment
     from gputui.diagnose.health import HealthTracker
 
+    if args.replay:  # the moment and its history only (gputui.collect.trace_window)
+        return _print(args, *_moment(args), live=False, source=None)
     source = open_source(args, realtime=False)
     health = HealthTracker()  # Xids and counters of every sample up to the one shown
     straggles: list[Straggle] = []
@@ -273,7 +274,59 @@ def run(args: argparse.Namespace) -> int:
     finally:
         source.close()
     assert snap is not None
-    verdict = verdicts(seen[0])[-1] if seen[0] else None
+    return _print(args, snap, seen[0], health, straggles, live=live, source=source)
+
+
+WINDOW_S = 300.0
+"""History judged with a replay's moment: more than the detector remembers (a hang is
+called after 60 s, departed ranks are kept as long, wait shares span 30 s); a spin that
+began earlier is followed back to its start (gputui.collect.trace_window)."""
+
+
+def _moment(args: argparse.Namespace) -> tuple[Snapshot, list[Snapshot], Any, list[Any]]:
+    """(the sample shown, its history, health, wait shares) of `--replay FILE [--at S]`,
+    reading only the window of history its verdict needs."""
+    import sys
+
+    from gputui.collect.source import filter_gpus
+    from gputui.collect.trace_window import read_moment
+    from gputui.diagnose.classify import GpuState, classify_gpu
+    from gputui.diagnose.health import HealthTracker
+    from gputui.diagnose.runs import DIP_MAX_S
+    from gputui.diagnose.straggler import straggles_over
+
+    def calm(snap: Snapshot) -> bool:
+        return all(classify_gpu(g) != GpuState.SPINNING for g in snap.gpus)
+
+    if not args.replay:
+        raise GputuiError("--replay: empty file name")
+    moment = read_moment(args.replay, args.at, WINDOW_S, calm, calm_s=DIP_MAX_S + 0.5)
+    for note in moment.notes:
+        print(f"gputui: {note}", file=sys.stderr)
+    snaps = moment.snaps
+    if getattr(args, "gpus", None):
+        keep = frozenset(args.gpus)
+        snaps = [filter_gpus(s, keep) for s in snaps]
+    health = HealthTracker()
+    for s in snaps:
+        health.update(s)
+    return snaps[-1], snaps, health, straggles_over(snaps)
+
+
+def _print(
+    args: argparse.Namespace,
+    snap: Snapshot,
+    seen: list[Snapshot],
+    health: Any,
+    straggles: Any,
+    *,
+    live: bool,
+    source: Any,
+) -> int:
+    from gputui.commands.moment import verdicts
+    from gputui.jsonout import dumps
+
+    verdict = verdicts(seen)[-1] if seen else None
     if args.json:
         d = snapshot_to_json(snap, health, straggles)
         print(dumps({**d, "verdict": verdict_summary(verdict)}, indent=2))

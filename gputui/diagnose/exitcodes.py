@@ -9,6 +9,7 @@ Scripts, health checks and epilogues branch on these, so they never change meani
 | 2 | usage or error: bad arguments, unreadable input, NVML failing or not answering |
 | 3 | a sick GPU: a hardware Xid, uncorrected ECC errors, a pending row remap, a lost GPU |
 | 4 | a slow job (a straggler), only when asked with `--fail-on-slow` |
+| 5 | gputui itself failed: a bug; the message says where; not a verdict |
 
 A busy job is one whose peers spin in a collective while the rank they wait for advances (it
 writes a checkpoint, compiles, evaluates): no alarm; past `--busy-limit` it is a hang (1).
@@ -24,6 +25,10 @@ HANG = 1
 ERROR = 2
 SICK_GPU = 3
 SLOW = 4
+CRASH = 5
+"""Every command, not only those that judge: an unexpected exception is one line on stderr
+naming it and where, and this code, so a caller never reads a crash as a hang (1) or as bad
+input (2). GPUTUI_DEBUG=1 prints the traceback as well (gputui.cli)."""
 
 # Worse first: the order in which a run's worst verdict is chosen.
 _SEVERITY = (HANG, SICK_GPU, SLOW, OK)
@@ -34,6 +39,7 @@ TABLE = (
     (ERROR, "usage or error: bad arguments, unreadable input, NVML failing"),
     (SICK_GPU, "a sick GPU: hardware Xid, uncorrected ECC, pending row remap, lost GPU"),
     (SLOW, "a slow job (straggler), only with --fail-on-slow"),
+    (CRASH, "gputui itself failed: a bug; the message says where; not a verdict"),
 )
 
 
@@ -60,3 +66,8 @@ def of_state(state: str, *, fail_on_slow: bool = False) -> int:
 def help_text() -> str:
     """The table as `--help` epilog lines."""
     return "exit codes:\n" + "\n".join(f"  {c}  {what}" for c, what in TABLE)
+
+
+def crash_line() -> str:
+    """The crash code's line, for the epilog of a command with exit codes of its own."""
+    return f"  {CRASH}  {dict(TABLE)[CRASH]}"

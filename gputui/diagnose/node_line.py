@@ -11,10 +11,54 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputui.collect.record_spec import Anything, Int, List, Map, Num, Obj, Str
 from gputui.diagnose.merge_slow import slow_keys
 from gputui.diagnose.verdict import BUSY, HUNG, OK, SLOW, STALLED
 
 _RANK_LIST_LIMIT = 1 << 20
+_INDEX = Int(0, 1 << 22)  # a GPU index or a pid
+_INDICES = List(_INDEX, 4096)
+_STACK_ENTRY = Obj(
+    {
+        "pid": _INDEX,
+        "rank": Int(0, 1 << 24),
+        "gpu": _INDEX,
+        "role": Str(64),
+        "outcome": Str(64),
+        "frame": Str(4096),
+        "collective": Str(256),
+        "stack": List(Str(4096), 256),
+        "error": Str(4096),
+        "host": Str(255),
+    }
+)
+CHECK_LINE = Obj(
+    {
+        "t": Num(-1e11, 1e11),
+        "state": Str(16, choices=(OK, STALLED, HUNG, SLOW)),
+        "host": Str(255),
+        "spinning": _INDICES,
+        "suspects": _INDICES,
+        "suspect_pids": _INDICES,
+        "since": Num(-1e11, 1e11),
+        "reason": Str(64 * 1024),
+        "job_key": Str(4096),
+        "world_size": Int(0, _RANK_LIST_LIMIT),
+        "ranks": Map(Int(0, 1 << 31), 4096, keys=r"\d{1,7}"),
+        "stacks": List(_STACK_ENTRY, 4096),
+        "culprit_frame": Str(4096),
+        "findings": List(Str(64 * 1024), 1024),
+        # each GPU's entry is read leniently (_sick): a malformed one is left out, not the line
+        "health": Obj({"gpus": Map(Anything(), 256)}),
+        "missing_ranks": List(Int(0, 1 << 31), 4096),
+        "stragglers": _INDICES,
+        "wait_share": Map(Num(0.0, 1.0), 4096, keys=r"\d{1,7}"),
+    },
+    required=("t", "state"),
+)
+"""The keys of a `check --json` line that merge reads, and their shapes: a line with one of
+the wrong shape is skipped with its reason (`findings: a number, expected a list`), never a
+crash (gputui.collect.record_spec). Other keys are not read."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +111,9 @@ def line_from_json(d: Any, default_host: str) -> NodeLine:
     """A NodeLine from a parsed `check --json` object. ValueError (one line) if it is not."""
     if not isinstance(d, dict):
         raise ValueError("not a JSON object")
+    why = CHECK_LINE.problem(d)
+    if why is not None:
+        raise ValueError(why)
     t, state = d.get("t"), d.get("state")
     if not isinstance(t, (int, float)) or isinstance(t, bool) or t != t or abs(t) > 1e11:
         raise ValueError("missing or bad 't'")

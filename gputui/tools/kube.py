@@ -25,7 +25,7 @@ from dataclasses import replace
 from gputui.collect import subproc
 from gputui.errors import GputuiError
 from gputui.redact import redact_text
-from gputui.tools.fleet import HostRun, classify, remote_args, run_bounded
+from gputui.tools.fleet import HostRun, classify, left, not_started, remote_args, run_bounded
 
 MAX_PODS = 4096
 LIST_MAX_BYTES = 32 << 20
@@ -138,17 +138,22 @@ def run_kubectl(
     fanout: int = 64,
     timeout: float = 60.0,
     cancel: threading.Event | None = None,
+    deadline: float | None = None,
 ) -> list[HostRun]:
-    """Run the gputui command in every pod, at most `fanout` at once, each bounded."""
+    """Run the gputui command in every pod, at most `fanout` at once, each bounded, all
+    before `deadline` (monotonic; gputui.tools.fleet)."""
     cancel = cancel or threading.Event()
 
     def one(pod: str) -> HostRun:
         if cancel.is_set():
             return HostRun(pod, "cancelled", None, "", "cancelled", 0.0)
+        limit = left(deadline, timeout)
+        if limit <= 0:
+            return not_started(pod, timeout)
         argv = exec_argv(
             pod, remote_args(remote_for, pod), namespace=namespace, container=container
         )
-        return classify_exec(pod, *run_bounded(argv, timeout, cancel), timeout=timeout)
+        return classify_exec(pod, *run_bounded(argv, limit, cancel), timeout=timeout)
 
     with ThreadPoolExecutor(max_workers=max(1, min(fanout, len(pods)))) as pool:
         return list(pool.map(one, pods))

@@ -200,6 +200,18 @@ class GputuiApp(
             self.sampler.start()
         self.set_interval(1.0, self._check_stale)
         self._refresh_status()
+        self._show_notes()
+
+    def _show_notes(self) -> None:
+        """What the recording's reader skipped (records of the wrong shape), each once: at
+        the start, and at the end of a replay read while it played."""
+        from gputui.textsafe import clean
+
+        said = self.__dict__.setdefault("_notes_said", set())
+        for note in getattr(self.source, "notes", ()):
+            if note not in said:
+                said.add(note)
+                self.notify(clean(note), severity="warning", timeout=10)
 
     def _show_first(self, snap: Snapshot) -> None:
         """The first sample as it is, GPUs and processes, before any verdict."""
@@ -234,6 +246,7 @@ class GputuiApp(
 
     def on_source_ended(self, _: SourceEnded) -> None:
         self.ended = True
+        self._show_notes()
         if self.story is not None and not self.story.done:
             self.story.finish()  # the demo ends on its summary, not on "replay ended"
             self.story_bar.redraw()

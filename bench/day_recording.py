@@ -1,0 +1,212 @@
+"""A day-long recording, and what `snapshot`, `check --replay` and the dashboard pay for it.
+
+Issue 34: `snapshot` of a 200,000-sample recording (20 MB) took 13.3 s on the 2-core CPU box,
+over 20 s under load; `check --replay` and the dashboard's replay read the whole file the
+same way. This script makes such a recording and times each face on it:
+
+    python bench/day_recording.py                      # make it (once) and time everything
+    python bench/day_recording.py --gpus 8 --samples 25000 --repeat 3 --json out.json
+
+The recording (8 GPUs x 25,000 samples = 200,000 GPU lines, 1 s apart, about 7 hours) is
+written by gputui's own TraceWriter from the shapes of the real recordings in tests/data:
+each GPU's readings cycle through the H200 calibration trace's training, communication and
+spin phases (tests/data/h200x2-trace.jsonl.gz), each GPU holds one rank whose process is
+the one of tests/data/h200x2-die-unseen.trace.jsonl.gz (its command line, user, rank
+variables), a `health` record every 10 minutes, and the last 10 minutes are a hang: every
+GPU spins but GPU 3, whose rank is stuck on the CPU, with a `stacks` record at the stall.
+
+What is timed, each in a fresh `python -m gputui` (start-up included):
+
+- `snapshot --replay F` (the end) and `snapshot --replay F --at S` (the middle);
+- `check --replay F`: the whole file replayed (samples/s: GPU lines per second, as the
+  issue counts them);
+- the dashboard's replay start: the time to its first frame (bench/first_frame.py's child).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import ROOT, machine, machine_line, median, table, write_json  # noqa: E402
+
+DATA = ROOT / "tests" / "data"
+T0 = 1_795_400_000.0
+HANG_S = 600  # the last ten minutes
+STUCK_GPU = 3
+
+
+def _phases() -> dict[str, list[dict[str, Any]]]:
+    """The calibration trace's GPU-0 readings by phase."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    with gzip.open(DATA / "h200x2-trace.jsonl.gz", "rt") as f:
+        for line in f:
+            d = json.loads(line)
+            if d.get("gpu") == 0:
+                out.setdefault(d.get("phase") or "idle", []).append(d)
+    return out
+
+
+def make(path: Path, gpus: int, samples: int) -> None:
+    import random
+
+    from gputui.collect.model import GpuSample, RankInfo, Snapshot
+    from gputui.collect.trace import TraceWriter
+    from gputui.collect.trace_read import read_trace
+
+    rnd = random.Random(34)  # readings jitter as NVML's and psutil's do: the file's entropy
+    phases = _phases()
+    train, comm, idle = phases["train"], phases["comm_heavy"], phases["idle"]
+    spin = [  # the calibration's spinning GPU: a kernel at full util, no memory traffic
+        d for d in phases["stall_in_loop"]
+        if d["util"] >= 90 and d["mem_util"] <= 1 and d["power_w"] <= 150
+    ]  # fmt: skip
+    template = next(p for s in read_trace(DATA / "h200x2-die-unseen.trace.jsonl.gz")
+                    for p in s.processes if p.rank is not None)  # fmt: skip
+    procs = []
+    for g in range(gpus):
+        rank = RankInfo(rank=g, world_size=gpus, local_rank=g, local_world_size=gpus,
+                        master="10.0.0.7:29500")  # fmt: skip
+        procs.append(replace(template, pid=4000 + g, gpus=(g,), rank=rank, ppid=3999))
+    w = TraceWriter(path, host="node-07", interval=1.0)
+    hang_from = samples - HANG_S
+    for i in range(samples):
+        t = T0 + i
+        hung = i >= hang_from
+        gs, ps = [], []
+        for g in range(gpus):
+            if hung:
+                src = idle if g == STUCK_GPU else spin
+            else:
+                src = train if (i // 300) % 3 else comm  # 5-minute blocks
+            r = src[(i + 7 * g) % len(src)]
+            gs.append(
+                GpuSample(
+                    index=g,
+                    name="NVIDIA H200",
+                    uuid=f"GPU-549afb26-e13b-c2a8-a9b1-fd78b6f547{g:02d}",
+                    util=float(r["util"]),
+                    mem_util=float(r["mem_util"]),
+                    power_w=round(float(r["power_w"]) * rnd.uniform(0.97, 1.03), 3),
+                    power_limit_w=700.0,
+                    mem_used_mb=float(r["mem_used_mb"]) + 40_000 + rnd.randrange(64),
+                    mem_total_mb=143_771.0,
+                    temp_c=r.get("temp"),
+                    sm_mhz=r.get("sm_mhz"),
+                    mem_mhz=3201,
+                    pstate=0,
+                    events=0,
+                    pids=(4000 + g,),
+                    proc_mem_mb=((4000 + g, 40_000.0),),
+                )
+            )
+            ps.append(replace(procs[g], cpu_percent=round(rnd.uniform(95, 105), 1),
+                              rss_mb=round(9000 + rnd.uniform(0, 50), 4),
+                              gpu_mem_mb=40_000.0))  # fmt: skip
+        w.write(Snapshot(t=t, gpus=tuple(gs), processes=tuple(ps), source="nvml"))
+        if i % 600 == 0:
+            w.write_record({"type": "health", "t": round(t, 3), "started": T0,
+                            "counters": {str(g): {"lost": False, "ecc_uncorrected_volatile": 0}
+                                         for g in range(gpus)}})  # fmt: skip
+        if i == hang_from + 12:
+            ranks = [
+                {"pid": 4000 + g, "rank": g, "gpu": g, "outcome": "done", "thread": "active",
+                 "frames": [["load_next_batch", "train.py", 192], ["main", "train.py", 303]]
+                 if g == STUCK_GPU else
+                 [["all_reduce", "torch/distributed/distributed_c10d.py", 2501],
+                  ["train_step", "train.py", 178], ["main", "train.py", 303]]}
+                for g in range(gpus)
+            ]  # fmt: skip
+            w.write_record({"type": "stacks", "t": round(t, 3), "job": "master:10.0.0.7:29500",
+                            "trigger": "stalled", "tool": "py-spy", "ranks": ranks})  # fmt: skip
+    w.close()
+
+
+def _run(argv: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+    t = time.perf_counter()
+    r = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=ROOT)
+    return time.perf_counter() - t, r
+
+
+FIRST_FRAME = r"""
+import sys, time, asyncio
+t0 = float(sys.argv[2])
+from gputui.collect.source import ReplaySource
+from gputui.ui.app import GputuiApp
+try:
+    src = ReplaySource.from_file(sys.argv[1], realtime=True, lazy=True)
+except TypeError:  # before issue 34: no lazy reading
+    src = ReplaySource.from_file(sys.argv[1], realtime=True)
+app = GputuiApp(src, first=src.sample())
+async def main():
+    async with app.run_test(size=(120, 40)) as pilot:
+        while app.snapshot is None:
+            await pilot.pause(0.01)
+        print(time.time() - t0)
+asyncio.run(main())
+"""
+
+
+def run(path: Path, repeat: int, gpus: int, samples: int) -> dict[str, Any]:
+    py = [sys.executable, "-m", "gputui"]
+    cases = {
+        "snapshot (end)": [*py, "snapshot", "--replay", str(path)],
+        "snapshot --at middle": [*py, "snapshot", "--replay", str(path), "--at", str(samples // 2)],
+        "check --replay": [*py, "check", "--replay", str(path)],
+    }
+    rows, out = [], {}
+    lines = gpus * samples
+    for name, argv in cases.items():
+        times = []
+        for _ in range(repeat):
+            secs, r = _run(argv)
+            if r.returncode not in (0, 1):
+                raise SystemExit(f"{name}: exit {r.returncode}: {r.stderr[-500:]}")
+            times.append(secs)
+        rate = lines / median(times) if name.startswith("check") else None
+        rows.append((name, median(times), max(times), rate))
+        out[name] = {"median_s": median(times), "max_s": max(times), "lines_per_s": rate}
+    times = []
+    for _ in range(repeat):
+        secs, r = _run([sys.executable, "-c", FIRST_FRAME, str(path), str(time.time())])
+        if r.returncode != 0:
+            raise SystemExit(f"first frame: {r.stderr[-500:]}")
+        times.append(float(r.stdout.strip().splitlines()[-1]))
+    rows.append(("dashboard replay: first frame", median(times), max(times), None))
+    out["dashboard first frame"] = {"median_s": median(times), "max_s": max(times)}
+    print(table(rows, ["case", "median s", "max s", "GPU lines/s"]))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--samples", type=int, default=25_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--file", default=None, help="where the recording is (made if missing)")
+    ap.add_argument("--json", default=None, metavar="PATH")
+    args = ap.parse_args()
+    path = Path(args.file or f"/tmp/gputui-day-{args.gpus}x{args.samples}.jsonl.gz")
+    print(machine_line(machine()), f"load {os.getloadavg()[0]:.1f}")
+    if not path.exists():
+        t = time.perf_counter()
+        make(path, args.gpus, args.samples)
+        print(f"made {path} in {time.perf_counter() - t:.0f} s")
+    print(f"{path}: {path.stat().st_size / 2**20:.1f} MiB, {args.gpus * args.samples} GPU lines")
+    res = run(path, args.repeat, args.gpus, args.samples)
+    res["file_mib"] = path.stat().st_size / 2**20
+    write_json(args.json, "day_recording", res)
+
+
+if __name__ == "__main__":
+    main()

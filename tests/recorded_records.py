@@ -1,0 +1,184 @@
+"""The typed records of the real recordings in tests/data, and of the record types no real
+recording carries yet, made by the writers' own code; the paths of their fields, and the
+hostile values a field can be given.
+
+Used by tests/test_hostile_records.py (the property test over every field of every record
+type) and bench/hostile_sweep.py (the exhaustive sweep).
+
+Which recording holds which type:
+
+| type | recording |
+| --- | --- |
+| meta, health, ras | h100-one-gpu/comm.trace.jsonl.gz |
+| meta, stacks, nccl | h100-shared-gpu-stuck.trace.jsonl.gz |
+| rendezvous, lastwords, error | made here, put into h200x2-die-unseen.trace.jsonl.gz |
+
+h200x2-die-unseen is a real recording of a rank that dies: the lastwords record made for it
+names its job and its gone rank, so the replay explains it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).parent / "data"
+RECORDINGS = {
+    "comm": DATA / "h100-one-gpu" / "comm.trace.jsonl.gz",
+    "stuck": DATA / "h100-shared-gpu-stuck.trace.jsonl.gz",
+    "die": DATA / "h200x2-die-unseen.trace.jsonl.gz",
+}
+
+# The lines of GPU samples and records, as JSON texts, each file's own.
+Lines = list[str]
+
+
+def lines_of(path: Path) -> Lines:
+    return [ln for ln in gzip.decompress(path.read_bytes()).decode().splitlines() if ln.strip()]
+
+
+def _die_records(lines: Lines) -> list[dict[str, Any]]:
+    """A rendezvous, a lastwords and an error record for the `die` recording, at its stall."""
+    from gputui.collect.hostranks import HostRank
+    from gputui.collect.model import RankInfo
+    from gputui.collect.trace_read import read_trace
+    from gputui.tools.rendezvous_watch import judge_job
+
+    snaps = read_trace(RECORDINGS["die"])
+    job = next(s.jobs[0] for s in snaps if s.jobs)
+    t = snaps[len(snaps) * 3 // 4].t
+    gone_pid = max(job.pids)
+    info = RankInfo(rank=0, world_size=3, master="127.0.0.1:1")
+    entry = judge_job(job.key, [HostRank(min(job.pids), t - 30, info, "python3", "127.0.0.1", 1)],
+                      stacks=False)  # fmt: skip
+    assert entry is not None
+    entry["agent"] = {"pid": min(job.pids), "nnodes": "2"}
+    entry["listeners"] = [[min(job.pids), "127.0.0.1:1", "python3"]]
+    rendezvous = {"type": "rendezvous", "t": round(snaps[2].t, 3), "jobs": [entry]}
+    lastwords = {
+        "type": "lastwords",
+        "t": round(t, 3),
+        "job": job.key,
+        "trigger": "stalled",
+        "core_pattern": "core",
+        "kernel_error": None,
+        "ranks": [
+            {
+                "pid": gone_pid,
+                "rank": 1,
+                "gone": True,
+                "seen": True,
+                "gpus": [1],
+                "create_time": round(snaps[0].t - 40, 3),
+                "stdout": {"kind": "pipe", "path": None, "holder": "python3 (pid 1020)"},
+                "stderr": {"kind": "file", "path": "/job/rank1.err", "holder": None},
+                "cwd": "/job",
+                "core_limit": "0",
+                "log": "/job/rank1.err",
+                "tail": "Traceback (most recent call last):\n"
+                '  File "/job/train.py", line 88, in <module>\n'
+                "RuntimeError: CUDA error: an illegal memory access was encountered\n",
+                "error": None,
+                "kernel": [[round(t - 1, 3), "NVRM: Xid (PCI:0000:00:06): 31, pid=1, name=x"]],
+                "core": "/job/core.1",
+            }
+        ],
+    }
+    error = {"type": "error", "t": round(t + 0.5, 3), "job": job.key, "error": "ValueError()"}
+    return [rendezvous, lastwords, error]
+
+
+def _insert(lines: Lines, rec: dict[str, Any]) -> Lines:
+    """`rec` as a line after the last sample line at or before its time."""
+    t = rec["t"]
+    at = max(i for i, ln in enumerate(lines) if json.loads(ln).get("t", 0) <= t) + 1
+    return [*lines[:at], json.dumps(rec), *lines[at:]]
+
+
+def recordings() -> dict[str, Lines]:
+    """Each recording's lines, `die` with the made records in it."""
+    out = {name: lines_of(path) for name, path in RECORDINGS.items()}
+    for rec in _die_records(out["die"]):
+        out["die"] = _insert(out["die"], rec)
+    return out
+
+
+def records(all_lines: dict[str, Lines]) -> list[tuple[str, int, dict[str, Any]]]:
+    """(recording, line index, record) of every typed record."""
+    out = []
+    for name, lines in all_lines.items():
+        for i, ln in enumerate(lines):
+            d = json.loads(ln)
+            if "type" in d:
+                out.append((name, i, d))
+    return out
+
+
+Path_ = tuple[Any, ...]
+
+
+def paths(v: Any, at: Path_ = ()) -> Iterator[Path_]:
+    """Every key and index inside a record, outermost first (its envelope `type` and `t`
+    excluded: a bad envelope is an error of the file, not a skipped record)."""
+    if isinstance(v, dict):
+        for k, x in v.items():
+            if not at and k in ("type", "t"):
+                continue
+            yield (*at, k)
+            yield from paths(x, (*at, k))
+    elif isinstance(v, list):
+        for i, x in enumerate(v[:8]):  # the first few items of a long list stand for all
+            yield (*at, i)
+            yield from paths(x, (*at, i))
+
+
+def _nested(depth: int) -> Any:
+    v: Any = "x"
+    for i in range(depth):
+        v = [v] if i % 2 else {"k": v}
+    return v
+
+
+HOSTILE_VALUES: tuple[Any, ...] = (
+    None,
+    True,
+    0,
+    -1,
+    2**70,
+    1e308,
+    -1e308,
+    1.5,
+    float("nan"),
+    float("inf"),
+    "",
+    "x" * 70_000,
+    "\x1b]52;c;aGVsbG8=\x07\x1b[2J",
+    "\ud800",
+    [],
+    [None, 1, "a"],
+    [[1, 2]] * 5000,
+    {},
+    {"a": {"b": [1]}},
+    _nested(10),
+)
+"""What a field is given: wrong types, null, huge, negative, nested, escapes (the depth
+stays within the reader's nesting bound, so the line itself is readable)."""
+
+DELETE = object()
+"""A marker: the field is removed."""
+
+
+def mutate(rec: dict[str, Any], path: Path_, value: Any) -> dict[str, Any]:
+    """A deep copy of `rec` with `path` set to `value` (or removed: DELETE)."""
+    out = json.loads(json.dumps(rec))
+    d = out
+    for k in path[:-1]:
+        d = d[k]
+    if value is DELETE:
+        del d[path[-1]]
+    else:
+        d[path[-1]] = value
+    return out
