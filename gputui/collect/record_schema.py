@@ -19,6 +19,7 @@ list`), or None.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from gputui.collect.frames import MAX_RANKS as MAX_STACK_RANKS
@@ -225,16 +226,72 @@ SCHEMAS: dict[str, Obj] = {
         required=("ranks",),
     ),
     "error": Obj({**_ENVELOPE, "error": NAME}),
+    # The blamed GPU's pair probe (gputui.probe.blamed), joined to the verdict.
+    "blamed_probe": Obj(
+        {
+            "job": NAME,
+            "gpu": GPU,
+            "link": Int(0, 1 << 16),
+            "why": NAME,
+            "source": Str(64),
+            "outcome": Str(32),
+            "error": NAME,
+            "held_by": List(PID, MAX_RANKS),
+            "backend": Str(16),
+            "devices": List(GPU, 256),
+            "wall_s": SECONDS,
+            "pairs": List(
+                Obj(
+                    {
+                        "pair": List(GPU, 2),
+                        "ok": Bool(),
+                        "gbps": Num(0, 1e6),
+                        "busbw_gbps": Num(0, 1e6),
+                        "reason": NAME,
+                    }
+                ),
+                256,
+            ),
+        },
+        required=("gpu",),
+    ),
 }
 """Every record type gputui writes, and its shape. `grep '"type":' gputui` finds the
 writers; tests/test_record_schema.py checks that each writer's record fits."""
 
-KINDS = tuple(SCHEMAS)
+
+def _progress(record: dict[str, Any]) -> str | None:
+    from gputui.collect.progress import check_record
+
+    return check_record(record)
+
+
+def _debugserver(record: dict[str, Any]) -> str | None:
+    from gputui.collect.debugserver_parse import ranks_of_record
+
+    try:
+        ranks_of_record(record)
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        return str(e)[:120] or "not a debugserver record"
+    return None
+
+
+# Record types whose own module holds the check (it knows the shape best, and reads it).
+WHOLE: dict[str, Callable[[dict[str, Any]], str | None]] = {
+    "progress": _progress,
+    "debugserver": _debugserver,
+}
+
+
+KINDS = (*SCHEMAS, *WHOLE)
 
 
 def problem(kind: str, record: dict[str, Any]) -> str | None:
     """Why `record` (its envelope already checked) does not fit its type's shape, or None.
-    A type not in SCHEMAS fits: nothing reads it."""
+    A type not in SCHEMAS or WHOLE fits: nothing reads it."""
+    whole = WHOLE.get(kind)
+    if whole is not None:
+        return whole(record)
     schema = SCHEMAS.get(kind)
     return None if schema is None else schema.problem(record)
 
