@@ -10,6 +10,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from gputui.commands.common import check_detector_args, open_source
+from gputui.commands.lean import one_malloc_arena, without_tls
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     # A lost terminal (ssh dropped, tmux pane killed) must end gputui even when the shell
     # that started it ignored SIGHUP (nohup, some job launchers).
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    one_malloc_arena()  # before any thread starts (gputui.commands.lean says why)
     from gputui.ui.preframe import PreFrame
 
     pre = PreFrame()
@@ -99,8 +101,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) -> Any:
     """The app on the opened source, once the source is open (or its error raised)."""
-    from gputui.ui.app import GputuiApp
-
+    GputuiApp = _app_class()
     replay = getattr(args, "demo", False) or getattr(args, "replay", None) is not None
     # A replay is read by the bounded reader (trace_read), which ends on its own. NVML bounds
     # itself (and names the call that hung); for a live start this wait is a backstop.
@@ -132,6 +133,19 @@ def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) 
         story=story,
         theme=theme,
     )
+
+
+def _app_class() -> Any:
+    """GputuiApp, with Textual (and asyncio) imported without TLS: about 4 MB less resident
+    (gputui.commands.lean). A Textual that needed ssl to import is imported as it is."""
+    try:
+        with without_tls():
+            from gputui.ui.app import GputuiApp
+    except ImportError as e:
+        if e.name != "ssl":
+            raise
+        from gputui.ui.app import GputuiApp
+    return GputuiApp
 
 
 def _theme(args: argparse.Namespace) -> str | None:
