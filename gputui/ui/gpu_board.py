@@ -118,6 +118,11 @@ class GpuBoard(LineView):
         self.stale = False
         self.view = "auto"  # "auto" | "compact" | "full"
         self.reserved = 6  # lines other widgets take; set by the app
+        # What was drawn last, by its content: a GPU whose panel (or line) reads the same as
+        # at the previous sample keeps its Strips, which are then neither joined, styled nor
+        # compared again (an idle GPU's panel rarely changes). Keys hold the segments
+        # themselves (text and style), so a new theme or any change of content misses.
+        self._drawn: dict[Any, tuple[Any, Any]] = {}
 
     def show(
         self,
@@ -207,7 +212,18 @@ class GpuBoard(LineView):
         line.add(" ").cell(num(g.temp_c, "C"), 4, align=">").add(" ")
         h = self.history.get(g.index) or GpuHistory((g.util,), (g.mem_util,), (pf,))
         spark(line, h.util, max(0, width - line.length), h.power)
-        return line.strip(width)
+        return self._same(
+            ("line", g.index), (width, tuple(line.segments)), lambda: line.strip(width)
+        )
+
+    def _same(self, slot: Any, key: Any, make: Any) -> Any:
+        """What `make()` made the last time `slot` had this `key`, else `make()`'s new one."""
+        last = self._drawn.get(slot)
+        if last is not None and last[0] == key:
+            return last[1]
+        made = make()
+        self._drawn[slot] = (key, made)
+        return made
 
     # ------------------------------------------------------------ full: a boxed panel per GPU
 
@@ -217,8 +233,15 @@ class GpuBoard(LineView):
         out: list[Strip] = []
         for start in range(0, len(self.gpus), per_row):
             panels = [self._panel(g, pw) for g in self.gpus[start : start + per_row]]
-            for y in range(PANEL_H):
-                out.append(Strip.join([p[y] for p in panels]).extend_cell_length(width))
+            last = self._drawn.get(("row", start))
+            if last is not None and last[0][0] == width and _same_objects(last[0][1], panels):
+                out += last[1]  # every panel of the row is the one drawn last time
+                continue
+            joined = [
+                Strip.join([p[y] for p in panels]).extend_cell_length(width) for y in range(PANEL_H)
+            ]
+            self._drawn[("row", start)] = ((width, panels), joined)  # holds the panels
+            out += joined
         return out
 
     def _panel(self, g: GpuSample, w: int) -> list[Strip]:
@@ -268,6 +291,12 @@ class GpuBoard(LineView):
             .add(f"{num(g.temp_c, 'C')}  P{num(g.pstate)}"),
             last,
         ]
+        key = (w, box, tuple(top.segments), *(tuple(b.segments) for b in body))
+        return self._same(("panel", g.index), key, lambda: self._rows(top, body, box, w))
+
+    @staticmethod
+    def _rows(top: Line, body: list[Line], box: str, w: int) -> list[Strip]:
+        inner = w - 4
         rows = [top.strip(w)]
         for b in body:
             row = Line().add("│ ", box)
@@ -276,6 +305,10 @@ class GpuBoard(LineView):
             rows.append(row.pad_to(w - 2).add(" │", box).strip(w))
         rows.append(Line().add("╰" + "─" * (w - 2) + "╯", box).strip(w))
         return rows
+
+
+def _same_objects(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 _MARK = {"failed": "✖", "degraded": "!"}
