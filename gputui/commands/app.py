@@ -34,7 +34,14 @@ def _open_in_background(
 
     def work() -> None:
         try:
-            source = open_source(args, realtime=True, timeout=NVML_START_TIMEOUT)
+            # The GPUs' first reading is drawn as soon as NVML answers, before psutil and
+            # the health monitor are imported (gputui.collect.live).
+            source = open_source(
+                args,
+                realtime=True,
+                timeout=NVML_START_TIMEOUT,
+                on_gpus=None if pre is None else pre.draw,
+            )
         except BaseException as e:  # re-raised in the main thread
             result.append(e)
             return
@@ -43,7 +50,7 @@ def _open_in_background(
         except Exception:  # the sampler will try again and report it
             first = None
         result.append((source, first))
-        if pre is not None and first is not None:
+        if pre is not None and first is not None:  # a replay, --gpus, or no early reading
             pre.draw(first, getattr(source, "description", source.kind))
 
     t = threading.Thread(target=work, name="gputui-open-source", daemon=True)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from gputui.errors import GputuiError
 
@@ -266,11 +267,16 @@ def add_app_args(p: argparse.ArgumentParser) -> None:
 
 
 def open_source(
-    args: argparse.Namespace, realtime: bool = True, timeout: float | None = None
+    args: argparse.Namespace,
+    realtime: bool = True,
+    timeout: float | None = None,
+    on_gpus: Callable[[Any, str], object] | None = None,
 ) -> Source:
     """The Source the arguments ask for. Raises GputuiError on a bad replay file, and
     NvmlHung (a GputuiError) when NVML does not start within `timeout` (default: the
-    command's --timeout, else nvml.DEFAULT_TIMEOUT_S)."""
+    command's --timeout, else nvml.DEFAULT_TIMEOUT_S). `on_gpus`: the live GPUs' first
+    reading, as soon as NVML answers (gputui.collect.live); not with --gpus (it would show
+    every GPU) and never for a replay."""
     from gputui.collect.source import ReplaySource
 
     speed: float = getattr(args, "speed", None) or 1.0
@@ -295,6 +301,7 @@ def open_source(
             interval=getattr(args, "interval", 1.0),
             timeout=limit,
             health_events=getattr(args, "health_events", True),
+            on_gpus=None if getattr(args, "gpus", None) else on_gpus,
         )
     if getattr(args, "gpus", None):
         from gputui.collect.source import FilteredSource
