@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rich.segment import Segment
 from textual.strip import Strip
 
 from gputui.collect.model import GpuSample
@@ -237,14 +238,20 @@ class GpuBoard(LineView):
             if last is not None and last[0][0] == width and _same_objects(last[0][1], panels):
                 out += last[1]  # every panel of the row is the one drawn last time
                 continue
+            # One Strip per screen line, its panels' segments side by side (a Strip is not
+            # cheap to make: Textual gives each its caches).
+            used = pw * len(panels)
+            pad = [Segment(" " * (width - used))] if used < width else []
             joined = [
-                Strip.join([p[y] for p in panels]).extend_cell_length(width) for y in range(PANEL_H)
+                Strip([seg for p in panels for seg in p[y]] + pad, max(used, width))
+                for y in range(PANEL_H)
             ]
             self._drawn[("row", start)] = ((width, panels), joined)  # holds the panels
             out += joined
         return out
 
-    def _panel(self, g: GpuSample, w: int) -> list[Strip]:
+    def _panel(self, g: GpuSample, w: int) -> list[list[Segment]]:
+        """The panel's 7 lines as segments, each exactly `w` cells."""
         tag, detail = self.tags.get(g.index, ("", ""))
         box = "@box-spin" if tag == "spinning" else "@box-bad" if tag == "suspect" else "@box"
         inner = w - 4
@@ -295,16 +302,25 @@ class GpuBoard(LineView):
         return self._same(("panel", g.index), key, lambda: self._rows(top, body, box, w))
 
     @staticmethod
-    def _rows(top: Line, body: list[Line], box: str, w: int) -> list[Strip]:
+    def _rows(top: Line, body: list[Line], box: str, w: int) -> list[list[Segment]]:
         inner = w - 4
-        rows = [top.strip(w)]
+        rows = [_cells(top, w)]
         for b in body:
             row = Line().add("│ ", box)
-            row.segments += list(b.strip(inner)) if b.length > inner else b.segments
+            row.segments += _cells(b, inner) if b.length > inner else b.segments
             row.length += min(b.length, inner)
-            rows.append(row.pad_to(w - 2).add(" │", box).strip(w))
-        rows.append(Line().add("╰" + "─" * (w - 2) + "╯", box).strip(w))
+            rows.append(_cells(row.pad_to(w - 2).add(" │", box), w))
+        rows.append(_cells(Line().add("╰" + "─" * (w - 2) + "╯", box), w))
         return rows
+
+
+def _cells(line: Line, width: int) -> list[Segment]:
+    """`line.strip(width)`'s segments, without making a Strip unless it must be cut."""
+    if line.length > width:
+        return list(line.strip(width))
+    if line.length < width:
+        return [*line.segments, Segment(" " * (width - line.length), style(""))]
+    return list(line.segments)
 
 
 def _same_objects(a: Sequence[Any], b: Sequence[Any]) -> bool:
