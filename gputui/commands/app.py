@@ -95,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
         pre.leave()  # the error is said on the normal screen, which is left as it was
         raise
     pre.close()  # Textual takes the screen over from here
+    from gputui.ui.calm_input import calm_input
+
+    calm_input()  # Textual's key thread wakes 2 times a second at rest, not 10
     try:
         app.run(mouse=not args.no_mouse)
     finally:
