@@ -175,7 +175,9 @@ def measure(
     poll: float,
     frame_timeout: float,
 ) -> list[Run]:
-    socket = f"gputui-bench-{os.getpid()}"
+    # pid and a random part: a run in a PID namespace of its own (bench/node_cost.py) has a
+    # small pid that another such run may have too, and the tmux socket's directory is shared
+    socket = f"gputui-bench-{os.getpid()}-{os.urandom(3).hex()}"
     runs: list[Run] = []
     try:
         for s in specs:

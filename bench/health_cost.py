@@ -76,10 +76,14 @@ def alone() -> list[str]:
     return []
 
 
-def start(src: Path, lib: Path, gpus: int, links: int, span: float) -> subprocess.Popen[bytes]:
+def start(
+    src: Path, lib: Path, gpus: int, links: int, span: float, pass_s: float = 60.0
+) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
-    env.pop("GPUTUI_NVLINK_PASS_S", None)
     env.update(
+        # The pass this figure is about: a minute (the default is 5 minutes since; see
+        # gputui.collect.nvlink), so each GPU is read within a run. 48ea36a ignores it.
+        GPUTUI_NVLINK_PASS_S=f"{pass_s:g}",
         LD_LIBRARY_PATH=str(lib),
         PYTHONPATH=str(src),
         GPUTUI_STANDIN_NVML="ok",

@@ -89,7 +89,9 @@ def _exit_codes_epilog(name: str | None, p: argparse.ArgumentParser) -> None:
         p.formatter_class = _Formatter
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: bool = True) -> argparse.ArgumentParser:
+    """The command line's parser; `commands=False`: the dashboard's options alone, without
+    importing any sub-command's module (see `_dashboard_only`)."""
     from gputui.commands.common import add_app_args
 
     parser = _Parser(
@@ -98,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gputui {__version__}")
     add_app_args(parser)
+    if not commands:
+        parser.set_defaults(command=None)
+        return parser
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         try:
@@ -113,13 +118,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _dashboard_only(parser: argparse.ArgumentParser, argv: list[str]) -> bool:
+    """`argv` holds only the dashboard's own options (and their values): no word that could
+    name a sub-command, no --help. The dashboard then starts without importing the ten
+    sub-commands' modules (about 0.5 MB resident and a few ms before the first frame). Any
+    other word, even a typo, goes to the whole parser, which says what is wrong as before."""
+    takes_value = {
+        o for a in parser._actions if a.nargs != 0 for o in a.option_strings if o.startswith("--")
+    }
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        option = token.split("=", 1)[0]
+        if token in ("--", "-") or not token.startswith("-") or option in ("-h", "--help"):
+            return False
+        if option not in parser._option_string_actions:
+            return False  # a typo or an abbreviation: the whole parser's words for it
+        if "=" not in token and option in takes_value:
+            i += 1  # its value, e.g. --replay FILE
+        i += 1
+    return True
+
+
 def _dispatch(argv: list[str] | None) -> int:
     from gputui.commands.argorder import reorder, subparser
 
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(commands=False)
+    if not _dashboard_only(parser, argv):
+        parser = build_parser()
     try:
         # `gputui --demo check` checks the demo: options before the sub-command are its own.
-        argv = reorder(parser, sys.argv[1:] if argv is None else list(argv))
+        argv = reorder(parser, argv)
         args, extra = parser.parse_known_args(argv)
         if extra:  # named by the parser that was reading them: `see gputui check --help`
             (subparser(parser, args.command) or parser).error(

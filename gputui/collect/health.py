@@ -13,7 +13,7 @@ Xid, counters that changed (or a heartbeat every HEARTBEAT_S), a note.
   reason, never an error and never bad health. A GPU that answers GPU_IS_LOST is recorded
   `lost` and not asked again.
 - NVLink error counters cost the driver ~0.8 ms of CPU per (counter, link): they are read by
-  gputui.collect.nvlink on a thread of its own, one GPU per slot, a pass a minute, starting at
+  gputui.collect.nvlink on a thread of its own, one GPU per slot, a pass in 5 minutes, starting at
   the second poll (after the first sample is out), and each poll hands the reads finished
   since into the record (`nvlink`: per link values with the time of each read), from which
   gputui.diagnose.link_rates makes rates. `nvlink=False` (snapshot, dump, bundle): never read.

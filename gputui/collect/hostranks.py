@@ -5,6 +5,10 @@ spinning and often none held yet, so NVML never lists it. Its ranks are found he
 every few seconds, off the caller's thread, only processes not looked at before, only
 Python ones (by name, from /proc/PID/stat: no environment is read for anything else), and
 only those whose environment holds RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT/TORCHELASTIC_*.
+After the first scan, a new process is looked at once it has lived through a scan (2 s): a
+node's short-lived processes (a shell's pipelines, health checks, `nvidia-smi`) come and go
+by the dozen a second and are never read; reading the name of one that is still starting
+costs up to a quarter of a millisecond each. A rank waits in its rendezvous far longer.
 
 `listeners` says who listens on MASTER_ADDR:PORT (the TCPStore, or someone else holding
 the port); gputui.tools.rendezvous_watch adds a stack of one rank.
@@ -128,6 +132,7 @@ class HostRankScanner:
     started: float = field(default_factory=time.time)
     _ranks: dict[int, HostRank] = field(default_factory=dict)
     _looked: dict[int, float | None] = field(default_factory=dict)  # pid -> create time
+    _pending: set[int] = field(default_factory=set)  # new at the last scan, not looked at yet
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _pool: ThreadPoolExecutor | None = None
     _busy: bool = False
@@ -159,7 +164,13 @@ class HostRankScanner:
                     del self._ranks[pid]
                 for pid in [p for p in self._looked if p not in pids]:
                     del self._looked[pid]
-            new = sorted(p for p in pids if p not in self._looked and p != me)[:MAX_NEW_PER_SCAN]
+            fresh = {p for p in pids if p not in self._looked and p != me}
+            if self.scans:  # read once it lived through a scan (the module's docstring says why)
+                due, self._pending = fresh & self._pending, fresh - self._pending
+            else:  # the first scan: what runs when gputui starts is not churn
+                due = fresh
+            new = sorted(due)[:MAX_NEW_PER_SCAN]
+            self._pending |= due.difference(new)  # over the cap: the next scan reads them
             found = [(pid, read_rank(pid)) for pid in new]
             with self._lock:  # one scan's ranks appear together, never half a job
                 for pid, r in found:

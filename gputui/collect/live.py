@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from gputui.collect.health import HealthMonitor
-from gputui.collect.jobs import group_jobs
-from gputui.collect.model import Snapshot
-from gputui.collect.nsmap import PidMapper, reconcile
+from gputui.collect.model import GpuSample, Snapshot
 from gputui.collect.nvml import (
     DEFAULT_TIMEOUT_S,
     FAILING,
@@ -26,8 +25,9 @@ from gputui.collect.nvml import (
     unreadable_message,
 )
 from gputui.collect.nvml_thread import NvmlHung
-from gputui.collect.podresources import PodResources, name_pods
-from gputui.collect.procs import HostTop, ProcessReader
+
+if TYPE_CHECKING:
+    from gputui.collect.health import HealthMonitor
 
 
 class LiveSource:
@@ -40,25 +40,17 @@ class LiveSource:
         timeout: float = DEFAULT_TIMEOUT_S,
         health_events: bool = True,
         nvlink: bool | None = None,
+        on_gpus: Callable[[Snapshot, str], object] | None = None,
     ) -> None:
+        """`on_gpus(snapshot, description)`: called with the GPUs' first reading (no process,
+        no health) as soon as NVML has answered, before the process and health readers are
+        even imported (psutil, the redaction rules, the health monitor: about half of the
+        start-up's imports): the dashboard draws its first frame from it. That reading is
+        then the GPU part of the first `sample()`, so no extra NVML call is made."""
         self.interval = interval
         self.nvml = NvmlReader(timeout=timeout)
         if self.nvml.status == HUNG:
             raise NvmlHung(self.nvml.error or "NVML did not answer")
-        # GPU health (Xids, ECC, remaps, lost GPUs): records in each snapshot; the Xid event
-        # thread and the NVLink error counters (a thread of their own, from the second
-        # sample on) only for the commands that watch for a while (health_events; `nvlink`
-        # None: the same as health_events).
-        links = health_events if nvlink is None else nvlink
-        self.health = (
-            HealthMonitor(self.nvml, events=health_events, nvlink=links)
-            if self.nvml.devices
-            else None
-        )
-        self.procs = ProcessReader()
-        self.pidmap = PidMapper()
-        self.podres = PodResources()
-        self.host = HostTop(host_limit) if not self.nvml.devices else None
         self.hostname = socket.gethostname()
         if self.nvml.devices:
             self.description = (
@@ -67,11 +59,58 @@ class LiveSource:
         else:
             self.kind = "host"
             self.description = "host processes only (no GPUs)"
+        self._early: tuple[float, tuple[GpuSample, ...]] | None = None
+        if on_gpus is not None and self.nvml.devices:
+            t = time.time()
+            try:
+                gpus = tuple(self.nvml.read())
+            except Exception:  # noqa: S110 - the first sample() reads again and says why
+                pass
+            else:
+                self._early = (t, gpus)
+                on_gpus(self._snapshot(t, gpus), self.description)
+        from gputui.collect.health import HealthMonitor
+        from gputui.collect.nsmap import PidMapper
+        from gputui.collect.podresources import PodResources
+        from gputui.collect.procs import HostTop, ProcessReader
+
+        # GPU health (Xids, ECC, remaps, lost GPUs): records in each snapshot; the Xid event
+        # thread and the NVLink error counters (a thread of their own, from the second
+        # sample on) only for the commands that watch for a while (health_events; `nvlink`
+        # None: the same as health_events).
+        links = health_events if nvlink is None else nvlink
+        self.health: HealthMonitor | None = (
+            HealthMonitor(self.nvml, events=health_events, nvlink=links)
+            if self.nvml.devices
+            else None
+        )
+        self.procs = ProcessReader()
+        self.pidmap = PidMapper()
+        self.podres = PodResources()
+        self.host = HostTop(host_limit) if not self.nvml.devices else None
+
+    def _snapshot(self, t: float, gpus: tuple[GpuSample, ...]) -> Snapshot:
+        """GPUs alone (the early reading that `on_gpus` is given)."""
+        return Snapshot(
+            t=t,
+            gpus=gpus,
+            source=self.kind,
+            gpu_error=self.nvml.error or unreadable_message(gpus),
+            driver=self.nvml.driver,
+            hostname=self.hostname,
+        )
 
     def sample(self) -> Snapshot:
-        t = time.time()
+        from gputui.collect.jobs import group_jobs
+        from gputui.collect.nsmap import reconcile
+        from gputui.collect.podresources import name_pods
+
+        if self._early is not None:  # the reading `on_gpus` was given: not read again
+            (t, raw), self._early = self._early, None
+        else:
+            t, raw = time.time(), tuple(self.nvml.read())
         # Inside a container, NVML's pids may be the host's: made into pids that work here.
-        gpus, matched = reconcile(tuple(self.nvml.read()), self.pidmap)
+        gpus, matched = reconcile(raw, self.pidmap)
         want: dict[int, tuple[tuple[int, ...], float | None]] = {}
         for g in gpus:
             mem = dict(g.proc_mem_mb)

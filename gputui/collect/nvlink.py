@@ -5,16 +5,20 @@ Why: the driver charges about 0.8 ms of CPU for each (counter, link) read, batch
 43 ms; the `*_TOTAL` NVLink fields answer NOT_SUPPORTED there), and a GPU has up to 18 links
 and 4 counters. Read with the samples (72 reads of every GPU every 5 s, and once before the
 first frame) that was most of gputui's CPU on a 4-GPU node and delayed its first frame.
-Healthy links count a few corrected errors a minute each, so health needs rates over about a
-minute (gputui.diagnose.link_rates), not totals every few seconds.
+Healthy links count a few corrected errors a minute each, so health needs rates (errors a
+minute, gputui.diagnose.link_rates) over a span of minutes, not totals every few seconds.
 
-The schedule: one GPU per slot, in turn, a slot being the pass (PASS_S, 60 s; the
+The schedule: one GPU per slot, in turn, a slot being the pass (PASS_S, 5 minutes; the
 GPUTUI_NVLINK_PASS_S variable changes it) divided by the GPUs that have NVLink, so each GPU's
-links are read once a pass: 4 GPUs, one every 15 s; 8 GPUs, one every 7.5 s. One GPU's read
+links are read once a pass: 4 GPUs, one every 75 s; 8 GPUs, one every 37.5 s. One GPU's read
 is its link states (microseconds each) and, for each link that is up, its 4 error counters
 (replay, recovery, CRC flit, CRC data) through nvmlDeviceGetNvLinkErrorCounter, the per-link
 call that answers on every NVLink GPU (18 x 4 x 0.8 ms = 58 ms). Its cost: 4 GPUs x 18 links
-x 4 counters x 0.8 ms = 230 ms of CPU a minute (0.4 % of a core); 8 GPUs, 461 ms (0.8 %).
+x 4 counters x 0.8 ms = 230 ms of CPU a pass, 46 ms a minute (0.08 % of a core); 8 GPUs,
+92 ms a minute (0.15 %). Why not a pass a minute: that was 0.4 % of a core on 4 GPUs, a third
+of what nvitop costs there in all (1.16 %), and the dashboard's budget is half of nvitop's
+(BENCHMARKS.md, section 14); a link going bad counts hundreds to thousands a minute, which a
+rate over 5 minutes shows as well as one over 1.
 
 Bounded: each GPU's read is one unit of an NVML side thread (nvml_thread.side_thread) with
 the reader's deadline, so a sample never waits behind a counter read, and one that
@@ -38,7 +42,7 @@ from typing import Any
 
 from gputui.collect.nvml_thread import NvmlHung, side_thread
 
-PASS_S = 60.0  # every GPU's links read once in this long
+PASS_S = 300.0  # every GPU's links read once in this long
 PASS_ENV = "GPUTUI_NVLINK_PASS_S"
 PASS_MIN_S, PASS_MAX_S = 1.0, 3600.0
 NVLINK_MAX = 18  # links asked per GPU (H100, H200: 18); the first that is not there ends it

@@ -10,6 +10,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from gputui.commands.common import check_detector_args, open_source
+from gputui.commands.lean import one_malloc_arena, without_tls
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
@@ -33,8 +34,16 @@ def _open_in_background(
 
     def work() -> None:
         try:
-            # A recording is read on while it plays: a day-long one starts at once.
-            source = open_source(args, realtime=True, timeout=NVML_START_TIMEOUT, lazy=True)
+            # The GPUs' first reading is drawn as soon as NVML answers, before psutil and
+            # the health monitor are imported (gputui.collect.live); a recording is read on
+            # while it plays: a day-long one starts at once.
+            source = open_source(
+                args,
+                realtime=True,
+                timeout=NVML_START_TIMEOUT,
+                on_gpus=None if pre is None else pre.draw,
+                lazy=True,
+            )
         except BaseException as e:  # re-raised in the main thread
             result.append(e)
             return
@@ -43,7 +52,7 @@ def _open_in_background(
         except Exception:  # the sampler will try again and report it
             first = None
         result.append((source, first))
-        if pre is not None and first is not None:
+        if pre is not None and first is not None:  # a replay, --gpus, or no early reading
             pre.draw(first, getattr(source, "description", source.kind))
 
     t = threading.Thread(target=work, name="gputui-open-source", daemon=True)
@@ -73,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     # A lost terminal (ssh dropped, tmux pane killed) must end gputui even when the shell
     # that started it ignored SIGHUP (nohup, some job launchers).
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    one_malloc_arena()  # before any thread starts (gputui.commands.lean says why)
     from gputui.ui.preframe import PreFrame
 
     pre = PreFrame()
@@ -87,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
         pre.leave()  # the error is said on the normal screen, which is left as it was
         raise
     pre.close()  # Textual takes the screen over from here
+    from gputui.ui.calm_input import calm_input
+
+    calm_input()  # Textual's key thread wakes 2 times a second at rest, not 10
     try:
         app.run(mouse=not args.no_mouse)
     finally:
@@ -101,8 +114,8 @@ def run(args: argparse.Namespace) -> int:
 def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) -> Any:
     """The app on the opened source, once the source is open (or its error raised)."""
     from gputui.commands.debugserver_args import gatherers_for
-    from gputui.ui.app import GputuiApp
 
+    GputuiApp = _app_class()
     replay = getattr(args, "demo", False) or getattr(args, "replay", None) is not None
     # A replay is read by the bounded reader (trace_read), which ends on its own. NVML bounds
     # itself (and names the call that hung); for a live start this wait is a backstop.
@@ -138,6 +151,19 @@ def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) 
         story=story,
         theme=theme,
     )
+
+
+def _app_class() -> Any:
+    """GputuiApp, with Textual (and asyncio) imported without TLS: about 4 MB less resident
+    (gputui.commands.lean). A Textual that needed ssl to import is imported as it is."""
+    try:
+        with without_tls():
+            from gputui.ui.app import GputuiApp
+    except ImportError as e:
+        if e.name != "ssl":
+            raise
+        from gputui.ui.app import GputuiApp
+    return GputuiApp
 
 
 def _theme(args: argparse.Namespace) -> str | None:

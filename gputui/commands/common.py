@@ -12,7 +12,8 @@ import argparse
 import math
 import re
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from gputui.errors import GputuiError
 
@@ -283,11 +284,14 @@ def open_source(
     realtime: bool = True,
     timeout: float | None = None,
     lazy: bool = False,
+    on_gpus: Callable[[Any, str], object] | None = None,
 ) -> Source:
     """The Source the arguments ask for. Raises GputuiError on a bad replay file, and
     NvmlHung (a GputuiError) when NVML does not start within `timeout` (default: the
     command's --timeout, else nvml.DEFAULT_TIMEOUT_S). `lazy`: a --replay file is read on
-    while it plays (the dashboard; gputui.collect.source.ReplaySource.from_file)."""
+    while it plays (the dashboard; gputui.collect.source.ReplaySource.from_file).
+    `on_gpus`: the live GPUs' first reading, as soon as NVML answers (gputui.collect.live);
+    not with --gpus (it would show every GPU) and never for a replay."""
     from gputui.collect.source import ReplaySource
 
     speed: float = getattr(args, "speed", None) or 1.0
@@ -315,6 +319,7 @@ def open_source(
             interval=getattr(args, "interval", 1.0),
             timeout=limit,
             health_events=getattr(args, "health_events", True),
+            on_gpus=None if getattr(args, "gpus", None) else on_gpus,
         )
     if getattr(args, "gpus", None):
         from gputui.collect.source import FilteredSource

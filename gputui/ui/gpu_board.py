@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rich.segment import Segment
 from textual.strip import Strip
 
 from gputui.collect.model import GpuSample
@@ -120,6 +121,11 @@ class GpuBoard(LineView):
         self.stale = False
         self.view = "auto"  # "auto" | "compact" | "full"
         self.reserved = 6  # lines other widgets take; set by the app
+        # What was drawn last, by its content: a GPU whose panel (or line) reads the same as
+        # at the previous sample keeps its Strips, which are then neither joined, styled nor
+        # compared again (an idle GPU's panel rarely changes). Keys hold the segments
+        # themselves (text and style), so a new theme or any change of content misses.
+        self._drawn: dict[Any, tuple[Any, Any]] = {}
 
     def show(
         self,
@@ -209,7 +215,18 @@ class GpuBoard(LineView):
         line.add(" ").cell(num(g.temp_c, "C"), 4, align=">").add(" ")
         h = self.history.get(g.index) or GpuHistory((g.util,), (g.mem_util,), (pf,))
         spark(line, h.util, max(0, width - line.length), h.power)
-        return line.strip(width)
+        return self._same(
+            ("line", g.index), (width, tuple(line.segments)), lambda: line.strip(width)
+        )
+
+    def _same(self, slot: Any, key: Any, make: Any) -> Any:
+        """What `make()` made the last time `slot` had this `key`, else `make()`'s new one."""
+        last = self._drawn.get(slot)
+        if last is not None and last[0] == key:
+            return last[1]
+        made = make()
+        self._drawn[slot] = (key, made)
+        return made
 
     # ------------------------------------------------------------ full: a boxed panel per GPU
 
@@ -219,11 +236,24 @@ class GpuBoard(LineView):
         out: list[Strip] = []
         for start in range(0, len(self.gpus), per_row):
             panels = [self._panel(g, pw) for g in self.gpus[start : start + per_row]]
-            for y in range(PANEL_H):
-                out.append(Strip.join([p[y] for p in panels]).extend_cell_length(width))
+            last = self._drawn.get(("row", start))
+            if last is not None and last[0][0] == width and _same_objects(last[0][1], panels):
+                out += last[1]  # every panel of the row is the one drawn last time
+                continue
+            # One Strip per screen line, its panels' segments side by side (a Strip is not
+            # cheap to make: Textual gives each its caches).
+            used = pw * len(panels)
+            pad = [Segment(" " * (width - used))] if used < width else []
+            joined = [
+                Strip([seg for p in panels for seg in p[y]] + pad, max(used, width))
+                for y in range(PANEL_H)
+            ]
+            self._drawn[("row", start)] = ((width, panels), joined)  # holds the panels
+            out += joined
         return out
 
-    def _panel(self, g: GpuSample, w: int) -> list[Strip]:
+    def _panel(self, g: GpuSample, w: int) -> list[list[Segment]]:
+        """The panel's 7 lines as segments, each exactly `w` cells."""
         tag, detail = self.tags.get(g.index, ("", ""))
         box = "@box-spin" if tag == "spinning" else "@box-bad" if tag == "suspect" else "@box"
         inner = w - 4
@@ -270,14 +300,33 @@ class GpuBoard(LineView):
             .add(f"{num(g.temp_c, 'C')}  P{num(g.pstate)}"),
             last,
         ]
-        rows = [top.strip(w)]
+        key = (w, box, tuple(top.segments), *(tuple(b.segments) for b in body))
+        return self._same(("panel", g.index), key, lambda: self._rows(top, body, box, w))
+
+    @staticmethod
+    def _rows(top: Line, body: list[Line], box: str, w: int) -> list[list[Segment]]:
+        inner = w - 4
+        rows = [_cells(top, w)]
         for b in body:
             row = Line().add("│ ", box)
-            row.segments += list(b.strip(inner)) if b.length > inner else b.segments
+            row.segments += _cells(b, inner) if b.length > inner else b.segments
             row.length += min(b.length, inner)
-            rows.append(row.pad_to(w - 2).add(" │", box).strip(w))
-        rows.append(Line().add("╰" + "─" * (w - 2) + "╯", box).strip(w))
+            rows.append(_cells(row.pad_to(w - 2).add(" │", box), w))
+        rows.append(_cells(Line().add("╰" + "─" * (w - 2) + "╯", box), w))
         return rows
+
+
+def _cells(line: Line, width: int) -> list[Segment]:
+    """`line.strip(width)`'s segments, without making a Strip unless it must be cut."""
+    if line.length > width:
+        return list(line.strip(width))
+    if line.length < width:
+        return [*line.segments, Segment(" " * (width - line.length), style(""))]
+    return list(line.segments)
+
+
+def _same_objects(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 _MARK = {"failed": "✖", "degraded": "!"}

@@ -75,6 +75,7 @@ class ProcessTable(Widget, can_focus=True):
         )
         self._shown: list[Strip] = []  # lines on screen, header first
         self._row_cache: dict[str, tuple[Any, Strip]] = {}
+        self._head: tuple[tuple[Any, ...], Strip] | None = None  # what it was made of, header
         self._cols: tuple[tuple[R.Column, int], ...] = ()
         self._width = 0
 
@@ -145,7 +146,10 @@ class ProcessTable(Widget, can_focus=True):
             self._cols = R.visible_columns(width)
             self._row_cache.clear()
         base = self.rich_style  # the theme's background and text, under the spans' colours
-        new = [self._header(width).apply_style(base)]
+        head = (width, self._cols, self.sort_by, self.reverse, self.filter_text, self.tree_view)
+        if self._head is None or self._head[0] != (*head, base):  # the same header: kept
+            self._head = ((*head, base), self._header(width).apply_style(base))
+        new = [self._head[1]]
         for r in self.rows[self.top_row : self.top_row + height - 1]:
             new.append(self._line(r, width))
         new += [Strip.blank(width, base)] * (height - len(new))
@@ -214,6 +218,7 @@ class ProcessTable(Widget, can_focus=True):
     def redraw(self) -> None:
         """Build every row again (the theme changed: gputui.ui.palette)."""
         self._row_cache.clear()
+        self._head = None
         self._repaint()
 
     def on_resize(self) -> None:

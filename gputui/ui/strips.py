@@ -112,6 +112,10 @@ class LineView(Widget):
         super().__init__(id=id, classes=classes)
         self._strips: list[Strip] = []
         self._built_width = -1
+        # Per line: (the line as built, the same on the theme's colours), from the last
+        # redraw: a line built again the same is not styled again (see `_themed`)
+        self._on_theme: list[tuple[Strip, Strip]] = []
+        self._on_theme_base: Style | None = None
 
     def build(self, width: int) -> list[Strip]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -128,9 +132,25 @@ class LineView(Widget):
 
     def _themed(self, strips: list[Strip]) -> list[Strip]:
         """The lines on the theme's background and text colour (the widget's CSS style),
-        under the colours of their own spans: plain text is the theme's, not the terminal's."""
+        under the colours of their own spans: plain text is the theme's, not the terminal's.
+
+        A line that reads as the line at its place did last time (the very object, when a
+        subclass keeps what did not change, as the GPU board does; else an equal one) gets
+        the same styled object back: a sample that changes two lines of ten styles two, and
+        `repaint_changed` skips the others by identity."""
         base = self.rich_style
-        return [s.apply_style(base) for s in strips] if base else strips
+        if not base:
+            return strips
+        last = self._on_theme if base == self._on_theme_base else []
+        out: list[tuple[Strip, Strip]] = []
+        for i, s in enumerate(strips):
+            was = last[i] if i < len(last) else None
+            if was is not None and (was[0] is s or was[0] == s):
+                out.append(was)
+            else:
+                out.append((s, s.apply_style(base)))
+        self._on_theme, self._on_theme_base = out, base
+        return [themed for _, themed in out]
 
     def on_resize(self) -> None:
         if self.size.width != self._built_width:
@@ -163,7 +183,9 @@ def repaint_changed(
         widget.refresh(layout=layout)
         return
     dirty = [
-        Region(0, y, width, 1) for y, (a, b) in enumerate(zip(old, new, strict=True)) if a != b
+        Region(0, y, width, 1)
+        for y, (a, b) in enumerate(zip(old, new, strict=True))
+        if a is not b and a != b
     ]
     if dirty:
         widget.refresh(*dirty)

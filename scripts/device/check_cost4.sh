@@ -58,8 +58,22 @@ tmux new-session -d -s prof -x 160 -y 50 "python3 -m gputui"
 sleep 3
 pid=$(pgrep -f '^python3 -m gputui$' | head -1)
 if [ -n "$pid" ]; then
+  py-spy dump -p "$pid" --nonblocking 2>/dev/null | grep '^Thread' >"$O/n4_threads.txt"
+  ticks() { for t in /proc/"$pid"/task/*; do echo "${t##*/} $(cut -d' ' -f14,15 "$t/stat")"; done; }
+  ticks >"$O/n4_ticks0.txt"
   timeout -k 5 30 py-spy record -p "$pid" -d 20 -r 100 -f raw -o "$O/n4_prof.txt" --nonblocking \
     >/dev/null 2>&1
+  ticks >"$O/n4_ticks1.txt"
+  say "== the dashboard's CPU ticks per thread over those 20 s (py-spy's own pauses included)"
+  python3 - "$O/n4_threads.txt" "$O/n4_ticks0.txt" "$O/n4_ticks1.txt" <<'PY' | tee -a "$S"
+import re, sys
+names = {m[1]: m[2] for m in re.finditer(r"Thread (\d+) \([^)]*\): \"([^\"]*)\"", open(sys.argv[1]).read())}
+def read(path):
+    return {f[0]: int(f[1]) + int(f[2]) for f in (ln.split() for ln in open(path)) if len(f) == 3}
+a, b = read(sys.argv[2]), read(sys.argv[3])
+rows = sorted(((b[t] - a.get(t, 0), names.get(t, t)) for t in b), reverse=True)
+print(f"total {sum(d for d, _ in rows)} ticks: " + ", ".join(f"{n} {d}" for d, n in rows if d))
+PY
   say "== py-spy of the dashboard on 4 busy GPUs, 20 s: top own frames"
   python3 - "$O/n4_prof.txt" <<'PY' | tee -a "$S"
 import collections, sys

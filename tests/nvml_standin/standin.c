@@ -24,9 +24,18 @@
  *   spin                both GPUs spin in a collective: util 100 %, no memory traffic, idle
  *                       power (the hang pattern the detector looks for)
  *   spin_gpu:G          only GPU G spins; the other is idle (a rank its peer waits for)
+ *   busy                every GPU computes, as under a balanced training job: util 93-100 %,
+ *                       memory util 35-60 %, 560-690 W, 1980 MHz, 60 GiB used, each figure
+ *                       changing from one sample to the next (what a dashboard repaints)
  *
  * With GPUTUI_STANDIN_PIDS=P0,P1, GPU i runs process Pi (a real process a test started, e.g.
  * a rank of a gloo job), so gputui reads its command line and environment like a rank's.
+ *
+ * It also answers what other monitors ask of an H200 (nvitop, for the side-by-side cost
+ * benchmark in bench/app_cpu.py): the power management limit, graphics processes (none),
+ * persistence mode (on), compute mode (default), display (off), encoder and decoder (0 %),
+ * the CUDA driver version, per-process utilization; fan speed and driver model answer Not
+ * Supported, as on an H200 SXM under Linux.
  *
  * GPU health (each GPU is healthy unless one of these names it):
  *
@@ -87,6 +96,7 @@ enum {
     NVML_ERROR_UNINITIALIZED = 1,
     NVML_ERROR_INVALID_ARGUMENT = 2,
     NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NOT_FOUND = 6,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_DRIVER_NOT_LOADED = 9,
     NVML_ERROR_TIMEOUT = 10,
@@ -141,7 +151,7 @@ static struct {
 } nvl = {0, 800, -1, -1, 100.0, -1, -1.0, 0};
 
 static struct {
-    int hang_init, hang_shutdown, lost, bad_name, init_error, no_driver, spin, spin_gpu;
+    int hang_init, hang_shutdown, lost, bad_name, init_error, no_driver, spin, spin_gpu, busy;
     unsigned int pids[NGPU];
     long hang_read_after, lost_after;  /* -1: never */
     int xid_gpu, xid, ecc[NGPU], remap_pending[NGPU], lost_gpu, no_events;  /* gpu -1: none */
@@ -190,6 +200,7 @@ static void parse_mode(void) {
         } else if (!strncmp(tok, "lost_gpu:", 9)) mode.lost_gpu = atoi(tok + 9);
         else if (!strcmp(tok, "spin")) mode.spin = 1;
         else if (!strncmp(tok, "spin_gpu:", 9)) mode.spin_gpu = atoi(tok + 9);
+        else if (!strcmp(tok, "busy")) mode.busy = 1;
         else if (!strncmp(tok, "busy_pid:", 9)) mode.pids[0] = (unsigned int)atol(tok + 9);
         else if (!strncmp(tok, "nvlink_counter_na:", 18)) nvl.counter_na = atoi(tok + 18);
         else if (!strcmp(tok, "hang_nvlink")) nvl.hang = 1;
@@ -220,6 +231,15 @@ static void parse_mode(void) {
         mode.pids[i] = (unsigned int)strtoul(pids, (char **)&pids, 10);
         if (*pids == ',') pids++;
     }
+}
+
+/* A figure of a busy GPU that changes from one sample to the next: lo..hi, stepped by the
+   sample count (one nvmlDeviceGetUtilizationRates per GPU per sample) and the GPU. */
+static unsigned int wobble(int gpu, unsigned int lo, unsigned int hi, unsigned int salt) {
+    unsigned long x = (unsigned long)(util_reads / (ngpu ? ngpu : 1)) * 2654435761UL;
+    x ^= (unsigned long)(gpu + 1) * 40503UL + salt * 97UL;
+    x ^= x >> 13;
+    return lo + (unsigned int)(x % (hi - lo + 1));
 }
 
 /* Never returns, and keeps the lock: what a wedged driver call looks like from outside. */
@@ -264,6 +284,7 @@ const char *nvmlErrorString(nvmlReturn_t r) {  /* no lock: pynvml calls it to pr
     case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
     case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
     case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
     case NVML_ERROR_TIMEOUT: return "Timeout";
@@ -340,7 +361,7 @@ static const unsigned long long TOTAL = 143771ULL * MIB, RESERVED = 614ULL * MIB
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
     DEVICE_CALL(d);
     m->total = TOTAL;
-    m->used = RESERVED + MIB;  /* v1 counts the driver's reservation as used */
+    m->used = RESERVED + (mode.busy ? wobble(d->index, 61000, 61400, 5) * MIB : MIB);  /* v1 counts the driver's reservation as used */
     m->free = m->total - m->used;
     LEAVE(NVML_SUCCESS);
 }
@@ -350,7 +371,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m) {
     if (m->version != MEMORY_V2_VERSION) LEAVE(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
     m->total = TOTAL;
     m->reserved = RESERVED;
-    m->used = MIB;
+    m->used = mode.busy ? wobble(d->index, 61000, 61400, 5) * MIB : MIB;
     m->free = m->total - m->reserved - m->used;
     LEAVE(NVML_SUCCESS);
 }
@@ -360,14 +381,16 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u)
     util_reads++;  /* counted before the gate: call N+1 is the one that fails */
     nvmlReturn_t g = gate(d);
     if (g) LEAVE(g);
-    u->gpu = (mode.spin || (int)d->index == mode.spin_gpu) ? 100 : 0;
-    u->memory = 0;
+    u->gpu = (mode.spin || (int)d->index == mode.spin_gpu) ? 100
+             : mode.busy                                      ? wobble(d->index, 93, 100, 1)
+                                                              : 0;
+    u->memory = mode.busy ? wobble(d->index, 35, 60, 2) : 0;
     LEAVE(NVML_SUCCESS);
 }
 
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw) {
     DEVICE_CALL(d);
-    *mw = power_mw[d->index];
+    *mw = mode.busy ? wobble(d->index, 560000, 690000, 3) : power_mw[d->index];
     LEAVE(NVML_SUCCESS);
 }
 
@@ -380,15 +403,15 @@ nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned int *mw) {
 nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned int *t) {
     DEVICE_CALL(d);
     if (sensor != 0) LEAVE(NVML_ERROR_NOT_SUPPORTED);
-    *t = temp_c[d->index];
+    *t = mode.busy ? wobble(d->index, 62, 66, 4) : temp_c[d->index];
     LEAVE(NVML_SUCCESS);
 }
 
 nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned int *mhz) {
     DEVICE_CALL(d);
     switch (type) {
-    case 0: *mhz = 345; break;   /* graphics */
-    case 1: *mhz = 345; break;   /* SM */
+    case 0: *mhz = mode.busy ? 1980 : 345; break;   /* graphics */
+    case 1: *mhz = mode.busy ? 1980 : 345; break;   /* SM */
     case 2: *mhz = 3201; break;  /* memory */
     default: LEAVE(NVML_ERROR_NOT_SUPPORTED);
     }
@@ -403,7 +426,7 @@ nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t d, int *pstate) {
 
 nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned long long *r) {
     DEVICE_CALL(d);
-    *r = 1;  /* GPU idle */
+    *r = mode.busy ? 0 : 1;  /* none, or GPU idle */
     LEAVE(NVML_SUCCESS);
 }
 nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d, unsigned long long *r) {
@@ -427,6 +450,106 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned in
     infos[0].usedGpuMemory = 1024 * MIB;
     infos[0].gpuInstanceId = infos[0].computeInstanceId = 0xFFFFFFFF;
     LEAVE(NVML_SUCCESS);
+}
+
+/* ---------------------------------------------------------------- what nvitop also asks */
+
+nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t d, unsigned int *mw) {
+    DEVICE_CALL(d);
+    *mw = 700000;
+    LEAVE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d, unsigned int *count,
+                                                      nvmlProcessInfo_t *infos) {
+    (void)infos;
+    DEVICE_CALL(d);
+    *count = 0;  /* no graphics contexts on a compute node */
+    LEAVE(NVML_SUCCESS);
+}
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long timeStamp;
+    unsigned int smUtil, memUtil, encUtil, decUtil;
+} nvmlProcessUtilizationSample_t;
+
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t *s,
+                                             unsigned int *count, unsigned long long last) {
+    (void)last;
+    DEVICE_CALL(d);
+    unsigned int pid = mode.pids[d->index];
+    if (!pid) LEAVE(NVML_ERROR_NOT_FOUND);  /* no sample since `last` */
+    if (!s || *count < 1) {
+        *count = 1;
+        LEAVE(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    *count = 1;
+    s[0].pid = pid;
+    s[0].timeStamp = (unsigned long long)(now_s() * 1e6);
+    s[0].smUtil = mode.busy ? wobble(d->index, 93, 100, 1) : 0;
+    s[0].memUtil = mode.busy ? wobble(d->index, 35, 60, 2) : 0;
+    s[0].encUtil = s[0].decUtil = 0;
+    LEAVE(NVML_SUCCESS);
+}
+
+static nvmlReturn_t one_uint(nvmlDevice_t d, unsigned int *out, unsigned int v) {
+    nvmlReturn_t g = gate(d);
+    if (g) return g;
+    *out = v;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t d, unsigned int *on) {
+    ENTER();
+    LEAVE(one_uint(d, on, 1));
+}
+
+nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t d, unsigned int *m) {
+    ENTER();
+    LEAVE(one_uint(d, m, 0));  /* default */
+}
+
+nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t d, unsigned int *on) {
+    ENTER();
+    LEAVE(one_uint(d, on, 0));
+}
+
+nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t d, unsigned int *u, unsigned int *us) {
+    ENTER();
+    *us = 167000;
+    LEAVE(one_uint(d, u, 0));
+}
+
+nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t d, unsigned int *u, unsigned int *us) {
+    ENTER();
+    *us = 167000;
+    LEAVE(one_uint(d, u, 0));
+}
+
+nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t d, unsigned int *pct) {
+    (void)pct;
+    DEVICE_CALL(d);
+    LEAVE(NVML_ERROR_NOT_SUPPORTED);  /* an SXM module has no fan of its own */
+}
+
+nvmlReturn_t nvmlDeviceGetDriverModel_v2(nvmlDevice_t d, int *current, int *pending) {
+    (void)current, (void)pending;
+    DEVICE_CALL(d);
+    LEAVE(NVML_ERROR_NOT_SUPPORTED);  /* Windows only */
+}
+nvmlReturn_t nvmlDeviceGetDriverModel(nvmlDevice_t d, int *current, int *pending) {
+    return nvmlDeviceGetDriverModel_v2(d, current, pending);
+}
+
+nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *version) {
+    ENTER();
+    if (!initialized) LEAVE(NVML_ERROR_UNINITIALIZED);
+    *version = 13000;
+    LEAVE(NVML_SUCCESS);
+}
+nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *version) {
+    return nvmlSystemGetCudaDriverVersion_v2(version);
 }
 
 /* ---------------------------------------------------------------- GPU health */
