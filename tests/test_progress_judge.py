@@ -82,6 +82,30 @@ def test_a_busy_wait_loop_burns_a_core_in_one_place_and_is_not_busy():
     assert "busy-wait loop" in j.why
 
 
+def test_a_long_native_call_under_a_library_frame_is_busy_though_its_stack_stands_still():
+    """Seen on 4 x H200: torch.save of a 16 GiB state dict spent its first seconds in one
+    native call (the archive's CRC, then one large write): a whole core, no bytes counted
+    yet, the Python stack standing in torch's `_save` under the rank's save_checkpoint. It
+    was called stalled at +5 s; it is a checkpoint being written."""
+    fns = ["_save", "save", "save_checkpoint", "rank_main", "main", "<module>"]
+    still = [dump(i, False, "save_checkpoint (rank_worker.py:126)", fns) for i in (2, 4, 6, 8)]
+    j = judge_rank(entry(per_s_cpu=1.0, dumps=still))
+    assert j is not None and j.advancing is True
+    assert j.what == "writes a checkpoint" and j.rate == "1.0 CPU core"
+    assert j.sentence().startswith(
+        "rank 0 writes a checkpoint: save_checkpoint (rank_worker.py:126)"
+    )
+
+
+def test_a_loop_in_the_ranks_own_code_standing_still_is_not_native_work():
+    """The same still stack, but its innermost frame is the rank's own function: a
+    busy-wait in Python, stuck."""
+    fns = ["wait_for_flag", "rank_main"]
+    still = [dump(i, False, "wait_for_flag (train.py:78)", fns) for i in (2, 4, 6, 8)]
+    j = judge_rank(entry(per_s_cpu=1.0, dumps=still))
+    assert j is not None and j.advancing is False
+
+
 def test_frames_that_move_without_cpu_time_are_not_progress():
     polling = [dump(i, True, "poll (train.py:5)", ("poll",)) for i in (2, 4, 6, 8)]
     j = judge_rank(entry(per_s_cpu=0.02, dumps=polling))

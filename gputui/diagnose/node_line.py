@@ -35,7 +35,7 @@ _STACK_ENTRY = Obj(
 CHECK_LINE = Obj(
     {
         "t": Num(-1e11, 1e11),
-        "state": Str(16, choices=(OK, STALLED, HUNG, SLOW)),
+        "state": Str(16, choices=(OK, STALLED, HUNG, SLOW, BUSY)),
         "host": Str(255),
         "spinning": _INDICES,
         "suspects": _INDICES,

@@ -16,6 +16,9 @@ and Python wait loop burn CPU while they spin:
   AND a dump in the window found its main thread in other functions than the dump before
   (lines are not compared: py-spy sees a `while True: pass` on either of its two lines). A
   busy-wait loop burns a whole core in the same function at every dump: stuck, not busy;
+- ...or with the stack standing still inside a library's call (the innermost Python frame
+  not the rank's own: a long native call such as torch.save's CRC and write of a large state
+  dict, seen on 4 x H200): that work advances where Python cannot see it;
 - frames that move without CPU time (a sleep loop that wakes to poll) are not progress.
 
 A job is busy when every live suspect advances, none is gone, and no stronger evidence (a
@@ -192,6 +195,18 @@ def judge_rank(e: dict[str, Any]) -> RankProgress | None:
         return replace(base, advancing=True, what=what, rate=rate, for_s=for_s)
     t_window = t_end - WINDOW_S
     stirred = [d for d in dumps if d.get("moved") is True and (_num(d.get("t")) or 0.0) >= t_window]
+    native = _in_native_work(dumps, t_window)
+    if cpu >= CPU_MIN and native is not None and not stirred:
+        # One long call into a library's native code (torch.save's CRC and write of a large
+        # state dict, a C++ compile step): the Python stack stands still by nature.
+        if _CHECKPOINT.search(names):
+            what = "writes a checkpoint"
+        elif _COMPILE.search(names):
+            what = "compiles on the CPU"
+        else:
+            what = f"works in native code under {native}"
+        rate = f"{cpu:.1f} CPU core{'s' if round(cpu, 1) != 1.0 else ''}"
+        return replace(base, advancing=True, what=what, rate=rate, for_s=for_s)
     if cpu >= CPU_MIN and stirred:
         if _COMPILE.search(names):
             what = "compiles on the CPU"
@@ -202,6 +217,22 @@ def judge_rank(e: dict[str, Any]) -> RankProgress | None:
         rate = f"{cpu:.1f} CPU core{'s' if round(cpu, 1) != 1.0 else ''}"
         return replace(base, advancing=True, what=what, rate=rate, for_s=for_s)
     return replace(base, advancing=False, for_s=for_s, why=_stuck_words(cpu, dumps, t_window))
+
+
+def _in_native_work(dumps: list[dict[str, Any]], since: float) -> str | None:
+    """The library function a rank's main thread stood in at its last two dumps (in the
+    window, the same functions both times), when that is not its own code: a long native
+    call (torch.save of 16 GiB spent its first seconds in one CRC, on 4 x H200). A loop in
+    the rank's own code (`while True: pass`) has its own function innermost: None."""
+    done = [d for d in dumps if d.get("outcome") == "done" and (_num(d.get("t")) or 0.0) >= since]
+    if len(done) < 2 or any(d.get("moved") for d in done[-2:]):
+        return None
+    a, b = (_strs(d.get("functions")) for d in done[-2:])
+    if not b or a != b:
+        return None
+    frame = _text(done[-1].get("frame"))
+    own = frame.split(" (", 1)[0] if frame else None
+    return None if own is None or b[0] == own else b[0]
 
 
 def _stuck_words(cpu: float, dumps: list[dict[str, Any]], since: float) -> str:
