@@ -54,6 +54,6 @@ def calm_input() -> bool:
     if mod is selectors:
         shim = types.SimpleNamespace(**{k: getattr(selectors, k) for k in dir(selectors)})
         shim.SelectSelector = CalmSelector
-        linux_driver.selectors = shim  # type: ignore[attr-defined]
+        linux_driver.selectors = shim  # type: ignore[assignment]
         return True
     return getattr(mod, "SelectSelector", None) is CalmSelector  # done before
