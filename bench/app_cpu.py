@@ -139,7 +139,8 @@ def app_specs(
         name, _, cmd = name.partition("=")  # NAME=COMMAND: another build, e.g. an older gputui
         if name.startswith("gputui"):
             argv = shlex.split(cmd or gputui or "") or [sys.executable, "-m", "gputui"]
-            argv += ["--interval", f"{interval:g}"]
+            if interval > 0:  # 0: each app at its own default (gputui 1 s, nvitop 2 s)
+                argv += ["--interval", f"{interval:g}"]
             markers: tuple[str, ...] = (POWER,)
             if source == "demo":
                 argv.append("--demo")
@@ -158,7 +159,8 @@ def app_specs(
             elif not have_gpu:
                 skipped.append("nvitop: no NVIDIA GPU here, it shows nothing without one")
             else:
-                argv = [*shlex.split(exe), "--monitor", "full", "--interval", f"{interval:g}"]
+                argv = [*shlex.split(exe), "--monitor", "full"]
+                argv += ["--interval", f"{interval:g}"] if interval > 0 else []
                 specs.append(AppSpec("nvitop", pre + argv, (NVITOP_POWER,)))
         else:
             raise SystemExit(f"unknown app {name!r} (gputui, nvitop, floor)")
@@ -394,7 +396,7 @@ def report(res: dict[str, Any]) -> str:
     lines = [
         f"gputui source: {res['source']}, .pyc {'present' if res['pyc'] else 'absent'}; "
         f"{res['size']} terminal ({res['runner']}, first-frame resolution {res['resolution']}), "
-        f"refresh {res['interval_s']:g} s, CPU over {res['duration_s']:g} s after "
+        f"refresh {res['interval_s'] or 'each default'} s, CPU over {res['duration_s']:g} s after "
         f"{res['warmup_s']:g} s warm-up, apps run {how}",
         table(rows, head),
     ]
@@ -437,7 +439,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-pyc", action="store_true", help="no .pyc read or written by any app")
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--warmup", type=float, default=3.0)
-    ap.add_argument("--interval", type=float, default=1.0, help="refresh of both apps (s)")
+    ap.add_argument(
+        "--interval", type=float, default=1.0, help="refresh of both apps (s); 0: their defaults"
+    )
     ap.add_argument("--size", default="160x50", help="terminal COLSxROWS (default 160x50)")
     ap.add_argument("--runner", choices=("auto", "tmux", "pty"), default="auto")
     g = ap.add_mutually_exclusive_group()

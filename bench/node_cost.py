@@ -167,7 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=45.0)
     ap.add_argument("--warmup", type=float, default=3.0)
     ap.add_argument("--frames", type=int, default=5)
-    ap.add_argument("--interval", type=float, default=1.0, help="refresh of every app (s)")
+    ap.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        help="refresh of every app (s); 0: each at its default (gputui 1 s, nvitop 2 s)",
+    )
     ap.add_argument("--size", default="160x50")
     ap.add_argument("--runner", choices=("auto", "tmux", "pty"), default="auto")
     ap.add_argument("--nvitop", help="nvitop command (default: nvitop on PATH)")
@@ -204,8 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     where = "a PID namespace of its own" if args.inside else "the host's processes"
     print(
         f"{where}; stand-in NVML, {LINKS} NVLinks a GPU at {COST_US} us a counter read; refresh "
-        f"{args.interval:g} s; {args.size}; CPU over {args.duration:g} s together; first frame: "
-        f"median of {args.frames} starts alone; nvitop: {shlex.quote(args.nvitop or 'nvitop')}"
+        f"{args.interval or 'each default'} s; {args.size}; CPU over {args.duration:g} s "
+        f"together; first frame: median of {args.frames} starts alone; nvitop: "
+        f"{shlex.quote(args.nvitop or 'nvitop')}"
     )
     print(report(results))
     write_json(args.json, "node_cost", {"args": vars(args), "runs": results})

@@ -61,14 +61,7 @@ class LiveSource:
             self.description = "host processes only (no GPUs)"
         self._early: tuple[float, tuple[GpuSample, ...]] | None = None
         if on_gpus is not None and self.nvml.devices:
-            t = time.time()
-            try:
-                gpus = tuple(self.nvml.read())
-            except Exception:  # noqa: S110 - the first sample() reads again and says why
-                pass
-            else:
-                self._early = (t, gpus)
-                on_gpus(self._snapshot(t, gpus), self.description)
+            self._first_reading(on_gpus)
         from gputui.collect.health import HealthMonitor
         from gputui.collect.nsmap import PidMapper
         from gputui.collect.podresources import PodResources
@@ -88,6 +81,21 @@ class LiveSource:
         self.pidmap = PidMapper()
         self.podres = PodResources()
         self.host = HostTop(host_limit) if not self.nvml.devices else None
+
+    def _first_reading(self, on_gpus: Callable[[Snapshot, str], object]) -> None:
+        """The GPUs read once, kept for the first sample and handed to `on_gpus`. A read that
+        fails is not kept (the first sample reads again and says why); an `on_gpus` that
+        fails costs only the early frame."""
+        t = time.time()
+        try:
+            gpus = tuple(self.nvml.read())
+        except Exception:  # noqa: S110 - said by the first sample
+            return
+        self._early = (t, gpus)
+        try:
+            on_gpus(self._snapshot(t, gpus), self.description)
+        except Exception:  # noqa: S110 - a frame drawn early is a nicety, not the start
+            pass
 
     def _snapshot(self, t: float, gpus: tuple[GpuSample, ...]) -> Snapshot:
         """GPUs alone (the early reading that `on_gpus` is given)."""
