@@ -25,6 +25,8 @@ S="$O/late_summary.txt"
 . "$(dirname "$0")/common.sh"
 JOB=
 JOB2=
+CASES=" ${LATE_CASES:-srun torchrun ckpt stuck} "  # a subset: LATE_CASES="ckpt stuck"
+want() { [[ "$CASES" == *" $1 "* ]]; }
 CKPT_GB="${CKPT_GB:-16}"
 trap 'stop_group "$JOB"; stop_group "$JOB2"; tmux kill-server 2>/dev/null' EXIT
 echo "INFO $(nvidia-smi -L | tr '\n' ' ')" | tee -a "$S"
@@ -106,6 +108,7 @@ PY
 phase_t() { grep -o "what=$2 t=[0-9.]*" "$1" | head -1 | sed 's/.*t=//'; }
 
 # ---------------------------------------------------------------- 1. srun-like, one file
+if want srun; then
 out1="$O/late_srun_job.out"
 : >"$out1"
 setsid python3 scripts/device/rank_worker.py --world 4 --seconds 200 --output "$out1" \
@@ -122,8 +125,10 @@ else
 fi
 stop_group "$JOB"
 JOB=
+fi
 
 # ---------------------------------------------------------------- 2. two torchrun agents
+if want torchrun; then
 out2="$O/late_torchrun_job.out"
 : >"$out2"
 port=$(free_port)
@@ -158,16 +163,18 @@ fi
 stop_group "$JOB"
 stop_group "$JOB2"
 JOB= JOB2=
+fi
 
 # ---------------------------------------------------------------- 3. checkpoint, then stuck
+if want ckpt; then
 out3="$O/ckpt_job.out"
 : >"$out3"
 setsid python3 scripts/device/rank_worker.py --world 4 --seconds 80 --output "$out3" \
   --checkpoint "0:$CKPT_GB:10" --ckpt-dir "${CKPT_DIR:-/tmp/gputui-ckpt}" \
   >"$O/ckpt_launcher.txt" 2>&1 &
 JOB=$!
-if wait_for "$out3" "READY rank=3" 120; then
-  watch ckpt 30 --stall-after 4
+if wait_for "$out3" "READY rank=3" 120 && wait_for "$out3" "READY rank=0" 120; then
+  watch ckpt 45
   began=$(phase_t "$out3" checkpoint)
   done_t=$(grep -o "what=checkpoint-done t=[0-9.]*" "$out3" | head -1 | sed 's/.*t=//')
   echo "INFO ckpt: torch.save of $CKPT_GB GiB + sync from $began to ${done_t:-?}" | tee -a "$S"
@@ -178,7 +185,9 @@ fi
 stop_group "$JOB"
 JOB=
 rm -rf "${CKPT_DIR:-/tmp/gputui-ckpt}"
+fi
 
+if want stuck; then
 out4="$O/stuck_job.out"
 : >"$out4"
 setsid python3 scripts/device/rank_worker.py --world 4 --seconds 80 --output "$out4" \
@@ -192,4 +201,5 @@ else
 fi
 stop_group "$JOB"
 JOB=
+fi
 grep -c '^PASS' "$S" | sed 's/^/passed: /' | tee -a "$S"
