@@ -331,3 +331,23 @@ def test_a_rank_its_launcher_stopped_after_another_failed_is_context():
     who = "rank 2 (on another node) (pid 7)"
     assert f.text == f"{who} was stopped by torchrun (signal 15) after a rank failed"
     assert f.strength.name == "CONTEXT"
+
+
+def test_an_earlier_jobs_xid_on_the_same_gpu_is_not_this_jobs_dead_rank():
+    """Seen on the GPU machine: a job started 100 s after another job's rank took an Xid 31
+    on GPU 1; its own rank 1 died before gputui started and left no pid anywhere, and the
+    earlier Xid (pid 2953) was taken for it. A match by GPU alone must come after the job
+    was born (GPU_XID_SLACK_S), not within the 120 s that suit a match by pid."""
+    from types import SimpleNamespace
+
+    from gputui.diagnose.xid import XidEvent
+    from gputui.tools.late_words import GPU_XID_SLACK_S, _xid_on
+
+    born = 1_795_744_290.0
+    earlier = XidEvent(born - 100.0, 31, "kernel", gpu=1, pid=2953, text="NVRM: Xid 31, pid=2953")
+    own = XidEvent(born + 15.0, 31, "kernel", gpu=1, pid=3932, text="NVRM: Xid 31, pid=3932")
+    live = [SimpleNamespace(pid=3931)]
+    target = SimpleNamespace(ranks=live, xids=(earlier,))
+    assert _xid_on(target, 1, born - GPU_XID_SLACK_S) is None
+    target = SimpleNamespace(ranks=live, xids=(earlier, own))
+    assert _xid_on(target, 1, born - GPU_XID_SLACK_S)[0] == 3932

@@ -38,6 +38,10 @@ MAX_WORLD = 4096  # candidate ranks looked for at most
 MAX_ERROR_DIRS = 64
 ERROR_FILE_MAX = 16 * 1024
 BORN_SLACK_S = 120.0  # a dead rank was started about when its peers were
+# An Xid matched by its GPU alone (no pid known) must come after the job was born, give or
+# take this: on the GPU machine an earlier job's Xid on the same GPU, 100 s before, was
+# taken for this job's dead rank under the 120 s slack that suits a match by pid.
+GPU_XID_SLACK_S = 10.0
 PROGRAM_XIDS = (13, 31, 43, 45, 68, 69)  # a program's fault: its process ends
 
 
@@ -241,7 +245,8 @@ def _entry(
     if pid is not None:
         ktext = [(k.t, k.text) for k in kernel_events(kernel, pid, since)]
     elif gpu is not None:
-        xid = _xid_on(target, gpu, since)
+        born = None if since is None else since + BORN_SLACK_S
+        xid = _xid_on(target, gpu, None if born is None else born - GPU_XID_SLACK_S)
         if xid is not None:
             pid = e["pid"] = xid[0]
             ktext = [(xid[1], xid[2])]
