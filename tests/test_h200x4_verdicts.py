@@ -69,9 +69,25 @@ def test_the_stuck_rank_is_named_with_its_line():
     assert v.culprit_frame.startswith("load_next_batch_stuck")
 
 
+def test_the_xid_death_replays_to_the_ranks_last_words_and_no_record_is_skipped():
+    """Its lastwords record holds an entry with no pid; the shape check once refused the
+    whole record for it, and the replay then said only the Xid."""
+    from gputui.collect.trace_read import TraceReader
+
+    reader = TraceReader(DATA / "h200x4-xid.trace.jsonl.gz")
+    reader.read()
+    assert not reader.skipped
+    v = replay("h200x4-xid.trace.jsonl.gz")[-1]
+    assert v.state == "stalled" and v.suspects == (1,)
+    assert v.reason == (
+        "rank 1 died: CUDA error: an illegal memory access (rank_worker.py:157) (Xid 31 on GPU 1)"
+    )
+
+
 @pytest.mark.parametrize(
     "name",
     [
+        "h200x4-xid.trace.jsonl.gz",
         "h200x4-straggler-2.5x.trace.jsonl.gz",
         "h200x4-hostbound.trace.jsonl.gz",
         "h200x4-mismatch-fr.trace.jsonl.gz",

@@ -132,8 +132,13 @@ LASTWORDS_RANK = Obj(
         "error_file_text": TEXT,
         "kernel": List(KERNEL_LINE, 256),
         "core": NAME,
+        # A rank gone before gputui started (gputui.tools.late_words): its pid may be unknown.
+        "late": Bool(),
+        "held_by": NAME,
+        "died_at": TIME,
+        "dated_by": Str(200),
+        "looked_in": List(NAME, 64),
     },
-    required=("pid",),
 )
 
 XID_EVENT = Obj(
