@@ -20,7 +20,7 @@ from textual.strip import Strip
 from gputui.collect.model import GpuSample
 from gputui.textsafe import clean
 from gputui.ui.format import bar, mib, num
-from gputui.ui.strips import Line, LineView, fit, style
+from gputui.ui.strips import Line, LineView, fit, spaces, style
 
 HISTORY = 240  # samples kept per GPU: enough to fill a 240-column line
 PANEL_MIN_W = 46
@@ -243,7 +243,7 @@ class GpuBoard(LineView):
             # One Strip per screen line, its panels' segments side by side (a Strip is not
             # cheap to make: Textual gives each its caches).
             used = pw * len(panels)
-            pad = [Segment(" " * (width - used))] if used < width else []
+            pad = [spaces(width - used)] if used < width else []
             joined = [
                 Strip([seg for p in panels for seg in p[y]] + pad, max(used, width))
                 for y in range(PANEL_H)
@@ -321,7 +321,7 @@ def _cells(line: Line, width: int) -> list[Segment]:
     if line.length > width:
         return list(line.strip(width))
     if line.length < width:
-        return [*line.segments, Segment(" " * (width - line.length), style(""))]
+        return [*line.segments, spaces(width - line.length)]
     return list(line.segments)
 
 

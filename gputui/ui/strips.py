@@ -95,6 +95,11 @@ class Line:
         return s
 
 
+def spaces(n: int, spec: str = "") -> Segment:
+    """`n` blank cells (padding between and after panels): nothing from outside in it."""
+    return Segment(" " * max(0, n), style(spec) if spec else None)
+
+
 def text_line(text: str, width: int, spec: str = "") -> Strip:
     return Line().add(text, spec).strip(width, spec)
 
