@@ -1,7 +1,7 @@
 """What an auto-dump costs: py-spy's pause per rank, and the whole dump of 2, 4 and 8 ranks.
 
 When a job stalls, gputui's Watcher runs py-spy on every local rank of it (the stacks
-gatherer, `gputui.watch.gather_stacks`: `dump_all` in parallel, parse, group, build the
+gatherer, `gputui.watch.watcher.gather_stacks`: `dump_all` in parallel, parse, group, build the
 record). Two costs matter to the person who leaves auto-dump on:
 
 - the pause each rank sees: py-spy stops the process while it reads its memory. Each target
@@ -101,7 +101,7 @@ def target(procs: Sequence[subprocess.Popen[str]]) -> Any:
 
     from gputui.collect.model import ProcessInfo, RankInfo
     from gputui.diagnose.verdict import Verdict
-    from gputui.watch import JobTarget
+    from gputui.watch.watcher import JobTarget
 
     ranks = tuple(
         ProcessInfo(
@@ -129,7 +129,7 @@ def run(ranks: Sequence[int] = (2, 4, 8), repeat: int = 7) -> dict[str, Any]:
     import threading
 
     from gputui.tools.which import find_tool
-    from gputui.watch import gather_stacks
+    from gputui.watch.watcher import gather_stacks
 
     exe = find_tool("py-spy")
     if exe is None:

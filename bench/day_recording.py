@@ -61,8 +61,8 @@ def make(path: Path, gpus: int, samples: int) -> None:
     import random
 
     from gputui.collect.model import GpuSample, RankInfo, Snapshot
-    from gputui.collect.trace import TraceWriter
-    from gputui.collect.trace_read import read_trace
+    from gputui.collect.trace.format import TraceWriter
+    from gputui.collect.trace.read import read_trace
 
     rnd = random.Random(34)  # readings jitter as NVML's and psutil's do: the file's entropy
     phases = _phases()

@@ -7,7 +7,7 @@ the other processes are one-process jobs spread over the GPUs, as notebooks woul
     python bench/detector_cost.py --procs 1000 --updates 200
     python bench/detector_cost.py --watcher   # also the dashboard's whole Watcher.update()
 
-`--watcher` adds what the dashboard runs per sample (gputui.watch.Watcher, live, stacks
+`--watcher` adds what the dashboard runs per sample (gputui.watch.watcher.Watcher, live, stacks
 off): on the same crowded node, and on an idle one (8 GPUs at 0%, N processes, no ranks,
 no job), where everything beyond the detector has nothing to do and should cost nothing.
 """
@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from common import machine, machine_line, median, write_json  # noqa: E402
 
-from gputui.collect.jobs import group_jobs  # noqa: E402
 from gputui.collect.model import GpuSample, ProcessInfo, RankInfo, Snapshot  # noqa: E402
-from gputui.diagnose.detector import Detector  # noqa: E402
+from gputui.collect.procs.jobs import group_jobs  # noqa: E402
+from gputui.diagnose.hang.detector import Detector  # noqa: E402
 
 
 def crowded(t: float, procs: int, gpus: int = 8) -> Snapshot:
@@ -76,7 +76,7 @@ def idle(t: float, procs: int, gpus: int = 8) -> Snapshot:
 
 def measure_watcher(procs: int, updates: int, node: str) -> dict[str, float]:
     """CPU of the calling thread per Watcher.update() (its helpers' threads not counted)."""
-    from gputui.watch import Watcher
+    from gputui.watch.watcher import Watcher
 
     make = crowded if node == "crowded" else idle
     snaps = [make(0.0, procs), make(0.0, procs)]

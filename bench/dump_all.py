@@ -7,7 +7,7 @@ round, median over --repeat rounds:
 
 - sequential: `py-spy dump --pid P` for each pid, one after the other (what a person does);
 - parallel reference: the same subprocesses from a thread pool of 8 (the floor for parallel);
-- gputui: `gputui.tools.dumpall.dump_all` (checks each target before and after the attach,
+- gputui: `gputui.tools.attach.dumpall.dump_all` (checks each target before and after the attach,
   reads its rank, parses and groups the stacks).
 
     python bench/dump_all.py --procs 8 --repeat 5 [--native]
@@ -97,7 +97,7 @@ def parallel(exe: str, pids: Sequence[int], native: bool) -> tuple[float, int]:
 
 
 def gputui_dump_all(exe: str, pids: Sequence[int], native: bool) -> tuple[float, int, Any]:
-    from gputui.tools.dumpall import dump_all
+    from gputui.tools.attach.dumpall import dump_all
 
     t0 = time.perf_counter()
     res = dump_all(list(pids), native=native, tool_path=os.path.dirname(exe))
@@ -112,7 +112,7 @@ def run(
     if exe is None:
         return {"skipped": "py-spy not found (pip install py-spy)"}
     try:
-        import gputui.tools.dumpall  # noqa: F401
+        import gputui.tools.attach.dumpall  # noqa: F401
 
         have_gputui = True
     except ImportError as e:
@@ -159,7 +159,7 @@ def run(
             out["gputui_vs_parallel_ref"] = median(gt) / median(par)
             out["odd_groups"] = odd
         else:
-            out["gputui_skipped"] = f"gputui.tools.dumpall not importable: {why}"
+            out["gputui_skipped"] = f"gputui.tools.attach.dumpall not importable: {why}"
         return out
     finally:
         for c in children:

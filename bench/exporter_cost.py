@@ -51,7 +51,7 @@ def _baseline(mode: str, live: bool) -> int:
     from gputui.collect.live import LiveSource
     from gputui.collect.sampler import Sampler
     from gputui.collect.source import ReplaySource
-    from gputui.diagnose.detector import Detector
+    from gputui.diagnose.hang.detector import Detector
     from gputui.exporter.looping import LoopingSource
     from gputui.exporter.view import Watch
 

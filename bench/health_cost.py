@@ -82,7 +82,7 @@ def start(
     env = dict(os.environ)
     env.update(
         # The pass this figure is about: a minute (the default is 5 minutes since; see
-        # gputui.collect.nvlink), so each GPU is read within a run. 48ea36a ignores it.
+        # gputui.collect.nvml.nvlink), so each GPU is read within a run. 48ea36a ignores it.
         GPUTUI_NVLINK_PASS_S=f"{pass_s:g}",
         LD_LIBRARY_PATH=str(lib),
         PYTHONPATH=str(src),

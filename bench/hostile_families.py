@@ -61,7 +61,7 @@ def records(tmp: Path, per_type: int, seed: int = 34) -> Iterator[Run]:
     from recorded_records import DELETE, HOSTILE_VALUES, mutate, paths, recordings
     from recorded_records import records as all_records
 
-    from gputui.collect.record_schema import KINDS
+    from gputui.collect.trace.record_schema import KINDS
 
     rnd = random.Random(seed)
     lines = recordings()

@@ -1,4 +1,4 @@
-"""Cost of the wait-share bookkeeping (gputui.diagnose.straggler) per sample.
+"""Cost of the wait-share bookkeeping (gputui.diagnose.slow.straggler) per sample.
 
 The detector keeps every GPU's wait share on each sample, in the sampler thread, so its cost
 adds to the dashboard's tick. Measured here: `WaitShares.observe` + `judge` alone (the
@@ -20,11 +20,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from common import machine, machine_line, median, write_json  # noqa: E402
 
-from gputui.collect.jobs import group_jobs  # noqa: E402
 from gputui.collect.model import GpuSample, ProcessInfo, RankInfo, Snapshot  # noqa: E402
-from gputui.diagnose.detector import Detector  # noqa: E402
-from gputui.diagnose.groups import GroupMemory  # noqa: E402
-from gputui.diagnose.straggler import WaitShares  # noqa: E402
+from gputui.collect.procs.jobs import group_jobs  # noqa: E402
+from gputui.diagnose.hang.detector import Detector  # noqa: E402
+from gputui.diagnose.hang.groups import GroupMemory  # noqa: E402
+from gputui.diagnose.slow.straggler import WaitShares  # noqa: E402
 
 DT = 0.25
 

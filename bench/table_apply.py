@@ -34,8 +34,8 @@ from typing import Any
 import psutil
 from common import machine, machine_line, median, table, write_json
 
-from gputui.collect.jobs import group_jobs
 from gputui.collect.model import GpuSample, ProcessInfo, RankInfo, Snapshot
+from gputui.collect.procs.jobs import group_jobs
 
 STATES = ("running", "sleeping", "sleeping", "sleeping", "disk-sleep", "stopped")
 COMMANDS = (
@@ -157,7 +157,7 @@ def rss_mb() -> float:
 
 async def bench(rows: int, repeat: int) -> dict[str, Any]:
     from gputui.ui.app import GputuiApp
-    from gputui.ui.process_table import ProcessTable
+    from gputui.ui.widgets.process_table import ProcessTable
 
     rng = random.Random(6)
     app = GputuiApp(NoSource())  # type: ignore[arg-type]

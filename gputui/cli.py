@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         code = crashed(e, _command_of(argv))
     finally:
         stdout_guard.unguard()
-    nvml = sys.modules.get("gputui.collect.nvml_thread")
+    nvml = sys.modules.get("gputui.collect.nvml.thread")
     if nvml is not None and nvml.stuck():  # type: ignore[attr-defined]
         _flush_all()
         os._exit(code)

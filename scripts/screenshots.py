@@ -24,9 +24,9 @@ time.tzset()  # the C library reads TZ only here
 
 from gputui.collect.model import Snapshot  # noqa: E402
 from gputui.collect.source import ReplaySource, demo_path  # noqa: E402
-from gputui.collect.trace import read_trace  # noqa: E402
+from gputui.collect.trace.format import read_trace  # noqa: E402
+from gputui.ui.actions.story import DemoStory  # noqa: E402
 from gputui.ui.app import GputuiApp  # noqa: E402
-from gputui.ui.story import DemoStory  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
 SIZE = (140, 40)

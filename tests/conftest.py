@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gputui.collect.source import demo_path
-from gputui.collect.trace import read_trace
+from gputui.collect.trace.format import read_trace
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -78,7 +78,7 @@ def free_port() -> int:
 
 
 def _has_gpu() -> bool:
-    from gputui.collect.nvml import NvmlReader
+    from gputui.collect.nvml.reader import NvmlReader
 
     r = NvmlReader()
     r.close()

@@ -18,7 +18,7 @@ from typing import Any
 
 from hostile_corpus import DT, T0, base_lines
 
-from gputui.collect.jobs import RANK_ENV_VARS
+from gputui.collect.procs.jobs import RANK_ENV_VARS
 
 PAYLOAD = (
     "\x1b]2;PWNED-TITLE\x07"  # OSC 2: the window (tmux: pane) title

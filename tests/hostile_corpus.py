@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gputui.collect import trace_schema as schema
+from gputui.collect.trace import schema
 
 T0 = 1_795_338_072.0  # the demo's epoch: 2026-11
 DT = 0.25
@@ -512,7 +512,8 @@ def _record_cases() -> Iterator[Case]:
         ),
         ERROR,
     )
-    # A meta record of the wrong shape is skipped with one line (gputui.collect.record_schema).
+    # A meta record of the wrong shape is skipped with one line
+    # (gputui.collect.trace.record_schema).
     for vname, value, expect in (
         ("host_int", {"host": 5}, OK),
         ("host_long", {"host": "h" * 300}, OK),

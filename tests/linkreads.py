@@ -1,4 +1,4 @@
-"""NVLink counter reads as the live monitor records them (gputui.collect.nvlink), for tests.
+"""NVLink counter reads as the live monitor records them (gputui.collect.nvml.nvlink), for tests.
 
 A healthy link counts what healthy 4 x H200 GPUs counted at rest: 445 errors since boot each
 (replay 100, recovery 1, CRC flit 300, CRC data 44: 8,010 a GPU over 18 links, inside the

@@ -42,10 +42,10 @@ def lines_of(path: Path) -> Lines:
 
 def _die_records(lines: Lines) -> list[dict[str, Any]]:
     """A rendezvous, a lastwords and an error record for the `die` recording, at its stall."""
-    from gputui.collect.hostranks import HostRank
     from gputui.collect.model import RankInfo
-    from gputui.collect.trace_read import read_trace
-    from gputui.tools.rendezvous_watch import judge_job
+    from gputui.collect.procs.hostranks import HostRank
+    from gputui.collect.trace.read import read_trace
+    from gputui.tools.gather.rendezvous import judge_job
 
     snaps = read_trace(RECORDINGS["die"])
     job = next(s.jobs[0] for s in snaps if s.jobs)

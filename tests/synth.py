@@ -12,8 +12,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from gputui.collect.jobs import group_jobs
 from gputui.collect.model import GpuSample, ProcessInfo, RankInfo, Snapshot
+from gputui.collect.procs.jobs import group_jobs
 
 # state word -> (util %, mem_util %, power as a fraction of the limit, has a process)
 READINGS = {

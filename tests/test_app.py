@@ -16,11 +16,11 @@ from screen import on_screen, run_to_end, screen_text, until
 from textual.containers import VerticalScroll
 
 from gputui.collect.source import ReplaySource
+from gputui.ui.actions.story import DemoStory
 from gputui.ui.app import GputuiApp
-from gputui.ui.gpu_board import GpuBoard
-from gputui.ui.help_screen import LABEL_WIDTH, LABELS, TABLE_KEYS, HelpScreen
-from gputui.ui.process_table import ProcessTable
-from gputui.ui.story import DemoStory
+from gputui.ui.screens.help import LABEL_WIDTH, LABELS, TABLE_KEYS, HelpScreen
+from gputui.ui.widgets.gpu_board import GpuBoard
+from gputui.ui.widgets.process_table import ProcessTable
 
 DEMO_CMD = "/opt/torch/.venv/bin/python3 ./worker2.py stall_in_loop 35"
 

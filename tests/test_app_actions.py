@@ -16,12 +16,12 @@ from screen import on_screen, run_to_end, until
 from targets.launch import Targets
 from test_tool_pane import log_text, needs_py_spy, needs_strace
 
-from gputui.collect.jobs import group_jobs
 from gputui.collect.model import Snapshot
-from gputui.collect.procs import ProcessReader
+from gputui.collect.procs.jobs import group_jobs
+from gputui.collect.procs.reader import ProcessReader
 from gputui.ui.app import GputuiApp
-from gputui.ui.process_table import ProcessTable
-from gputui.ui.tool_pane import DumpAllPane, ToolPane
+from gputui.ui.screens.tool_pane import DumpAllPane, ToolPane
+from gputui.ui.widgets.process_table import ProcessTable
 
 
 class LiveProcesses:

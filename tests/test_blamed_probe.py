@@ -24,15 +24,15 @@ from textual.app import App
 from textual.widgets import Static
 
 from gputui.collect.model import ProcessInfo, RankInfo
-from gputui.diagnose.blame import Blame, blamed
-from gputui.diagnose.blamed_probe import explain_blamed_probe, join, probe_findings
+from gputui.diagnose.health.blame import Blame, blamed
+from gputui.diagnose.health.blamed_probe import explain_blamed_probe, join, probe_findings
 from gputui.diagnose.ranking import Finding, Strength
 from gputui.diagnose.verdict import Verdict
 from gputui.probe.blamed import holders, refusal, refused_record
 from gputui.probe.runner import torch_installed
 from gputui.probe.schedule import rounds_with
 from gputui.ui.app import GputuiApp
-from gputui.ui.probe_screen import ProbeScreen
+from gputui.ui.screens.probe import ProbeScreen
 
 needs_torch = pytest.mark.skipif(not torch_installed(), reason="torch is not installed")
 # 3 s: the stand-in's Xid event must reach the health tracker before the last sample on a
@@ -209,8 +209,8 @@ def test_ranks_holding_the_gpus_refuse_the_probe_and_say_to_end_them_first():
 
 
 def with_xid(source, gpu: int, xid: int):
+    from gputui.collect.nvml.xid import XidEvent
     from gputui.collect.source import ReplaySource
-    from gputui.diagnose.xid import XidEvent
 
     snaps = list(source.snaps)
     i = next(k for k, s in enumerate(snaps) if s.t - snaps[0].t >= 2.0)

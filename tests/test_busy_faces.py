@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 from synth import timeline, with_real_pids
 
+from gputui.collect.nvml.xid import XidEvent
 from gputui.diagnose import exitcodes
-from gputui.diagnose.detector import Detector
-from gputui.diagnose.merge import line_from_json, merge
+from gputui.diagnose.hang.detector import Detector
+from gputui.diagnose.merge.join import line_from_json, merge
 from gputui.diagnose.verdict import Verdict, verdict_to_json
-from gputui.diagnose.xid import XidEvent
 from gputui.exporter.busy import BusySuspects
 from gputui.exporter.view import Watch
-from gputui.ui.banner import banner_height, banner_lines
-from gputui.watch import Watcher
+from gputui.ui.widgets.banner import banner_height, banner_lines
+from gputui.watch.watcher import Watcher
 
 RANK = Path(__file__).parent / "targets" / "busy_rank.py"
 T0 = 1000.0

@@ -8,7 +8,7 @@ from pathlib import Path
 from conftest import no_gpu_only, run_cli
 from synth import timeline
 
-from gputui.collect.trace import TraceWriter
+from gputui.collect.trace.format import TraceWriter
 
 TRACE = str(Path(__file__).parent / "data" / "h200x2-trace.jsonl.gz")
 

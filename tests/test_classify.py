@@ -12,7 +12,7 @@ import pytest
 from synth import gpu
 
 from gputui.collect.model import GpuSample
-from gputui.diagnose.classify import (
+from gputui.diagnose.hang.classify import (
     COMPUTE_POWER_FRAC_MIN,
     SPIN_MEM_UTIL_MAX,
     SPIN_POWER_FRAC_MAX,

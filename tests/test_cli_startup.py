@@ -16,10 +16,10 @@ HEAVY = (
     "textual",
     "rich",
     "torch",
-    "gputui.collect.trace",
+    "gputui.collect.trace.format",
     "gputui.collect.live",
-    "gputui.diagnose.detector",
-    "gputui.tools.dumpall",
+    "gputui.diagnose.hang.detector",
+    "gputui.tools.attach.dumpall",
     "gputui.ui.app",
 )
 

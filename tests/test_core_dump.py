@@ -15,10 +15,10 @@ import pytest
 from conftest import run_cli
 from synth import with_real_pids
 
-from gputui.collect.rankio import core_pattern
-from gputui.tools.core import find_core
+from gputui.collect.procs.rankio import core_pattern
+from gputui.tools.attach.core import find_core
 from gputui.tools.which import find_tool
-from gputui.watch import Watcher
+from gputui.watch.watcher import Watcher
 
 CRASH = (
     "import ctypes, sys\nprint('ready', flush=True)\nsys.stdin.readline()\nctypes.string_at(0)\n"

@@ -18,18 +18,19 @@ import pytest
 from screen import run_to_end, until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from gputui.collect.rankio import core_pattern  # noqa: E402
+from gputui.collect.procs.rankio import core_pattern  # noqa: E402
 from gputui.diagnose.verdict import Verdict  # noqa: E402
 from gputui.tools.which import find_tool  # noqa: E402
 from gputui.ui.app import GputuiApp  # noqa: E402
-from gputui.ui.tool_pane import ToolPane  # noqa: E402
+from gputui.ui.screens.tool_pane import ToolPane  # noqa: E402
 from screenshots import window  # noqa: E402
 
 CRASH = "import ctypes; ctypes.string_at(0)\n"
 
 
 def verdict_with_core(pid: int, core: str) -> Verdict:
-    """A stall whose rank 1 died, with the core its last words found (gputui.diagnose.gone)."""
+    """A stall whose rank 1 died, with the core its last words found
+    (gputui.diagnose.gone.explain)."""
     entry = {"rank": 1, "pid": pid, "gone": True, "core": core, "cause": "segfault"}
     return Verdict(t=0.0, state="stalled", evidence={"lastwords": {"ranks": [entry]}})
 
@@ -90,7 +91,7 @@ async def test_c_with_a_core_that_is_not_on_this_machine_says_so(demo_snaps):
 def test_only_a_gone_ranks_absolute_core_path_is_taken_whatever_a_recording_holds():
     from types import SimpleNamespace
 
-    from gputui.diagnose.gone import crashed_cores
+    from gputui.diagnose.gone.explain import crashed_cores
 
     junk = [None, {"evidence": None}, {"evidence": {"lastwords": []}},
             {"evidence": {"lastwords": {"ranks": "x"}}},

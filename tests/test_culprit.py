@@ -1,4 +1,4 @@
-"""What a stack dump of every local rank says, read by gputui.diagnose.culprit (pure).
+"""What a stack dump of every local rank says, read by gputui.diagnose.hang.culprit (pure).
 
 Covers: the real py-spy output of the hung 2 x H200 job (tests/data/h200x2-tool-output), the
 user frame chosen past torch, threading, the stdlib, site-packages, `<frozen ...>` and
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from gputui.collect.frames import MAX_FRAMES, Frame, RankStack, ranks_of_record
-from gputui.diagnose.culprit import explain_stacks
-from gputui.diagnose.stack_reading import is_library, read_stack
+from gputui.diagnose.hang.culprit import explain_stacks
+from gputui.diagnose.hang.stack_reading import is_library, read_stack
 from gputui.diagnose.verdict import Verdict, verdict_to_json
-from gputui.tools.dumpall import DumpAll, RankDump, group_dumps, parse_py_spy, stacks_record
+from gputui.tools.attach.dumpall import DumpAll, RankDump, group_dumps, parse_py_spy, stacks_record
 from gputui.tools.result import Outcome, ToolResult
 
 H200 = Path(__file__).parent / "data" / "h200x2-tool-output"

@@ -24,12 +24,12 @@ from targets.launch import Targets
 from gputui.cli import build_parser
 from gputui.collect.model import Snapshot
 from gputui.collect.source import ReplaySource
-from gputui.collect.trace import TraceWriter, read_trace
+from gputui.collect.trace.format import TraceWriter, read_trace
 from gputui.commands.record import write_samples
 from gputui.diagnose.verdict import Verdict
-from gputui.tools.bundle import write_bundle
+from gputui.tools.bundle.write import write_bundle
 from gputui.tools.which import find_tool
-from gputui.watch import DEFAULT_GATHERERS, Watcher
+from gputui.watch.watcher import DEFAULT_GATHERERS, Watcher
 
 needs_py_spy = pytest.mark.skipif(find_tool("py-spy") is None, reason="py-spy is not installed")
 FIRST_FIVE = ["t", "state", "spinning", "suspects", "reason"]

@@ -33,11 +33,11 @@ from conftest import free_port
 from nvml_standin.build import REPO, build_standin, standin_env
 from targets.multi_job import WORKER, MultiJob, line_of, snapshot
 
-from gputui.collect import debugserver as ds
-from gputui.collect import debugserver_find as find
 from gputui.collect.model import ProcessInfo, RankInfo
+from gputui.collect.nccl import debugserver as ds
+from gputui.collect.nccl import debugserver_find as find
 from gputui.tools.which import find_tool
-from gputui.watch import Watcher
+from gputui.watch.watcher import Watcher
 
 pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed"),
@@ -227,7 +227,7 @@ def test_the_exporter_says_whether_a_stalled_jobs_debug_server_answers(job):
     from prometheus_client import generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from gputui.diagnose.detector import Detector
+    from gputui.diagnose.hang.detector import Detector
     from gputui.exporter.debugserver_up import DebugServerUp
     from gputui.exporter.run import make_registry
     from gputui.exporter.view import Watch

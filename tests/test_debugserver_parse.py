@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collect import debugserver as ds
-from gputui.collect import debugserver_find as find
-from gputui.collect import debugserver_parse as parse
-from gputui.diagnose.debugserver import explain_debugserver
+from gputui.collect.nccl import debugserver as ds
+from gputui.collect.nccl import debugserver_find as find
+from gputui.collect.nccl import debugserver_parse as parse
 from gputui.diagnose.evidence import fold
+from gputui.diagnose.nccl.debugserver import explain_debugserver
 from gputui.diagnose.ranking import Strength
 from gputui.diagnose.verdict import Verdict
 
@@ -421,9 +421,9 @@ def test_a_recording_keeps_the_record_and_its_replay_names_the_same_line(tmp_pat
     a Watcher that gathers nothing: the replay says what the live run said."""
     from synth import timeline
 
-    from gputui.collect.trace import TraceWriter
-    from gputui.collect.trace_read import read_trace
-    from gputui.watch import Watcher
+    from gputui.collect.trace.format import TraceWriter
+    from gputui.collect.trace.read import read_trace
+    from gputui.watch.watcher import Watcher
 
     snaps = list(timeline((0.5, ["compute", "compute"]), (3.0, ["spin", "spin"])))
     rec = {**recorded(), "job": snaps[0].jobs[0].key, "t": snaps[-4].t}
@@ -450,7 +450,7 @@ def test_a_recording_keeps_the_record_and_its_replay_names_the_same_line(tmp_pat
 
 
 def test_the_bundle_holds_every_ranks_line_from_the_server(tmp_path):
-    from gputui.tools.bundle import write_bundle
+    from gputui.tools.bundle.write import write_bundle
 
     v = fold(stalled(), [explain_debugserver(recorded(), stalled(), None)])
     rep = write_bundle(tmp_path / "b", snapshots=[], processes=[], verdict=v, topo_timeout=5)
@@ -466,7 +466,7 @@ def test_the_bundle_holds_every_ranks_line_from_the_server(tmp_path):
 def test_the_exporter_says_0_for_a_stalled_job_whose_rank_0_runs_no_debug_server(spawn):
     from synth import with_real_pids
 
-    from gputui.diagnose.detector import Detector
+    from gputui.diagnose.hang.detector import Detector
     from gputui.exporter.debugserver_up import DebugServerUp
     from gputui.exporter.view import Watch
 

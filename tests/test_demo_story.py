@@ -12,9 +12,9 @@ import asyncio
 from screen import on_screen, screen_text, until
 
 from gputui.collect.source import ReplaySource, demo_offset
+from gputui.ui.actions.story import DemoStory
 from gputui.ui.app import GputuiApp
-from gputui.ui.details_screen import TextScreen
-from gputui.ui.story import DemoStory
+from gputui.ui.screens.details import TextScreen
 
 
 def fast_demo() -> ReplaySource:
@@ -111,7 +111,7 @@ def test_start_counts_from_where_the_demo_starts():
 def test_the_first_stop_comes_about_15_s_in_not_26():
     """The demo started 8 s before the first job's phase; its first stop came 26 s in with
     "OK no hang" all the while. It starts 2 s before the job's first process now."""
-    from gputui.diagnose.detector import diagnose_trace
+    from gputui.diagnose.hang.detector import diagnose_trace
 
     src = fast_demo()
     start = src.snaps[src.pos].t
@@ -144,7 +144,7 @@ def test_the_banner_changes_when_the_dead_ranks_row_goes_not_10_s_later():
     """Part 2: rank 1's process exits and its row goes; the detector needs 10 s of spinning
     for a stall, so the banner stayed "OK no hang" for 10 s as if nothing had happened. It
     says at once what the detector sees: the rank has exited, and the seconds counted."""
-    from gputui.diagnose.detector import Detector
+    from gputui.diagnose.hang.detector import Detector
 
     det = Detector()
     src = fast_demo()

@@ -12,8 +12,8 @@ import pytest
 from synth import many_processes, snapshot, timeline, with_gpu
 
 from gputui.collect.model import Snapshot
-from gputui.collect.trace import read_trace
-from gputui.diagnose.detector import Detector, diagnose_trace
+from gputui.collect.trace.format import read_trace
+from gputui.diagnose.hang.detector import Detector, diagnose_trace
 from gputui.diagnose.verdict import verdict_to_json
 
 DATA = Path(__file__).parent / "data"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from gputui.collect.source import demo_path
-from gputui.collect.trace import read_trace
-from gputui.diagnose.detector import diagnose_trace
+from gputui.collect.trace.format import read_trace
+from gputui.diagnose.hang.detector import diagnose_trace
 
 TRACE = Path(__file__).parent / "data" / "h200x2-trace.jsonl.gz"
 HANGS = ("stall_in_loop", "rank_dies")

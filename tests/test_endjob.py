@@ -1,4 +1,4 @@
-"""Ending a hung job's ranks on this node (gputui/tools/endjob.py), on real processes.
+"""Ending a hung job's ranks on this node (gputui/tools/attach/endjob.py), on real processes.
 
 The "ranks" are real Python children; one ignores SIGTERM, as a rank stuck in a driver call
 may. Covers: every rank gets SIGTERM and the one that ignores it gets SIGKILL after the grace
@@ -11,7 +11,7 @@ from __future__ import annotations
 import psutil
 
 from gputui.collect.model import Job, ProcessInfo, RankInfo
-from gputui.tools.endjob import end_ranks, ranks_here
+from gputui.tools.attach.endjob import end_ranks, ranks_here
 
 STUBBORN = "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
 

@@ -1,4 +1,4 @@
-"""NCCL RAS asked from the start of a spin and again while it lasts (gputui/ras_poll.py).
+"""NCCL RAS asked from the start of a spin and again while it lasts (gputui/watch/ras_poll.py).
 
 The ranks are real Python processes whose environment names the RAS address; RAS is the
 test's TCP server (tests/ras_server.py) answering with NCCL's own answers: the real 2-rank
@@ -22,7 +22,7 @@ from ras_server import ras_server
 from synth import with_real_pids
 
 from gputui.diagnose.ranking import Strength
-from gputui.watch import Watcher
+from gputui.watch.watcher import Watcher
 
 DATA = Path(__file__).parent / "data" / "ras"
 MASTER = "h:7"
@@ -181,7 +181,7 @@ class SpinningRanks:
 def test_recorded_ras_answers_replay_to_the_same_findings(spawn, tmp_path):
     import threading
 
-    from gputui.collect.trace import TraceWriter, read_trace
+    from gputui.collect.trace.format import TraceWriter, read_trace
     from gputui.commands.record import write_samples
 
     with ras_server(b"") as srv:

@@ -202,7 +202,7 @@ def test_live_without_a_gpu_has_nothing_to_export():
 def test_a_looping_replay_goes_on_in_time_and_hangs_again():
     """Three passes over the demo's last hang: time never goes back, and the detector
     raises the hang once per pass, as Prometheus would see it on a demo left running."""
-    from gputui.diagnose.detector import Detector
+    from gputui.diagnose.hang.detector import Detector
 
     inner = ReplaySource.demo(start_s=100.0, realtime=False)  # rank_dies, then the end
     src = LoopingSource(inner)

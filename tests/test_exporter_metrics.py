@@ -19,7 +19,7 @@ from synth import snapshot, timeline
 
 from gputui import __version__
 from gputui.collect.model import Snapshot
-from gputui.diagnose.detector import Detector
+from gputui.diagnose.hang.detector import Detector
 from gputui.exporter.metrics import exported_names
 from gputui.exporter.run import make_registry, serve
 from gputui.exporter.server import serve_metrics
@@ -307,7 +307,7 @@ def test_a_failing_sample_is_said_once_and_sampling_goes_on():
 def test_each_gpu_is_labelled_with_the_pods_on_it_like_dcgm_exporter(demo_snaps):
     from dataclasses import replace
 
-    from gputui.collect.owner import Owner
+    from gputui.collect.procs.owner import Owner
 
     pod = Owner(
         "pod",

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ras_server import ras_server
 from synth import with_real_pids
 
-from gputui.diagnose.detector import Detector
+from gputui.diagnose.hang.detector import Detector
 from gputui.exporter.ras_suspects import RasSuspects
 from gputui.exporter.run import make_registry
 from gputui.exporter.view import Watch

@@ -12,9 +12,9 @@ from dataclasses import replace
 import pytest
 from synth import DT, snapshot, timeline
 
-from gputui.collect.jobs import group_jobs
 from gputui.collect.model import GpuSample, ProcessInfo, RankInfo, Snapshot
-from gputui.diagnose.detector import Detector
+from gputui.collect.procs.jobs import group_jobs
+from gputui.diagnose.hang.detector import Detector
 from gputui.exporter.view import MAX_LABEL, Suspect, Watch, bounded, job_label
 
 DEMO_JOB = "master:127.0.0.1:29512"

@@ -24,17 +24,17 @@ from gputui.ui.app import GputuiApp
 # Modules the first frame does not need: imported at the first stall, health record or
 # update, never by importing the dashboard and making its Watcher.
 NOT_AT_START = (
-    "gputui.diagnose.detector",
+    "gputui.diagnose.hang.detector",
     "gputui.diagnose.evidence",
-    "gputui.diagnose.health",
-    "gputui.diagnose.health_words",
-    "gputui.diagnose.rendezvous",
-    "gputui.tools.rendezvous_watch",
-    "gputui.tools.stacks",
-    "gputui.collect.rankio",
-    "gputui.collect.hostranks",
+    "gputui.diagnose.health.judge",
+    "gputui.diagnose.health.words",
+    "gputui.diagnose.hang.rendezvous",
+    "gputui.tools.gather.rendezvous",
+    "gputui.tools.attach.stacks",
+    "gputui.collect.procs.rankio",
+    "gputui.collect.procs.hostranks",
     "gputui.collect.frames",
-    "gputui.collect.trace_read",
+    "gputui.collect.trace.read",
     "gputui.redact",
 )
 
@@ -92,7 +92,7 @@ def test_the_sampler_hands_on_the_first_sample_before_taking_its_own():
 def test_importing_the_dashboard_and_making_its_watcher_imports_no_evidence_machinery():
     code = (
         "import sys, json; import gputui.ui.app, gputui.commands.app; "
-        "from gputui.watch import Watcher; Watcher(live=True).close(); "
+        "from gputui.watch.watcher import Watcher; Watcher(live=True).close(); "
         f"print(json.dumps([m for m in {list(NOT_AT_START)!r} if m in sys.modules]))"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -102,7 +102,7 @@ def test_importing_the_dashboard_and_making_its_watcher_imports_no_evidence_mach
 
 def test_the_first_update_brings_the_detector_and_the_rendezvous_watch(demo_snaps):
     """What start-up left out comes at the first sample, where it is needed."""
-    from gputui.watch import Watcher
+    from gputui.watch.watcher import Watcher
 
     w = Watcher(live=False)
     try:

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from gputui.collect.source import demo_path, filter_gpus
-from gputui.collect.trace import TraceWriter
-from gputui.collect.trace_read import read_trace
+from gputui.collect.trace.format import TraceWriter
+from gputui.collect.trace.read import read_trace
 from gputui.errors import GputuiError
-from gputui.tools.kube import classify_exec, exec_argv, running_pods
+from gputui.tools.fleet.kube import classify_exec, exec_argv, running_pods
 from tests.conftest import free_port, run_cli
 
 STANDIN = r"""#!{python}

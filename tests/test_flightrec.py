@@ -1,4 +1,5 @@
-"""PyTorch's flight recorder, end to end with a real 2-rank gloo job (gputui/collect/flightrec.py).
+"""PyTorch's flight recorder, end to end with a real 2-rank gloo job
+(gputui/collect/nccl/flightrec.py).
 
 What is real: torch 2.13's flight recorder recording a gloo job's collectives, the FIFOs,
 gputui's trigger, wait and copy, PyTorch's own analyzer run with the job's interpreter, and
@@ -24,7 +25,7 @@ from pathlib import Path
 import pytest
 from conftest import free_port
 
-from gputui.collect.flightrec import (
+from gputui.collect.nccl.flightrec import (
     FrRank,
     analyzer_argv,
     flight_record,
@@ -34,7 +35,7 @@ from gputui.collect.flightrec import (
     trigger,
     wait_for_dumps,
 )
-from gputui.collect.fr_analyzer import parse_analyzer
+from gputui.collect.nccl.fr_analyzer import parse_analyzer
 
 JOB = r'''
 import datetime, os, pickle, threading, time
@@ -354,10 +355,10 @@ def test_the_nccl_gatherer_brings_the_analyzers_answer_to_the_verdict(gloo_job):
     from synth import snapshot
 
     from gputui.collect.model import ProcessInfo, RankInfo
-    from gputui.diagnose.nccl import explain_nccl
+    from gputui.diagnose.nccl.ras import explain_nccl
     from gputui.diagnose.verdict import Verdict
-    from gputui.tools.nccl_gather import gather_nccl
-    from gputui.watch import JobTarget
+    from gputui.tools.gather.nccl import gather_nccl
+    from gputui.watch.watcher import JobTarget
 
     _, ranks = gloo_job
     procs = tuple(

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collect.trace import read_trace
-from gputui.watch import Watcher
+from gputui.collect.trace.format import read_trace
+from gputui.watch.watcher import Watcher
 
 DATA = Path(__file__).parent / "data"
 
@@ -72,7 +72,7 @@ def test_the_stuck_rank_is_named_with_its_line():
 def test_the_xid_death_replays_to_the_ranks_last_words_and_no_record_is_skipped():
     """Its lastwords record holds an entry with no pid; the shape check once refused the
     whole record for it, and the replay then said only the Xid."""
-    from gputui.collect.trace_read import TraceReader
+    from gputui.collect.trace.read import TraceReader
 
     reader = TraceReader(DATA / "h200x4-xid.trace.jsonl.gz")
     reader.read()

@@ -17,8 +17,8 @@ from pathlib import Path
 from conftest import run_cli
 
 from gputui.collect.source import ReplaySource
-from gputui.collect.trace import TraceWriter
-from gputui.diagnose.merge import line_from_json, merge
+from gputui.collect.trace.format import TraceWriter
+from gputui.diagnose.merge.join import line_from_json, merge
 
 CULPRIT = "rank 1 (pid 815) is in <module> (worker2.py:37)"
 STALLED_AT_S = 80.0  # into the demo: its first stall, after the dump of its ranks

@@ -11,10 +11,10 @@ from dataclasses import replace
 from hangs import hang_window
 from screen import on_screen, run_to_end, screen_text
 
+from gputui.collect.nvml.xid import XidEvent
 from gputui.collect.source import ReplaySource
-from gputui.diagnose.xid import XidEvent
 from gputui.ui.app import GputuiApp
-from gputui.ui.gpu_board import GpuBoard
+from gputui.ui.widgets.gpu_board import GpuBoard
 
 
 def with_xid(source: ReplaySource, gpu: int, xid: int, after_s: float = 2.0) -> ReplaySource:
@@ -44,8 +44,8 @@ async def test_a_failed_gpu_leads_the_banner_and_is_marked_at_80x24(demo_snaps):
 def test_the_bundle_has_health_json_and_its_trace_replays_the_xid(demo_snaps, tmp_path):
     import json
 
-    from gputui.collect.trace import read_trace
-    from gputui.tools.bundle import write_bundle
+    from gputui.collect.trace.format import read_trace
+    from gputui.tools.bundle.write import write_bundle
 
     snaps = with_xid(hang_window(demo_snaps, seconds=4), gpu=1, xid=79).snaps
     rep = write_bundle(tmp_path / "b", snapshots=snaps, processes=[], topo_timeout=5)
@@ -62,7 +62,7 @@ def test_the_exporter_counts_xids_since_it_started_and_exports_health_gauges():
     from prometheus_client.parser import text_string_to_metric_families
     from synth import timeline
 
-    from gputui.diagnose.detector import Detector
+    from gputui.diagnose.hang.detector import Detector
     from gputui.exporter.run import make_registry
     from gputui.exporter.view import Watch
 
@@ -109,8 +109,8 @@ def test_the_exporter_counts_xids_since_it_started_and_exports_health_gauges():
 def test_the_hardware_holding_clocks_down_is_named_beside_the_health_word():
     from synth import timeline
 
-    from gputui.diagnose.health import HealthTracker
-    from gputui.diagnose.health_report import health_line, health_text
+    from gputui.diagnose.health.judge import HealthTracker
+    from gputui.diagnose.health.report import health_line, health_text
 
     snap = next(timeline((1, ["compute", "compute"])))
     hot = replace(snap.gpus[1], events=0x4 | 0x40)  # power cap (ordinary) + HW thermal

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from gputui.collect.kernlog import KernelLine, KernelLog, parse_record
-from gputui.diagnose import xid as X
-from gputui.diagnose.clocks import clock_reasons, hardware_slowdown
+from gputui.collect.nvml import xid as X
+from gputui.diagnose.slow.clocks import clock_reasons, hardware_slowdown
 
 DATA = Path(__file__).parent / "data" / "health"
 REAL = json.loads((DATA / "xid-h100.json").read_text())

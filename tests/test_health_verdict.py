@@ -15,13 +15,13 @@ from pathlib import Path
 
 from synth import timeline
 
-from gputui.collect.health import HealthMonitor
 from gputui.collect.kernlog import KernelLog
-from gputui.collect.trace import TraceWriter, read_trace
-from gputui.diagnose.health import HealthTracker
+from gputui.collect.nvml.health import HealthMonitor
+from gputui.collect.nvml.xid import XidEvent
+from gputui.collect.trace.format import TraceWriter, read_trace
+from gputui.diagnose.health.judge import HealthTracker
 from gputui.diagnose.ranking import Strength
-from gputui.diagnose.xid import XidEvent
-from gputui.watch import Watcher
+from gputui.watch.watcher import Watcher
 
 DATA = Path(__file__).parent / "data" / "health"
 REAL31 = json.loads((DATA / "xid-h100.json").read_text())["cases"]["illegal_address"]
@@ -189,7 +189,7 @@ def _shared(t: float, both: bool):
     1001) is gone when not `both`, and rank 0 spins waiting for it."""
     from synth import snapshot
 
-    from gputui.collect.jobs import group_jobs
+    from gputui.collect.procs.jobs import group_jobs
 
     s = snapshot(t, ["compute"] if both else ["spin"])
     p0 = s.processes[0]
@@ -218,7 +218,7 @@ def test_ranks_sharing_a_gpu_the_kernel_lines_pid_names_the_rank_that_faulted():
 
 
 def test_merge_names_a_nodes_failed_gpu_first_in_the_job_wide_verdict():
-    from gputui.diagnose.merge import line_from_json, merge, merged_to_json
+    from gputui.diagnose.merge.join import line_from_json, merge, merged_to_json
 
     job = {"job_key": "master:10.0.0.1:29500", "world_size": 4}
     n1 = {

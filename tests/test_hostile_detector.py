@@ -12,9 +12,9 @@ from dataclasses import replace
 import pytest
 from synth import timeline
 
-from gputui.collect.jobs import MAX_RANKS, group_jobs, rank_from_env
-from gputui.diagnose.detector import diagnose_trace
-from gputui.diagnose.groups import GroupMemory
+from gputui.collect.procs.jobs import MAX_RANKS, group_jobs, rank_from_env
+from gputui.diagnose.hang.detector import diagnose_trace
+from gputui.diagnose.hang.groups import GroupMemory
 
 pytestmark = pytest.mark.hostile
 

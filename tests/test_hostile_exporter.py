@@ -17,7 +17,7 @@ from conftest import REPO
 from slow_clients import SlowClients, scrape_once, scrape_while
 from test_exporter_cli import read_line, start_exporter
 
-from gputui.diagnose.detector import Detector
+from gputui.diagnose.hang.detector import Detector
 from gputui.exporter import server as srv
 from gputui.exporter.run import make_registry
 from gputui.exporter.view import Watch

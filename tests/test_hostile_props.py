@@ -31,8 +31,8 @@ from hostile_harness import json_problem, run_main
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from gputui.collect.trace import read_trace
-from gputui.diagnose.detector import Detector
+from gputui.collect.trace.format import read_trace
+from gputui.diagnose.hang.detector import Detector
 from gputui.errors import GputuiError
 
 pytestmark = pytest.mark.hostile

@@ -20,7 +20,7 @@ import sys
 import pytest
 from conftest import REPO, run_cli
 
-from gputui.collect.trace import read_trace
+from gputui.collect.trace.format import read_trace
 
 pytestmark = pytest.mark.hostile
 

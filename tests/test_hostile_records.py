@@ -3,7 +3,7 @@ traceback in a consumer (issue 34: a `rendezvous` record whose `jobs` was a numb
 every command that replayed it, and stopped the dashboard at "sampling failed").
 
 The class is closed by checking every record type against its shape once, when it is read
-(gputui.collect.record_schema). The property test takes the real recordings of tests/data
+(gputui.collect.trace.record_schema). The property test takes the real recordings of tests/data
 (and the record types no recording carries yet, made by their writers' code: see
 tests/recorded_records.py), gives any field of any record a hostile value (a wrong type,
 null, huge, nested, escapes) or removes it, and runs `check --replay`, `snapshot --replay`
@@ -26,10 +26,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from recorded_records import DELETE, HOSTILE_VALUES, mutate, paths, recordings, records
 
-from gputui.collect import record_schema
-from gputui.collect.trace_read import TraceReader
+from gputui.collect.trace import record_schema
+from gputui.collect.trace.read import TraceReader
 from gputui.errors import GputuiError
-from gputui.watch import Watcher
+from gputui.watch.watcher import Watcher
 
 pytestmark = pytest.mark.hostile
 

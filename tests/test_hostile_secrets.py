@@ -422,7 +422,7 @@ async def test_secrets_in_a_recordings_records_are_not_on_the_dashboard(
     from screen import run_to_end, screen_text
 
     from gputui.collect.source import ReplaySource
-    from gputui.collect.trace import read_trace
+    from gputui.collect.trace.format import read_trace
     from gputui.ui.app import GputuiApp
 
     source = ReplaySource(read_trace(recording_with_record_secrets), name="r", realtime=False)
@@ -444,7 +444,7 @@ def test_no_field_of_gputuis_own_records_is_secret_named():
     from escape_recording import lines as escape_lines
 
     from gputui.collect.source import demo_path
-    from gputui.collect.trace import read_trace
+    from gputui.collect.trace.format import read_trace
     from gputui.redact import is_secret_name
 
     data = Path(__file__).resolve().parent / "data"

@@ -64,11 +64,16 @@ COMMANDS = {
 # Modules imported on the way: before the parser (gputui.cli), while it is built (argparse,
 # the commands' modules), and once the command runs (what it imports lazily).
 MODULES = {
-    "snapshot": ["gputui.cli", "argparse", "gputui.commands.snapshot", "gputui.collect.trace_read"],
-    "check": ["gputui.cli", "gputui.commands.check", "gputui.watch", "gputui.diagnose.detector"],
-    "merge": ["gputui.cli", "gputui.commands.merge", "gputui.collect.report_reader"],
+    "snapshot": ["gputui.cli", "argparse", "gputui.commands.snapshot", "gputui.collect.trace.read"],
+    "check": [
+        "gputui.cli",
+        "gputui.commands.check",
+        "gputui.watch.watcher",
+        "gputui.diagnose.hang.detector",
+    ],
+    "merge": ["gputui.cli", "gputui.commands.merge", "gputui.collect.trace.report_reader"],
     "fleet": ["gputui.cli", "argparse", "gputui.commands.fleet"],
-    "dashboard": ["gputui.cli", "gputui.commands.app", "gputui.ui.preframe"],
+    "dashboard": ["gputui.cli", "gputui.commands.app", "gputui.ui.widgets.preframe"],
 }
 
 
@@ -147,8 +152,8 @@ def _boom(*args: object, **kwargs: object) -> None:
 
 
 CRASH_AT = {  # a function each command calls, made to fail as a bug would
-    "check": ("gputui.watch.Watcher.update", ["check", "--demo"]),
-    "merge": ("gputui.diagnose.merge.merge", ["merge", "LINES"]),
+    "check": ("gputui.watch.watcher.Watcher.update", ["check", "--demo"]),
+    "merge": ("gputui.diagnose.merge.join.merge", ["merge", "LINES"]),
     "fleet": ("gputui.commands.fleet.run", ["fleet", "a", "--", "check"]),
     "snapshot": ("gputui.commands.snapshot.snapshot_to_text", ["snapshot", "--demo"]),
     "dump": ("gputui.commands.dump.run", ["dump", "1"]),
@@ -180,11 +185,11 @@ def test_a_bug_exits_5_with_one_line_naming_it(command, monkeypatch, tmp_path):
 
 
 def test_gputui_debug_shows_the_crashs_traceback(monkeypatch, tmp_path):
-    import gputui.diagnose.merge
+    import gputui.diagnose.merge.join
 
     lines = tmp_path / "a.jsonl"
     lines.write_text('{"t": 1, "state": "ok", "host": "a"}\n')
-    monkeypatch.setattr(gputui.diagnose.merge, "merge", _boom)
+    monkeypatch.setattr(gputui.diagnose.merge.join, "merge", _boom)
     monkeypatch.setenv("GPUTUI_DEBUG", "1")
     r = run_main(["merge", str(lines)], bound=60)
     assert r.rc == 5

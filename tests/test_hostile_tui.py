@@ -17,7 +17,7 @@ import pytest
 from hostile_corpus import OK, corpus, materialize
 
 from gputui.collect.source import ReplaySource
-from gputui.collect.trace import read_trace
+from gputui.collect.trace.format import read_trace
 from gputui.ui.app import GputuiApp
 
 pytestmark = pytest.mark.hostile

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gputui.collect.jobs import group_jobs, rank_from_env
 from gputui.collect.model import ProcessInfo, RankInfo
-from gputui.collect.procs import ENV_DENIED, ProcessReader
+from gputui.collect.procs.jobs import group_jobs, rank_from_env
+from gputui.collect.procs.reader import ENV_DENIED, ProcessReader
 
 
 def test_ranks_of_one_job_are_grouped_from_their_environment(spawn):

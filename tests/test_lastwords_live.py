@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from synth import with_real_pids
 
-from gputui.collect.rankio import TAIL_MAX, read_tail, stream
-from gputui.watch import Watcher
+from gputui.collect.procs.rankio import TAIL_MAX, read_tail, stream
+from gputui.watch.watcher import Watcher
 
 RANK1 = textwrap.dedent(
     """\
@@ -177,7 +177,7 @@ def test_the_bundle_keeps_each_ranks_log_tail_redacted_and_sanitized(tmp_path):
     import psutil
 
     from gputui.collect.model import ProcessInfo, RankInfo
-    from gputui.tools.bundle import write_bundle
+    from gputui.tools.bundle.write import write_bundle
 
     log = tmp_path / "rank.log"
     code = (

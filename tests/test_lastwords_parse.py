@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gputui.diagnose.gone import explain_lastwords
-from gputui.diagnose.lastwords import (
+from gputui.diagnose.gone.explain import explain_lastwords
+from gputui.diagnose.gone.lastwords import (
     kernel_events,
     parse_error_file,
     parse_kernel,
@@ -205,7 +205,7 @@ def test_a_pid_reused_by_another_process_is_not_the_rank():
 
     import psutil
 
-    from gputui.collect.rankio import alive
+    from gputui.collect.procs.rankio import alive
 
     me = psutil.Process(os.getpid()).create_time()
     assert alive(os.getpid(), me)

@@ -8,7 +8,7 @@ from dataclasses import replace
 from synth import timeline
 
 from gputui.collect.model import Snapshot
-from gputui.watch import Watcher
+from gputui.watch.watcher import Watcher
 
 TRACEBACK = (
     "Traceback (most recent call last):\n"
@@ -113,9 +113,9 @@ async def test_the_dashboard_shows_the_gone_ranks_last_words_at_80x24_with_no_ke
 
 
 def test_without_stacks_only_a_one_node_job_with_ranks_missing_is_named():
-    from gputui.collect.hostranks import HostRank
     from gputui.collect.model import RankInfo
-    from gputui.tools.rendezvous_watch import judge_job
+    from gputui.collect.procs.hostranks import HostRank
+    from gputui.tools.gather.rendezvous import judge_job
 
     def r(pid: int, rank: int, world: int, addr: str) -> HostRank:
         info = RankInfo(rank=rank, world_size=world, master=f"{addr}:1")
@@ -131,8 +131,8 @@ def test_without_stacks_only_a_one_node_job_with_ranks_missing_is_named():
 def test_a_recording_keeps_the_lastwords_record_and_its_hostile_text(tmp_path):
     """Written by the recorder's writer, read back by the replay reader: same finding, and
     the escape codes of the rank's log are still escaped in the sentence."""
-    from gputui.collect.trace import TraceWriter
-    from gputui.collect.trace_read import read_trace
+    from gputui.collect.trace.format import TraceWriter
+    from gputui.collect.trace.read import read_trace
 
     snaps = list(timeline((0.5, ["compute", "compute"]), (3.0, ["spin", "gone"])))
     tail = TRACEBACK.replace("illegal", "\x1b[2Jillegal")
@@ -161,7 +161,7 @@ def test_a_recording_keeps_the_lastwords_record_and_its_hostile_text(tmp_path):
 
 
 def test_merge_shows_a_gone_ranks_last_words_under_its_node():
-    from gputui.diagnose.merge import line_from_json, merge, merged_to_json
+    from gputui.diagnose.merge.join import line_from_json, merge, merged_to_json
 
     def line(host: str, state: str, findings: list[str]) -> dict:
         return {

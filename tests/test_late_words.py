@@ -1,7 +1,7 @@
 """Arriving late: the last words of ranks gone before gputui started, from what survives them.
 
-The parsers (gputui.diagnose.late) are tested on the text torchrun's agent and srun write;
-the gatherer (gputui.tools.late_words, through gputui.tools.lastwords_gather) on real
+The parsers (gputui.diagnose.gone.late) are tested on the text torchrun's agent and srun write;
+the gatherer (gputui.tools.gather.late_words, through gputui.tools.gather.lastwords) on real
 processes: a living rank whose launcher (a real parent process, standing in for torchrun's
 agent) holds the job's output file as its stderr, and torchelastic's error files beside the
 living rank's own. Also: a rank seen alive in one sample has where it writes remembered at
@@ -22,13 +22,13 @@ from synth import with_real_pids
 
 from gputui.collect.frames import RankStack
 from gputui.collect.model import ProcessInfo, RankInfo
-from gputui.collect.rankio import RankIOTracker
-from gputui.diagnose import late as L
-from gputui.diagnose.gone import explain_lastwords
+from gputui.collect.procs.rankio import RankIOTracker
+from gputui.diagnose.gone import late as L
+from gputui.diagnose.gone.explain import explain_lastwords
 from gputui.diagnose.verdict import Verdict
-from gputui.gatherers import JobTarget
-from gputui.tools.lastwords_gather import gather_lastwords
-from gputui.watch import Watcher
+from gputui.tools.gather.lastwords import gather_lastwords
+from gputui.watch.gatherers import JobTarget
+from gputui.watch.watcher import Watcher
 
 TORCHRUN_FAILURE = """\
 E0507 10:11:12.345000 4100 torch/distributed/elastic/multiprocessing/api.py:869] failed \
@@ -340,8 +340,8 @@ def test_an_earlier_jobs_xid_on_the_same_gpu_is_not_this_jobs_dead_rank():
     was born (GPU_XID_SLACK_S), not within the 120 s that suit a match by pid."""
     from types import SimpleNamespace
 
-    from gputui.diagnose.xid import XidEvent
-    from gputui.tools.late_words import GPU_XID_SLACK_S, _xid_on
+    from gputui.collect.nvml.xid import XidEvent
+    from gputui.tools.gather.late_words import GPU_XID_SLACK_S, _xid_on
 
     born = 1_795_744_290.0
     earlier = XidEvent(born - 100.0, 31, "kernel", gpu=1, pid=2953, text="NVRM: Xid 31, pid=2953")

@@ -1,5 +1,5 @@
 """NVLink and PCIe error counters as rates against the node's own baseline
-(gputui.diagnose.link_rates), and where a link that stands out is named.
+(gputui.diagnose.health.link_rates), and where a link that stands out is named.
 
 The reads are health records as the live monitor writes them (tests/linkreads.py), with the
 rates and totals that healthy 4 x H200 GPUs showed at rest; a replay hands back the same
@@ -17,12 +17,12 @@ import pytest
 from linkreads import health, passes, read, with_records
 from synth import timeline
 
-from gputui.collect.trace import read_trace
-from gputui.diagnose.health import HealthTracker
-from gputui.diagnose.health_report import health_key, health_line, health_text
-from gputui.diagnose.link_rates import LinkRates
+from gputui.collect.trace.format import read_trace
+from gputui.diagnose.health.judge import HealthTracker
+from gputui.diagnose.health.link_rates import LinkRates
+from gputui.diagnose.health.report import health_key, health_line, health_text
 from gputui.diagnose.ranking import Strength
-from gputui.watch import Watcher
+from gputui.watch.watcher import Watcher
 
 STRAGGLER = Path(__file__).parent / "data" / "h200x4-straggler-4x.jsonl.gz"
 
@@ -225,7 +225,7 @@ def test_a_waiting_ranks_link_is_not_named_beside_the_straggler(straggler_snaps)
 
 
 def test_a_recording_with_link_reads_replays_to_the_same_finding(straggler_snaps, tmp_path):
-    from gputui.collect.trace import TraceWriter
+    from gputui.collect.trace.format import TraceWriter
 
     snaps = with_link_reads(straggler_snaps, {(0, 3): 3_000.0})
     live = last_slow(snaps)
@@ -248,7 +248,7 @@ def test_the_exporter_has_each_gpus_worst_link_and_a_series_only_for_a_named_lin
     from prometheus_client import generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from gputui.diagnose.detector import Detector
+    from gputui.diagnose.hang.detector import Detector
     from gputui.exporter.run import make_registry
     from gputui.exporter.view import Watch
 

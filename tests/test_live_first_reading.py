@@ -27,7 +27,7 @@ def first(snap, description):
         "processes": len(snap.processes),
         "records": len(snap.records),
         "description": description,
-        "loaded": [m for m in ("psutil", "gputui.collect.health", "gputui.redact")
+        "loaded": [m for m in ("psutil", "gputui.collect.nvml.health", "gputui.redact")
                    if m in sys.modules],
         "reads": open(sys.argv[1]).read().split().count("nvmlDeviceGetUtilizationRates"),
     })
@@ -88,7 +88,7 @@ def test_the_first_sample_reads_no_gpu_twice(nvml_lib, tmp_path):
 HUNG = """
 import json, os, sys
 from gputui.collect.live import LiveSource
-from gputui.collect.nvml_thread import NvmlHung
+from gputui.collect.nvml.thread import NvmlHung
 seen = []
 src = LiveSource(timeout=1.0, health_events=False, on_gpus=lambda s, d: seen.append(d))
 try:

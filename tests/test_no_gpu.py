@@ -21,7 +21,7 @@ from screen import screen_text, until
 
 from gputui.collect.live import LiveSource
 from gputui.ui.app import GputuiApp
-from gputui.ui.process_table import ProcessTable
+from gputui.ui.widgets.process_table import ProcessTable
 
 
 @pytest.fixture

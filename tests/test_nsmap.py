@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gputui.collect.model import GpuSample
-from gputui.collect.nsmap import (
+from gputui.collect.procs.nsmap import (
     PidMapper,
     PidMatch,
     holders,
@@ -152,7 +152,7 @@ def test_inside_a_container_an_old_drivers_host_pid_becomes_the_pid_that_works_h
     script.write_text(
         "import json, os, subprocess, sys\n"
         "from gputui.collect.model import GpuSample\n"
-        "from gputui.collect.nsmap import PidMapper, reconcile\n"
+        "from gputui.collect.procs.nsmap import PidMapper, reconcile\n"
         f"rank = subprocess.Popen([sys.executable, '-c', {HOLD_PY!r}], stdin=subprocess.PIPE,"
         " stdout=subprocess.PIPE, text=True)\n"
         "inner = int(rank.stdout.readline())\n"

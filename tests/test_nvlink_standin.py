@@ -3,7 +3,7 @@ charges CPU for each (counter, link) read as driver 580 does on an H200 (0.8 ms)
 8 GPUs x 18 links, and can make one link's CRC errors climb; every command runs as a user
 runs it, in a subprocess.
 
-What must hold (gputui.collect.nvlink): no answer waits for a counter (`snapshot` reads none,
+What must hold (gputui.collect.nvml.nvlink): no answer waits for a counter (`snapshot` reads none,
 `check`'s first line comes before the first read), the counter thread costs under 5 % of a
 core on 8 GPUs x 18 links even at a pass a minute (about 0.8 %; the default pass, 5 minutes,
 is 0.15 %; reading every link every 5 s on the sampling thread, as before, was 9 %), and a

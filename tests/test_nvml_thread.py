@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collect.driver import driver_evidence
-from gputui.collect.nvml_thread import NvmlHung, NvmlThread
+from gputui.collect.nvml.driver import driver_evidence
+from gputui.collect.nvml.thread import NvmlHung, NvmlThread
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collect.owner import Owner, owner_from_cgroup, read_owner
-from gputui.collect.procs import ProcessReader
+from gputui.collect.procs.owner import Owner, owner_from_cgroup, read_owner
+from gputui.collect.procs.reader import ProcessReader
 
 UID = "3f9c1d2e-1234-4abc-9def-0123456789ab"
 CID = "a" * 64
@@ -193,7 +193,7 @@ def _owned(snaps, owner: Owner):
 
 
 def test_the_verdict_names_the_suspects_pod():
-    from gputui.diagnose.detector import diagnose_trace
+    from gputui.diagnose.hang.detector import diagnose_trace
     from tests.synth import timeline
 
     pod = Owner("pod", pod_uid=UID, pod_name="train-7f9c-worker-1", namespace="ml")
@@ -204,8 +204,8 @@ def test_the_verdict_names_the_suspects_pod():
 
 
 def test_the_owner_is_recorded_and_replayed_and_printed_by_snapshot(tmp_path):
-    from gputui.collect.trace import snapshot_to_lines
-    from gputui.collect.trace_read import read_trace
+    from gputui.collect.trace.format import snapshot_to_lines
+    from gputui.collect.trace.read import read_trace
     from gputui.commands.snapshot import snapshot_to_json, snapshot_to_text
     from gputui.jsonout import dumps
     from tests.synth import snapshot
@@ -222,7 +222,7 @@ def test_the_owner_is_recorded_and_replayed_and_printed_by_snapshot(tmp_path):
 
 
 def test_a_recorded_owner_of_unknown_shape_is_dropped_not_an_error():
-    from gputui.collect.owner import owner_from_json
+    from gputui.collect.procs.owner import owner_from_json
 
     assert owner_from_json({"kind": "vm", "pod": "x"}) is None
     assert owner_from_json("pod") is None
@@ -232,7 +232,7 @@ def test_a_recorded_owner_of_unknown_shape_is_dropped_not_an_error():
 
 def test_the_process_table_shows_and_filters_by_the_owner():
     from gputui.collect.model import ProcessInfo
-    from gputui.ui.rows import cells, matches
+    from gputui.ui.widgets.rows import cells, matches
 
     p = ProcessInfo(pid=815, cmdline=("python3", "train.py"), owner=Owner("slurm", slurm_job="42"))
     assert cells(p, None, 0.0, wide=True)["command"] == "[slurm 42] python3 train.py"

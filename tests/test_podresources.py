@@ -14,8 +14,8 @@ from concurrent import futures
 import pytest
 
 from gputui.collect.model import GpuSample, ProcessInfo
-from gputui.collect.owner import Owner
-from gputui.collect.podresources import (
+from gputui.collect.procs.owner import Owner
+from gputui.collect.procs.podresources import (
     PodGpu,
     PodResources,
     WireError,

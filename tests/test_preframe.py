@@ -1,4 +1,4 @@
-"""The plain-text first frame drawn before Textual loads (gputui.ui.preframe).
+"""The plain-text first frame drawn before Textual loads (gputui.ui.widgets.preframe).
 
 It must show the header and one line per GPU from the first sample, sanitized; draw only on
 a terminal and only once; and never leave the terminal on the alternate screen: Textual takes
@@ -16,7 +16,7 @@ import sys
 from tmux import Tmux, needs_tmux
 
 from gputui.collect.model import GpuSample, Snapshot
-from gputui.ui.preframe import ENTER, LEAVE, PreFrame, lines
+from gputui.ui.widgets.preframe import ENTER, LEAVE, PreFrame, lines
 
 
 def two_gpus(name: str = "NVIDIA H200") -> Snapshot:
@@ -105,7 +105,7 @@ def test_the_gpus_are_drawn_before_textual_is_imported():
     Run in a fresh interpreter; off a terminal the start then stops at the terminal check."""
     code = (
         "import sys\n"
-        "from gputui.ui import preframe\n"
+        "from gputui.ui.widgets import preframe\n"
         "seen = []\n"
         "preframe.PreFrame.active = property(lambda self: True)\n"
         "preframe.PreFrame.draw = lambda self, snap, d: seen.append('textual' in sys.modules)\n"

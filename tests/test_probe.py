@@ -9,6 +9,7 @@ import time
 import psutil
 import pytest
 
+from gputui.probe.analysis import report_json
 from gputui.probe.runner import ProbeConfig, Progress, run_probe, torch_installed
 
 pytestmark = pytest.mark.skipif(not torch_installed(), reason="torch is not installed")
@@ -37,7 +38,7 @@ def test_four_simulated_devices_pass_every_pair_with_checked_figures():
     report = run_probe(ProbeConfig([0, 1, 2, 3], "gloo", timeout=30), on_progress=progress.append)
     assert report.ok, failed(report)
     assert len(report.pairs) == 6 and {p.round for p in report.pairs} == {0, 1, 2}
-    data = report.to_json()
+    data = report_json(report)
     assert len(data["copy"]) == 12  # every ordered pair
     assert all(c["ok"] and c["gbps"] > 0 and c["bytes"] == 8 * 2**20 for c in data["copy"])
     assert all(a["ok"] and a["busbw_gbps"] > 0 and a["latency_us"] > 0 for a in data["allreduce"])
@@ -78,7 +79,7 @@ def test_corrupt_data_fails_only_that_pair_and_a_crash_reports_its_stderr(monkey
     assert "copy 0->3: 1 of 8388608 bytes differ" in reasons[(0, 3)]
     assert "all_reduce on rank 1" in reasons[(0, 3)]
     assert reasons[(1, 2)] == "worker exited 3: injected fault: pair 1-2 worker exits with status 3"
-    data = report.to_json()
+    data = report_json(report)
     assert data["ok"] is False
     assert {tuple(f["pair"]) for f in data["failures"]} == {(0, 3), (1, 2)}
     assert [c["ok"] for c in data["copy"] if {c["src"], c["dst"]} == {0, 3}] == [False, False]

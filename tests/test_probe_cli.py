@@ -91,7 +91,7 @@ def test_without_torch_it_says_how_to_install_it_and_exits_2():
 def test_the_rest_of_gputui_never_imports_torch():
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "import gputui.cli, gputui.commands.probe, gputui.probe.runner, gputui.ui.probe_screen\n"
+        "import gputui.cli, gputui.commands.probe, gputui.probe.runner, gputui.ui.screens.probe\n"
         "gputui.cli.build_parser()\n"
     )
     r = subprocess.run(

@@ -15,7 +15,7 @@ from textual.app import App
 from textual.widgets import Static
 
 from gputui.probe.runner import torch_installed
-from gputui.ui.probe_screen import ProbeScreen
+from gputui.ui.screens.probe import ProbeScreen
 
 pytestmark = pytest.mark.skipif(not torch_installed(), reason="torch is not installed")
 

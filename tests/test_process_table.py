@@ -13,7 +13,7 @@ from dataclasses import replace
 from textual.app import App, ComposeResult
 
 from gputui.collect.model import ProcessInfo
-from gputui.ui.process_table import ProcessTable
+from gputui.ui.widgets.process_table import ProcessTable
 
 NOW = 1_000_000.0
 
@@ -160,7 +160,7 @@ async def test_a_chosen_process_is_followed_across_re_sorts_not_its_line():
 def test_the_command_column_leaves_out_the_programs_directory():
     """At 80 columns `/opt/torch/.venv/bin/python3` would hide the script (seen on the device)."""
     from gputui.collect.model import ProcessInfo
-    from gputui.ui.rows import cells, shown_command
+    from gputui.ui.widgets.rows import cells, shown_command
 
     p = ProcessInfo(pid=7, cmdline=("/opt/torch/.venv/bin/python3", "/w/train.py", "--lr", "1"))
     assert shown_command(p) == "python3 /w/train.py --lr 1"

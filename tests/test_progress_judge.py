@@ -1,4 +1,4 @@
-"""The busy-or-stuck rule (gputui.diagnose.progress), on progress records as the poller writes
+"""The busy-or-stuck rule (gputui.diagnose.hang.progress), on progress records as the poller writes
 them: readings [t, cpu_s, read_bytes, write_bytes, rchar, wchar] and dumps with `moved`.
 
 The hard cases: a rank that burns a core in one place (a busy-wait loop) is not busy; a rank
@@ -9,7 +9,7 @@ heartbeat bytes are not progress; bytes alone are; CPU with moving frames is.
 from __future__ import annotations
 
 from gputui.diagnose.evidence import Evidence
-from gputui.diagnose.progress import (
+from gputui.diagnose.hang.progress import (
     busy_phase,
     busy_verdict,
     explain_progress,
@@ -204,7 +204,7 @@ def test_a_writer_waiting_in_the_kernel_for_its_sync_is_still_writing():
 
 
 def test_a_progress_record_is_checked_for_the_recordings_schema():
-    from gputui.collect.progress import check_record
+    from gputui.collect.procs.progress import check_record
 
     rec = {"type": "progress", "t": T0, "job": "j", "ranks": [entry(per_s_write=1)]}
     rec["ranks"][0]["dumps"] = [dump(2, False)]

@@ -16,8 +16,8 @@ import time
 import pytest
 from conftest import run_cli
 
-from gputui.tools import ptrace
-from gputui.tools.ptrace_why import root_refusal_reasons
+from gputui.tools.attach import ptrace
+from gputui.tools.attach.ptrace_why import root_refusal_reasons
 
 
 def test_a_process_in_another_user_namespace_is_named_as_such():

@@ -15,8 +15,8 @@ import itertools
 
 from synth import timeline
 
-from gputui.diagnose.detector import Detector
 from gputui.diagnose.evidence import Evidence, fold
+from gputui.diagnose.hang.detector import Detector
 from gputui.diagnose.ranking import Finding, Strength, rank, strongest
 from gputui.diagnose.verdict import Verdict
 
@@ -153,7 +153,7 @@ def test_ranked_findings_reach_check_json():
 
 def test_the_flight_recorders_type_mismatch_is_a_mismatch_with_its_line():
     """The analyzer's own words (torch's flight_recorder MatchInfo) for rank 1 in broadcast."""
-    from gputui.diagnose.nccl import explain_nccl
+    from gputui.diagnose.nccl.ras import explain_nccl
 
     err = (
         "Culprit rank 1; Error type: COLLECTIVE_TYPE_MISMATCH, Expected collective type: "

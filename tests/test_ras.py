@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from ras_server import ras_server
 
-from gputui.collect.ras import parse_addr, query_ras
-from gputui.collect.ras_model import answer_from_dict, answer_to_dict
-from gputui.collect.ras_parse import parse_answer
+from gputui.collect.nccl.ras import parse_addr, query_ras
+from gputui.collect.nccl.ras_model import answer_from_dict, answer_to_dict
+from gputui.collect.nccl.ras_parse import parse_answer
 
 DATA = Path(__file__).parent / "data" / "ras"
 

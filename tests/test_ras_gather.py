@@ -1,4 +1,4 @@
-"""The NCCL gatherer against real processes and a real RAS socket (gputui/tools/nccl_gather.py).
+"""The NCCL gatherer against real processes and a real RAS socket (gputui/tools/gather/nccl.py).
 
 The ranks are real Python processes whose environment names the RAS address; the RAS
 thread is the test's TCP server answering with the constructed 4-rank answers. The record
@@ -17,10 +17,10 @@ from ras_server import ras_server
 from synth import snapshot
 
 from gputui.collect.model import ProcessInfo, RankInfo
-from gputui.diagnose.nccl import explain_nccl
+from gputui.diagnose.nccl.ras import explain_nccl
 from gputui.diagnose.verdict import Verdict
-from gputui.tools.nccl_gather import gather_nccl
-from gputui.watch import JobTarget
+from gputui.tools.gather.nccl import gather_nccl
+from gputui.watch.watcher import JobTarget
 
 DATA = Path(__file__).parent / "data" / "ras"
 VERDICT = Verdict(t=1.0, state="stalled", spinning=(0,), suspects=(1,))

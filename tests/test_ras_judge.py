@@ -1,4 +1,4 @@
-"""What gputui concludes from NCCL RAS and the flight recorder (gputui/diagnose/nccl.py).
+"""What gputui concludes from NCCL RAS and the flight recorder (gputui/diagnose/nccl/ras.py).
 
 The judge compares two answers taken a few seconds apart: a rank behind is only claimed as
 stuck when the counts did not move. The explainer reads whole `nccl` records, as a replay
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from synth import snapshot
 
-from gputui.collect.ras_model import answer_to_dict
-from gputui.collect.ras_parse import parse_answer
-from gputui.diagnose.nccl import explain_nccl, judge_ras
+from gputui.collect.nccl.ras_model import answer_to_dict
+from gputui.collect.nccl.ras_parse import parse_answer
+from gputui.diagnose.nccl.ras import explain_nccl, judge_ras
 from gputui.diagnose.verdict import Verdict
 
 DATA = Path(__file__).parent / "data" / "ras"

@@ -17,9 +17,9 @@ import sys
 import pytest
 from test_ras_judge import q, record, verdict_and_snap
 
-from gputui.diagnose.nccl import explain_nccl
-from gputui.diagnose.ras_pids import pid_map
-from gputui.tools.nccl_gather import namespace_pid
+from gputui.diagnose.nccl.pids import pid_map
+from gputui.diagnose.nccl.ras import explain_nccl
+from gputui.tools.gather.nccl import namespace_pid
 
 BEHIND = "onegpu/ras-onegpu-a-json.txt"
 

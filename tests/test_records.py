@@ -1,4 +1,4 @@
-"""The Watcher's record store (gputui/records.py): bounded, and picky about what it keeps.
+"""The Watcher's record store (gputui/watch/records.py): bounded, and picky about what it keeps.
 
 Records come from gatherer threads and from recordings (which may be hostile), so a record
 without a job, a kind the Watcher explains or a numeric time is never kept; only the newest
@@ -8,7 +8,7 @@ the job's key changed, by a pid it names; and records too old for any episode go
 
 from __future__ import annotations
 
-from gputui.records import KEEP_PER_JOB, MAX_QUEUED, RecordStore
+from gputui.watch.records import KEEP_PER_JOB, MAX_QUEUED, RecordStore
 
 KINDS = {"stacks", "ras"}
 

@@ -10,8 +10,8 @@ import json
 import subprocess
 import sys
 
-from gputui.collect.procs import ProcessReader
-from gputui.collect.trace import process_to_dict
+from gputui.collect.procs.reader import ProcessReader
+from gputui.collect.trace.format import process_to_dict
 
 SECRET = "hf_s3cr3tT0kenValue"
 PASSWORD = "pw-9f8e7d"

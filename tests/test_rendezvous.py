@@ -17,10 +17,10 @@ from collections.abc import Iterator
 import pytest
 from conftest import free_port, run_cli
 
-from gputui.collect.hostranks import HostRank, listeners
 from gputui.collect.model import RankInfo
-from gputui.diagnose.merge import line_from_json, merge, merged_to_json
-from gputui.diagnose.rendezvous import candidates, missing, sentences, verdict_from_record
+from gputui.collect.procs.hostranks import HostRank, listeners
+from gputui.diagnose.hang.rendezvous import candidates, missing, sentences, verdict_from_record
+from gputui.diagnose.merge.join import line_from_json, merge, merged_to_json
 from gputui.tools.which import find_tool
 
 needs_torch = pytest.mark.skipif(

@@ -14,9 +14,9 @@ from screen import on_screen, screen_text, until
 
 from gputui.collect.source import ReplaySource
 from gputui.ui.app import GputuiApp
-from gputui.ui.details_screen import TextScreen
-from gputui.ui.dialogs import WriteDialog
-from gputui.ui.tool_pane import ToolPane
+from gputui.ui.screens.details import TextScreen
+from gputui.ui.screens.dialogs import WriteDialog
+from gputui.ui.screens.tool_pane import ToolPane
 
 
 def demo_at_stall() -> ReplaySource:
@@ -91,7 +91,7 @@ async def test_b_says_the_full_path_first_and_esc_writes_nothing(tmp_path, monke
 
 
 async def test_a_bundle_written_with_b_replays_to_the_verdict_on_screen(tmp_path):
-    from gputui.collect.trace_read import read_trace
+    from gputui.collect.trace.read import read_trace
     from gputui.commands.moment import verdicts
 
     app = GputuiApp(demo_at_stall(), bundle_dir=tmp_path / "b")

@@ -52,11 +52,11 @@ from targets.secrets_target import (
 from textual.app import App
 
 from gputui.collect.model import GpuSample, Snapshot
-from gputui.collect.procs import ProcessReader
-from gputui.collect.trace import TraceWriter
-from gputui.tools import ptrace
-from gputui.tools.ptrace import Target
-from gputui.tools.stacks import gdb_command, strace_follow
+from gputui.collect.procs.reader import ProcessReader
+from gputui.collect.trace.format import TraceWriter
+from gputui.tools.attach import ptrace
+from gputui.tools.attach.ptrace import Target
+from gputui.tools.attach.stacks import gdb_command, strace_follow
 from gputui.tools.which import find_tool
 
 pytestmark = pytest.mark.skipif(
@@ -312,7 +312,7 @@ class _PaneHost(App[None]):
 
 
 async def test_the_strace_pane_and_the_file_it_saves_hold_no_secret(child, tmp_path):
-    from gputui.ui.tool_pane import ToolPane
+    from gputui.ui.screens.tool_pane import ToolPane
 
     seen: set[str] = set()
     kinds = ("Authorization: Bearer", "sendto(", '"\\1\\2token=', "api_key: ", "execve(")

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collect.ras_parse import parse_answer
-from gputui.collect.trace import read_trace
-from gputui.diagnose.culprit import explain_stacks
-from gputui.diagnose.detector import Detector
+from gputui.collect.nccl.ras_parse import parse_answer
+from gputui.collect.trace.format import read_trace
 from gputui.diagnose.evidence import Evidence, fold
-from gputui.diagnose.nccl import explain_nccl
+from gputui.diagnose.hang.culprit import explain_stacks
+from gputui.diagnose.hang.detector import Detector
+from gputui.diagnose.nccl.ras import explain_nccl
 from gputui.diagnose.verdict import Verdict
-from gputui.ui.banner import headline
+from gputui.ui.widgets.banner import headline
 
 DATA = Path(__file__).parent / "data"
 SHARED = DATA / "h100-shared-gpu-stuck.trace.jsonl.gz"
@@ -223,7 +223,7 @@ def test_the_exporter_names_the_gone_rank_as_its_suspect(tmp_path):
 
 def test_a_healthy_job_forgets_a_rank_that_left_long_ago(tmp_path):
     """Departed pids are kept while the job stalls, and dropped `hang_after` s after, when not."""
-    from gputui.diagnose.groups import Group
+    from gputui.diagnose.hang.groups import Group
 
     g = Group("j", None, departed={5: (0.0, 1, 0), 6: (90.0, 2, 0)})
     g.forget_before(60.0)

@@ -19,7 +19,7 @@ import pytest
 from conftest import HAS_GPU, REPO
 from nvml_standin.build import build_standin, standin_env
 
-from gputui.collect.procs import HostTop, ProcessReader
+from gputui.collect.procs.reader import HostTop, ProcessReader
 
 SPIN = "import sys\nprint('ready', flush=True)\nwhile True:\n    pass\n"
 

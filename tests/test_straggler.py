@@ -1,4 +1,4 @@
-"""Wait shares and stragglers (gputui.diagnose.straggler), on real recordings and synthetic
+"""Wait shares and stragglers (gputui.diagnose.slow.straggler), on real recordings and synthetic
 traces of the hard negatives that must stay silent.
 
 The real straggler is tests/data/h200x4-straggler-4x.jsonl.gz (4 x H200, rank 0 does 4x the
@@ -15,10 +15,10 @@ import pytest
 
 from gputui.collect.model import GpuSample
 from gputui.collect.source import demo_path
-from gputui.collect.trace import read_trace
-from gputui.diagnose.groups import GroupMemory
-from gputui.diagnose.straggler import HOLD_S, Straggle, WaitShares, is_waiting
-from gputui.diagnose.straggler_words import headline, spans
+from gputui.collect.trace.format import read_trace
+from gputui.diagnose.hang.groups import GroupMemory
+from gputui.diagnose.slow.straggler import HOLD_S, Straggle, WaitShares, is_waiting
+from gputui.diagnose.slow.words import headline, spans
 from tests.synth import timeline
 
 DATA = Path(__file__).parent / "data"
@@ -100,7 +100,7 @@ def test_one_h100s_recordings_are_never_slow_or_stalled(name):
     communicate. One GPU cannot show a straggler, and none of these is a hang: the
     communicating job spins to NVML's eyes, and the NCCL RAS answers the recording carries
     say its collectives advance, so its replay is busy, as it was live."""
-    from gputui.watch import Watcher
+    from gputui.watch.watcher import Watcher
 
     snaps = read_trace(DATA / "h100-one-gpu" / f"{name}.trace.jsonl.gz")
     assert len(snaps) > 15
@@ -259,7 +259,7 @@ def test_spans_writes_rank_lists_as_a_person_would():
 def test_a_share_hovering_at_the_line_does_not_flap_the_waiting_set():
     """Shares that cross 0.5 back and forth stay counted as waiting until below 0.4, so
     `check --json` (which prints when the set changes) does not print a line per sample."""
-    from gputui.diagnose.detector import diagnose_trace
+    from gputui.diagnose.hang.detector import diagnose_trace
 
     cycle = [(0.5, ["slow_peer"] * 2), (0.5, ["compute"] * 2)] * 40  # shares ~0.5
     sets = [v.waiting_gpus for v in diagnose_trace(timeline(*cycle))]
@@ -285,7 +285,7 @@ def test_a_waiting_rank_over_the_old_power_cut_is_not_named_beside_the_straggler
 def test_a_gap_smaller_than_the_margins_is_silent_and_one_past_them_is_named():
     """The relative margins, stated: a rank REL_POWER_GAP of its limit and REL_MEM_GAP
     points of memory traffic below its busiest peer waits; one just inside them does not."""
-    from gputui.diagnose.straggler import REL_MEM_GAP, REL_POWER_GAP, _lighter
+    from gputui.diagnose.slow.straggler import REL_MEM_GAP, REL_POWER_GAP, _lighter
 
     busiest = (0.98, 23.0)
     at = GpuSample(0, util=98.0, mem_util=23.0 - REL_MEM_GAP, power_w=700 * (0.98 - REL_POWER_GAP),
@@ -312,7 +312,7 @@ def test_another_straggler_replaces_the_named_one_only_once_it_holds():
     """The slow rank moves from GPU 0 to GPU 2 for good: named once the window's shares
     show it (the old waits of GPU 2 must age out of WINDOW_S) and SWITCH_S more; a one-off
     blip of another rank is not named at all."""
-    from gputui.diagnose.straggler import SWITCH_S, WINDOW_S
+    from gputui.diagnose.slow.straggler import SWITCH_S, WINDOW_S
 
     a = ["compute", "wait_4x", "wait_4x"]
     b = ["wait_4x", "wait_4x", "compute"]
@@ -330,7 +330,7 @@ def test_ranks_that_spin_at_the_onset_of_a_hang_are_not_said_to_wait_alike():
     """Every rank computes between waits, then every rank spins without a break (a
     mismatch of collectives): "all ranks wait alike" is true of the first part only; once
     the detector sees them spinning it is not said, and the hang detector speaks instead."""
-    from gputui.diagnose.detector import diagnose_trace
+    from gputui.diagnose.hang.detector import diagnose_trace
 
     cycle = [(0.75, ["slow_peer"] * 4), (0.5, ["compute"] * 4)] * 16
     verdicts = list(diagnose_trace(timeline(*cycle, (12, ["spin"] * 4))))

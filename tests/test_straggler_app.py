@@ -13,8 +13,8 @@ from test_tool_pane import log_text, needs_py_spy
 
 from gputui.collect.model import Snapshot
 from gputui.ui.app import GputuiApp
-from gputui.ui.process_table import ProcessTable
-from gputui.ui.tool_pane import ToolPane
+from gputui.ui.screens.tool_pane import ToolPane
+from gputui.ui.widgets.process_table import ProcessTable
 
 
 class SlowJobSource:
@@ -67,8 +67,8 @@ async def test_the_straggler_stands_out_at_80x24_and_w_shows_its_top_functions()
 def test_ranks_that_all_wait_alike_show_their_shares_and_no_straggler():
     from synth import timeline
 
-    from gputui.diagnose.detector import Detector
-    from gputui.ui.straggler_view import flag_label, slow_flags
+    from gputui.diagnose.hang.detector import Detector
+    from gputui.ui.widgets.straggler_view import flag_label, slow_flags
 
     det = Detector()
     cycle = [(0.75, ["slow_peer"] * 2), (0.5, ["compute"] * 2)] * 16
@@ -87,8 +87,8 @@ def test_the_slow_sentence_wraps_whole_at_80_columns_as_a_stall_does():
     badge onto as many lines as it needs (up to three), never cut mid-word."""
     from synth import timeline
 
-    from gputui.diagnose.detector import Detector
-    from gputui.ui.banner import banner_height, banner_lines
+    from gputui.diagnose.hang.detector import Detector
+    from gputui.ui.widgets.banner import banner_height, banner_lines
 
     det = Detector()
     states = ["wait_2_5x", "wait_2_5x_warm", "compute", "wait_2_5x"]

@@ -15,11 +15,11 @@ from conftest import run_cli
 from straggler_job import gloo_straggler_job
 from synth import timeline, with_real_pids
 
-from gputui.collect.trace import TraceWriter
+from gputui.collect.trace.format import TraceWriter
 from gputui.commands.check import _profile_lines
-from gputui.diagnose.detector import Detector
 from gputui.diagnose.exitcodes import SLOW
-from gputui.tools.profile import StragglerProfiler, fold
+from gputui.diagnose.hang.detector import Detector
+from gputui.tools.attach.profile import StragglerProfiler, fold
 from gputui.tools.which import find_tool
 
 TARGETS = Path(__file__).parent / "targets"
@@ -158,7 +158,7 @@ def test_the_straggler_of_a_real_gloo_job_is_profiled_to_its_busy_function(gloo_
 def test_two_samplers_fold_into_wall_time_with_each_frames_idle_share():
     """The --idle sampler saw 100 samples, the running one 12: load_batch was idle in 85 of
     its 88 samples, step() ran in all of its 12."""
-    from gputui.tools.profile import Row, fold_wall, idle_kind, row_sentence
+    from gputui.tools.attach.profile import Row, fold_wall, idle_kind, row_sentence
 
     wall = "main (t.py:9);load_batch (t.py:3) 88\nmain (t.py:9);step (t.py:6) 12\n"
     running = "main (t.py:9);load_batch (t.py:3) 3\nmain (t.py:9);step (t.py:6) 9\n"
@@ -198,7 +198,7 @@ def test_a_host_bound_rank_is_profiled_in_wall_time_to_its_sleeping_input_functi
     """The 4 x H200 case: the rank sleeping 40 ms a step in its input function read
     "synchronize 80 %, the input function 20 %" when idle samples were left out. In wall
     time its input function holds most samples, and the profile says it was asleep there."""
-    from gputui.tools.profile import profile
+    from gputui.tools.attach.profile import profile
 
     prof = profile(host_bound, seconds=2.0)
     assert prof.result.ok, prof.result.message

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from test_exporter_metrics import by_name, samples, watch_of
 
-from gputui.collect.trace import read_trace
+from gputui.collect.trace.format import read_trace
 from gputui.exporter.metrics import exported_names
 
 STRAGGLER = Path(__file__).parent / "data" / "h200x4-straggler-4x.jsonl.gz"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from conftest import run_cli
 
-from gputui.collect.trace import TraceWriter, read_trace
-from gputui.diagnose.detector import diagnose_trace
+from gputui.collect.trace.format import TraceWriter, read_trace
+from gputui.diagnose.hang.detector import diagnose_trace
 
 STRAGGLER = Path(__file__).parent / "data" / "h200x4-straggler-4x.jsonl.gz"
 

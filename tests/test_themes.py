@@ -1,4 +1,4 @@
-"""Colours come from the theme, never from the code (gputui/ui/palette.py).
+"""Colours come from the theme, never from the code (gputui/ui/widgets/palette.py).
 
 On the real recording's hang at 80x24, for the themes that matter: every colour on screen is
 the theme's (a truecolor theme shows no named ANSI colour; an ANSI theme, which keeps the
@@ -39,7 +39,7 @@ def styled_cells(app) -> list[tuple[str, Style]]:
 def drawn_cells(app) -> list[tuple[str, Style]]:
     """(text, style) of the segments the widgets drew, before Textual composes them (the
     compositor turns a named colour into the theme's RGB: only here can it be told apart)."""
-    from gputui.ui.strips import LineView
+    from gputui.ui.widgets.strips import LineView
 
     strips = [s for w in app.screen.query(LineView) for s in w._strips]
     strips += app.table._shown

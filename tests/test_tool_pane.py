@@ -16,12 +16,18 @@ from textual.app import App
 from textual.widgets import RichLog, Static
 
 from gputui.collect.model import Job, ProcessInfo, RankInfo, Snapshot
-from gputui.tools import ptrace
+from gputui.tools.attach import ptrace
+from gputui.tools.attach.stacks import py_spy_dump
 from gputui.tools.result import Outcome
 from gputui.tools.runner import run_tool
-from gputui.tools.stacks import py_spy_dump
 from gputui.tools.which import find_tool
-from gputui.ui.tool_pane import DumpAllPane, ToolPane, dump_all_pane, py_spy_pane, strace_pane
+from gputui.ui.screens.tool_pane import (
+    DumpAllPane,
+    ToolPane,
+    dump_all_pane,
+    py_spy_pane,
+    strace_pane,
+)
 
 needs_py_spy = pytest.mark.skipif(find_tool("py-spy") is None, reason="py-spy is not installed")
 needs_strace = pytest.mark.skipif(find_tool("strace") is None, reason="strace is not installed")

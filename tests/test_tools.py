@@ -17,11 +17,11 @@ import pytest
 from targets.launch import Targets
 
 from gputui.collect.model import ProcessInfo
-from gputui.tools import ptrace
-from gputui.tools.ptrace import Target
+from gputui.tools.attach import ptrace
+from gputui.tools.attach.ptrace import Target
+from gputui.tools.attach.stacks import gdb_backtrace, py_spy_dump, strace_follow
 from gputui.tools.result import Outcome
 from gputui.tools.runner import run_tool
-from gputui.tools.stacks import gdb_backtrace, py_spy_dump, strace_follow
 from gputui.tools.which import find_tool, missing_message, native_debugger, search_dirs
 
 needs_gdb = pytest.mark.skipif(find_tool("gdb") is None, reason="gdb is not installed")
@@ -412,7 +412,7 @@ def test_real_permission_denied_says_what_to_do(targets, tool):
     p = targets.start("loader", undumpable=True)
     code = (
         "import json, sys\n"
-        f"from gputui.tools.stacks import {tool}\n"
+        f"from gputui.tools.attach.stacks import {tool}\n"
         f"r = {tool}({p.pid}, **({{'seconds': 2}} if '{tool}' == 'strace_follow' else {{}}))\n"
         "print(json.dumps(r.to_json()))\n"
     )

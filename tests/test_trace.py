@@ -14,7 +14,7 @@ import json
 import pytest
 
 from gputui.collect.model import GpuSample, ProcessInfo, RankInfo, Snapshot
-from gputui.collect.trace import TraceWriter, read_trace
+from gputui.collect.trace.format import TraceWriter, read_trace
 from gputui.errors import GputuiError
 
 
@@ -274,7 +274,7 @@ def test_special_files_are_refused_before_any_read_can_block(tmp_path):
 def test_every_bound_is_an_error_naming_the_line(
     tmp_path, monkeypatch, bound, value, text, message
 ):
-    from gputui.collect import trace_schema
+    from gputui.collect.trace import schema as trace_schema
 
     monkeypatch.setattr(trace_schema, bound, value)
     with pytest.raises(GputuiError, match=message.replace("(", r"\(")):
@@ -283,7 +283,7 @@ def test_every_bound_is_an_error_naming_the_line(
 
 @pytest.mark.hostile
 def test_nesting_is_measured_without_recursion():
-    from gputui.collect.trace_schema import nesting_ok
+    from gputui.collect.trace.schema import nesting_ok
 
     assert nesting_ok(b'{"a":[[1],[2]],"b":{"c":[]}}', limit=3)
     assert not nesting_ok(b'{"a":[[[1]]]}', limit=3)
@@ -404,7 +404,7 @@ def test_what_the_writer_writes_always_reads_back(tmp_path):
 def test_the_writer_never_follows_a_link_nor_writes_into_a_fifo(tmp_path):
     import os
 
-    from gputui.collect.trace import open_output
+    from gputui.collect.trace.format import open_output
 
     (tmp_path / "link").symlink_to(tmp_path / "absent")
     os.mkfifo(tmp_path / "fifo")

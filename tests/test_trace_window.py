@@ -1,5 +1,5 @@
 """`snapshot --replay FILE [--at S]` reads the moment's window of history, not the whole file
-(gputui.collect.trace_window), and must say what the whole replay says at that moment.
+(gputui.collect.trace.window), and must say what the whole replay says at that moment.
 
 The real recordings of tests/data and the bundled demo are cut at many moments, with
 windows far shorter than the snapshot's own (5 and 20 s, so the window is moved back to a
@@ -15,11 +15,11 @@ import pytest
 from recorded_records import recordings
 
 from gputui.collect.source import demo_path
-from gputui.collect.trace_read import read_trace
-from gputui.collect.trace_window import read_moment
+from gputui.collect.trace.read import read_trace
+from gputui.collect.trace.window import read_moment
 from gputui.commands.moment import verdicts
-from gputui.diagnose.classify import GpuState, classify_gpu
-from gputui.diagnose.health import HealthTracker
+from gputui.diagnose.hang.classify import GpuState, classify_gpu
+from gputui.diagnose.health.judge import HealthTracker
 
 DATA = Path(__file__).parent / "data"
 FILES = [

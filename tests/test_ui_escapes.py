@@ -2,8 +2,8 @@
 
 A recording whose rendezvous job key held `ESC ] 2 ; ... BEL`, replayed in tmux, renamed the
 pane, and OSC 52 in it wrote the clipboard: Rich and Textual pass ESC through. The class is
-closed where text becomes something drawable: `gputui.ui.strips.Line` (every line view) and
-`gputui.ui.safe_text` (every pane built from Rich Text or a Static) clean each string, and
+closed where text becomes something drawable: `gputui.ui.widgets.strips.Line` (every line view) and
+`gputui.ui.widgets.safe_text` (every pane built from Rich Text or a Static) clean each string, and
 the app's `notify` cleans its messages. So:
 
 - the source test fails on any module of gputui/ui that builds its text another way (Rich's
@@ -31,15 +31,15 @@ from screen import run_to_end, screen_text
 from tmux import Tmux, needs_tmux
 
 from gputui.collect.source import ReplaySource
-from gputui.collect.trace import read_trace
+from gputui.collect.trace.format import read_trace
 from gputui.textsafe import is_clean
 
 UI = Path(__file__).resolve().parents[1] / "gputui" / "ui"
 FORBIDDEN = {
-    ("rich.text", "Text"): "gputui.ui.safe_text.Text",
-    ("textual.widgets", "Static"): "gputui.ui.safe_text.Static",
-    ("textual.widgets", "Label"): "gputui.ui.safe_text.Static",
-    ("textual.content", "Content"): "gputui.ui.safe_text.Static or strips.Line",
+    ("rich.text", "Text"): "gputui.ui.widgets.safe_text.Text",
+    ("textual.widgets", "Static"): "gputui.ui.widgets.safe_text.Static",
+    ("textual.widgets", "Label"): "gputui.ui.widgets.safe_text.Static",
+    ("textual.content", "Content"): "gputui.ui.widgets.safe_text.Static or strips.Line",
 }
 
 

@@ -15,9 +15,9 @@ from dataclasses import replace
 
 from synth import DT, timeline
 
-from gputui.diagnose.culprit import explain_stacks
 from gputui.diagnose.evidence import Evidence
-from gputui.watch import JobTarget, Watcher
+from gputui.diagnose.hang.culprit import explain_stacks
+from gputui.watch.watcher import JobTarget, Watcher
 
 SPIN, IDLE, COMPUTE = "spin", "idle", "compute"
 

@@ -31,9 +31,9 @@ from targets.launch import BLOCKED, Targets
 
 from gputui.collect.model import Snapshot
 from gputui.diagnose.verdict import Verdict
-from gputui.tools import ptrace
+from gputui.tools.attach import ptrace
 from gputui.tools.which import find_tool
-from gputui.watch import Watcher
+from gputui.watch.watcher import Watcher
 
 needs_py_spy = pytest.mark.skipif(find_tool("py-spy") is None, reason="py-spy is not installed")
 pytestmark = needs_py_spy
@@ -275,9 +275,9 @@ def test_a_refused_attach_says_ptrace_and_how_to_allow_it(targets):
     code = (
         "import json, sys, psutil\n"
         "from gputui.collect.model import ProcessInfo, RankInfo\n"
-        "from gputui.diagnose.culprit import explain_stacks\n"
+        "from gputui.diagnose.hang.culprit import explain_stacks\n"
         "from gputui.diagnose.verdict import Verdict\n"
-        "from gputui.watch import JobTarget, gather_stacks\n"
+        "from gputui.watch.watcher import JobTarget, gather_stacks\n"
         "import threading\n"
         f"pid = {p.pid}\n"
         "proc = ProcessInfo(pid, psutil.Process(pid).create_time(), gpus=(1,), "

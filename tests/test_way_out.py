@@ -14,8 +14,8 @@ from screen import until
 from synth import with_real_pids
 
 from gputui.ui.app import GputuiApp
-from gputui.ui.dialogs import ConfirmDialog, WriteDialog
-from gputui.ui.tool_pane import ToolPane
+from gputui.ui.screens.dialogs import ConfirmDialog, WriteDialog
+from gputui.ui.screens.tool_pane import ToolPane
 
 
 class SpinningRanks:

@@ -9,7 +9,7 @@ from screen import until
 
 from gputui.collect.source import ReplaySource
 from gputui.ui.app import GputuiApp
-from gputui.ui.world_screen import WorldScreen
+from gputui.ui.screens.world import WorldScreen
 
 pytestmark = pytest.mark.pilot
 

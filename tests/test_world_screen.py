@@ -13,8 +13,8 @@ from textual.app import App
 from textual.widgets import Static
 
 from gputui.probe.runner import torch_installed
-from gputui.probe.world import WorldOptions
-from gputui.ui.world_screen import WorldScreen
+from gputui.probe.world.model import WorldOptions
+from gputui.ui.screens.world import WorldScreen
 
 pytestmark = pytest.mark.skipif(not torch_installed(), reason="torch is not installed")
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import shlex
 
 from gputui.jsonout import dumps
-from gputui.probe.bisect import Bisect, _judge_pairs
-from gputui.probe.world import HostResult, WorldOptions, WorldRun, spec_for, worker_args
-from gputui.probe.world_nccl import parse_lines, summary, transport_kind
-from gputui.probe.world_parse import host_result, short_error
-from gputui.tools.fleet import HostRun
+from gputui.probe.world.bisect import Bisect, _judge_pairs
+from gputui.probe.world.model import HostResult, WorldOptions, WorldRun
+from gputui.probe.world.nccl import parse_lines, summary, transport_kind
+from gputui.probe.world.parse import host_result, short_error
+from gputui.probe.world.probe import spec_for, worker_args
+from gputui.tools.fleet.run import HostRun
 
 NCCL_LINES = """\
 c3:4242:4242 [0] NCCL INFO Bootstrap : Using eth0:10.1.0.3<0>
@@ -146,13 +147,14 @@ def test_the_remote_command_survives_the_remote_shell_intact():
 def test_a_failing_node_probe_names_the_gpu_that_fails_with_every_peer():
     """Bisect runs `gputui probe --json` on a multi-GPU host that failed alone; its JSON (the
     node probe's own report) names the GPU."""
-    from gputui.probe.bisect import node_finding
+    from gputui.probe.analysis import report_json
     from gputui.probe.result import PairResult, ProbeReport
+    from gputui.probe.world.bisect import node_finding
 
     rep = ProbeReport(devices=[0, 1, 2, 5], backend="nccl", size=1, timeout_s=30.0)
     for a, c in ((0, 1), (0, 2), (0, 5), (1, 2), (1, 5), (2, 5)):
         ok = 5 not in (a, c)
         rep.pairs.append(PairResult((a, c), ok=ok, reason=None if ok else "NCCL error: unhandled"))
-    text = node_finding(dumps(rep.to_json()))
+    text = node_finding(dumps(report_json(rep)))
     assert text is not None and text.startswith("GPU 5 is the broken GPU: all its 3 pairs failed")
     assert node_finding("not json") is None

@@ -19,7 +19,7 @@ import math
 import os
 from typing import Any
 
-from gputui.collect.trace_schema import nesting_ok
+from gputui.collect.trace.schema import nesting_ok
 
 MAX_DEPTH = 64  # a `check --json` report nests about 6 deep
 MAX_INT_DIGITS = 24  # sign and 20 digits hold 2**64

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gputui.collect.model import GpuSample, Snapshot
-from gputui.collect.nvml import (
+from gputui.collect.nvml.reader import (
     DEFAULT_TIMEOUT_S,
     FAILING,
     GPU_UNREADABLE,
@@ -24,10 +24,10 @@ from gputui.collect.nvml import (
     NvmlReader,
     unreadable_message,
 )
-from gputui.collect.nvml_thread import NvmlHung
+from gputui.collect.nvml.thread import NvmlHung
 
 if TYPE_CHECKING:
-    from gputui.collect.health import HealthMonitor
+    from gputui.collect.nvml.health import HealthMonitor
 
 
 class LiveSource:
@@ -62,10 +62,10 @@ class LiveSource:
         self._early: tuple[float, tuple[GpuSample, ...]] | None = None
         if on_gpus is not None and self.nvml.devices:
             self._first_reading(on_gpus)
-        from gputui.collect.health import HealthMonitor
-        from gputui.collect.nsmap import PidMapper
-        from gputui.collect.podresources import PodResources
-        from gputui.collect.procs import HostTop, ProcessReader
+        from gputui.collect.nvml.health import HealthMonitor
+        from gputui.collect.procs.nsmap import PidMapper
+        from gputui.collect.procs.podresources import PodResources
+        from gputui.collect.procs.reader import HostTop, ProcessReader
 
         # GPU health (Xids, ECC, remaps, lost GPUs): records in each snapshot; the Xid event
         # thread and the NVLink error counters (a thread of their own, from the second
@@ -109,9 +109,9 @@ class LiveSource:
         )
 
     def sample(self) -> Snapshot:
-        from gputui.collect.jobs import group_jobs
-        from gputui.collect.nsmap import reconcile
-        from gputui.collect.podresources import name_pods
+        from gputui.collect.procs.jobs import group_jobs
+        from gputui.collect.procs.nsmap import reconcile
+        from gputui.collect.procs.podresources import name_pods
 
         if self._early is not None:  # the reading `on_gpus` was given: not read again
             (t, raw), self._early = self._early, None

@@ -81,7 +81,7 @@ class ProcessInfo:
     rank: RankInfo | None = None
     env_error: str | None = None  # why the environment could not be read, if it could not
     live: bool = True  # False for processes from a recording: nothing here can attach to them
-    # Whose process it is (gputui.collect.owner.Owner: pod, container, Slurm job), or None.
+    # Whose process it is (gputui.collect.procs.owner.Owner: pod, container, Slurm job), or None.
     owner: Any = None
     # Inside a container whose driver reports host pids: the pid NVML gave, when it differs
     # from `pid` (the one that works here), and whether that match is a guess.
@@ -124,7 +124,7 @@ class Snapshot:
     # Records of a recording that are not GPU samples but belong at this sample's time, such
     # as the stack dumps `gputui record` took (`{"type": "stacks", ...}`); validated by the
     # reader, interpreted by their consumers. Live snapshots carry GPU health records
-    # (`{"type": "health", ...}`, gputui.collect.health), which `gputui record` writes.
+    # (`{"type": "health", ...}`, gputui.collect.nvml.health), which `gputui record` writes.
     records: tuple[dict[str, Any], ...] = ()
 
     def process(self, pid: int) -> ProcessInfo | None:

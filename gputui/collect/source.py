@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from gputui.collect.jobs import group_jobs
 from gputui.collect.model import Snapshot
+from gputui.collect.procs.jobs import group_jobs
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
-    from gputui.collect.trace_read import TraceReader
+    from gputui.collect.trace.read import TraceReader
 
 
 class Source(Protocol):
@@ -91,7 +91,7 @@ class ReplaySource:
         self._delay = 0.0
         self._lazy: _LazyRead | None = None  # a file still being read (from_file, lazy)
         # What the reader skipped (records of the wrong shape), one line each, for the faces
-        # to say once (gputui.collect.trace_read.TraceReader.notes).
+        # to say once (gputui.collect.trace.read.TraceReader.notes).
         self.notes: list[str] = []
         # The recorded node's name, the same in every face (check, exporter, bundle):
         # the recording's own hostname, else (from_file) its file name without extensions.
@@ -112,7 +112,7 @@ class ReplaySource:
         day-long recording shows its first frame at once; a damaged line found later ends
         the replay there, said once by sample()."""
         from gputui.collect.hostlist import host_from_name
-        from gputui.collect.trace_read import TraceReader, shown
+        from gputui.collect.trace.read import TraceReader, shown
 
         name = shown(Path(path).name)
         reader = TraceReader(path)
@@ -137,7 +137,7 @@ class ReplaySource:
     ) -> ReplaySource:
         """The bundled recording. `start_s` counts from the file's first sample;
         `into_demo_s` (what `--demo --start S` gives) from where the demo starts."""
-        from gputui.collect.trace_read import read_trace
+        from gputui.collect.trace.read import read_trace
 
         snaps = read_trace(demo_path())
         if start_s is None:

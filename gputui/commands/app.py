@@ -14,7 +14,7 @@ from gputui.commands.lean import one_malloc_arena, without_tls
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
-    from gputui.ui.preframe import PreFrame
+    from gputui.ui.widgets.preframe import PreFrame
 
 NVML_START_TIMEOUT = 15.0  # seconds for nvmlInit and the device list before giving up
 PREFRAME_WAIT_S = 1.0  # at most this long for the plain-text first frame before Textual loads
@@ -28,7 +28,7 @@ def _open_in_background(
     Both overlap with importing Textual (~0.2-0.3 s), and the first frame can then show the
     GPUs at once instead of a "waiting" screen and a second layout pass; a driver that does
     not answer cannot hang the start: the wait is bounded. With `pre`, the sample is drawn
-    at once in plain text (gputui.ui.preframe), while Textual is still importing.
+    at once in plain text (gputui.ui.widgets.preframe), while Textual is still importing.
     """
     result: list = []
 
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     # that started it ignored SIGHUP (nohup, some job launchers).
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
     one_malloc_arena()  # before any thread starts (gputui.commands.lean says why)
-    from gputui.ui.preframe import PreFrame
+    from gputui.ui.widgets.preframe import PreFrame
 
     pre = PreFrame()
     thread, result = _open_in_background(args, pre)
@@ -133,7 +133,7 @@ def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) 
     source, first = result[0]
     story = None
     if getattr(args, "demo", False):
-        from gputui.ui.story import DemoStory
+        from gputui.ui.actions.story import DemoStory
 
         # the demo holds at each finding until the user goes on; its recording says when
         # each hang starts (the countdown on the story bar)

@@ -128,7 +128,7 @@ def _sample_live(args: argparse.Namespace, src: Source, snaps: list[Snapshot]) -
 def _verdict(args: argparse.Namespace, snaps: list[Snapshot]) -> Verdict | None:
     """The verdict at the last sample, with the stack dumps a recording carries (the
     bundle takes its own stacks; it does not auto-dump while sampling)."""
-    from gputui.watch import Watcher
+    from gputui.watch.watcher import Watcher
 
     if not snaps:
         return None
@@ -145,7 +145,7 @@ def _verdict(args: argparse.Namespace, snaps: list[Snapshot]) -> Verdict | None:
 def run(args: argparse.Namespace) -> int:
     from gputui.errors import GputuiError
     from gputui.textsafe import clean
-    from gputui.tools.bundle import write_bundle
+    from gputui.tools.bundle.write import write_bundle
 
     pids = parse_pids(args.pid, what="bundle") if args.pid is not None else None
     if pids is not None and (args.demo or args.replay is not None):

@@ -12,14 +12,14 @@ slow job's straggler with py-spy for a few seconds and prints its top functions
 (`profile`). A replay shows the dumps the
 recording carries. Each line also names the node (`host`) and the job's global ranks on its
 GPUs (`job_key`, `world_size`, `ranks`), so that `gputui merge` can join the lines of every
-node of a job (gputui/diagnose/node_report.py).
+node of a job (gputui/diagnose/merge/node_report.py).
 
 A node with no NVIDIA driver has nothing to watch: 0. A node whose driver or GPUs are there
 but NVML fails or does not answer within --timeout is a broken node: 2, with NVML's state in
 one line. A health check must never pass there. A sick GPU (a hardware Xid, uncorrected ECC
 errors, a pending row remap, a GPU NVML reports lost) is 3 when no job hangs: the other GPUs
 are watched to the end, and each line carries `health` (every GPU's word, its counters, each
-Xid with its number; gputui.diagnose.health).
+Xid with its number; gputui.diagnose.health.judge).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from gputui.collect.model import Snapshot
     from gputui.collect.source import Source
     from gputui.diagnose.verdict import Verdict
-    from gputui.tools.profile import StragglerProfiler
+    from gputui.tools.attach.profile import StragglerProfiler
 
 # At the end of a live check, wait this long at most for a dump still running; the dump is
 # bounded by its own per-rank limit (5 s) and runs the ranks in parallel.
@@ -178,7 +178,7 @@ def _snapshots(args: argparse.Namespace, source: Source) -> Iterator[Snapshot]:
 def _host_ranks() -> bool:
     """Whether a process here carries a distributed job's rank variables: with no GPU, a job
     waiting in its rendezvous is still a hang to watch for (one scan, a few ms)."""
-    from gputui.collect.hostranks import HostRankScanner
+    from gputui.collect.procs.hostranks import HostRankScanner
 
     scanner = HostRankScanner()
     try:
@@ -213,11 +213,11 @@ def _said(v: Verdict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from gputui.diagnose.exitcodes import OK, SICK_GPU, SLOW, worst
-    from gputui.diagnose.health_report import health_key, health_line, health_text
-    from gputui.diagnose.node_report import NodeReport
+    from gputui.diagnose.health.report import health_key, health_line, health_text
+    from gputui.diagnose.merge.node_report import NodeReport
     from gputui.diagnose.verdict import verdict_to_json
     from gputui.jsonout import dumps
-    from gputui.watch import Watcher
+    from gputui.watch.watcher import Watcher
 
     check_detector_args(args)
     live = not (args.replay or args.demo)
@@ -354,7 +354,7 @@ def _profiler(args: argparse.Namespace, live: bool) -> StragglerProfiler | None:
     """--profile-straggler on a live node (a recording's processes are not here)."""
     if not getattr(args, "profile_straggler", False) or not live:
         return None
-    from gputui.tools.profile import StragglerProfiler
+    from gputui.tools.attach.profile import StragglerProfiler
 
     return StragglerProfiler()
 

@@ -91,9 +91,9 @@ def after_check(
 
 def _dump(args: argparse.Namespace, v: Any, snap: Any, line: Callable, out: After) -> Any:
     """The job is gone (no alarm): its debug server's last dump, joined to the verdict."""
-    from gputui.collect.debugserver import read_dump
-    from gputui.diagnose.debugserver import explain_debugserver
+    from gputui.collect.nccl.debugserver import read_dump
     from gputui.diagnose.evidence import fold
+    from gputui.diagnose.nccl.debugserver import explain_debugserver
 
     rec = read_dump(args.debug_dump_dir, v.job or "", "gone", {}, time.time())
     if rec is None:
@@ -115,9 +115,9 @@ def _probe(
     line: Callable,
     out: After,
 ) -> None:
-    from gputui.diagnose.blame import Blame, blamed, forced
-    from gputui.diagnose.blamed_probe import explain_blamed_probe, join
     from gputui.diagnose.exitcodes import SICK_GPU
+    from gputui.diagnose.health.blame import Blame, blamed, forced
+    from gputui.diagnose.health.blamed_probe import explain_blamed_probe, join
     from gputui.diagnose.ranking import Strength
 
     blame: Blame | None

@@ -312,7 +312,7 @@ def open_source(
                 print(f"gputui: {note}", file=sys.stderr)
     else:
         from gputui.collect.live import LiveSource
-        from gputui.collect.nvml import DEFAULT_TIMEOUT_S
+        from gputui.collect.nvml.reader import DEFAULT_TIMEOUT_S
 
         limit = timeout or getattr(args, "timeout", None) or DEFAULT_TIMEOUT_S
         source = LiveSource(

@@ -1,6 +1,6 @@
 """`--debug-server HOST:PORT` and `--debug-dump-dir DIR`: where a job's PyTorch debug server is,
 when gputui cannot find it itself (rank 0 on another node on a port other than 25999, a
-front end behind a forward), and where its periodic dumps are (gputui.collect.debugserver).
+front end behind a forward), and where its periodic dumps are (gputui.collect.nccl.debugserver).
 
 Why options of their own beside the detector's: the commands that gather evidence at a
 stall (the dashboard, `check`, `record`) hand them to the Watcher's debug-server gatherer;
@@ -16,7 +16,7 @@ from typing import Any
 
 def server_addr(text: str) -> str:
     """argparse type: HOST:PORT, [V6]:PORT or PORT (this host)."""
-    from gputui.collect.debugserver_find import parse_addr
+    from gputui.collect.nccl.debugserver_find import parse_addr
 
     try:
         parse_addr(text)
@@ -54,7 +54,7 @@ def add_debug_server_args(p: argparse.ArgumentParser) -> None:
 
 def gatherers_for(args: argparse.Namespace) -> Any:
     """The Watcher's gatherers with the debug server's options bound."""
-    from gputui.gatherers import with_debug_server
+    from gputui.watch.gatherers import with_debug_server
 
     return with_debug_server(
         server=getattr(args, "debug_server", None), dump_dir=getattr(args, "debug_dump_dir", None)

@@ -105,8 +105,8 @@ def _fail_lines(results: list[ToolResult]) -> int:
 
 def _run_job(args: argparse.Namespace, pid: int) -> int:
     from gputui.jsonout import dumps
-    from gputui.tools.dumpall import DumpAll, dump_all
-    from gputui.tools.jobfind import JobMembers, find_job
+    from gputui.tools.attach.dumpall import DumpAll, dump_all
+    from gputui.tools.attach.jobfind import JobMembers, find_job
 
     snap, nvml_problem = _live_snapshot(args.timeout or LIVE_SAMPLE_TIMEOUT_S)
     job: JobMembers = find_job(pid, snap)
@@ -129,12 +129,12 @@ def _run_job(args: argparse.Namespace, pid: int) -> int:
 
 
 def _run_core(args: argparse.Namespace) -> int:
-    """`dump --core FILE [--exe PATH]` (gputui.tools.core): bad input is exit 2, a debugger
+    """`dump --core FILE [--exe PATH]` (gputui.tools.attach.core): bad input is exit 2, a debugger
     that cannot read it exit 1, each with one line."""
     import os
 
     from gputui.jsonout import dumps
-    from gputui.tools.core import core_backtrace
+    from gputui.tools.attach.core import core_backtrace
 
     if not args.core:
         raise GputuiError("--exe goes with --core FILE")
@@ -156,8 +156,8 @@ def _run_core(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from gputui.jsonout import dumps
-    from gputui.tools.dumpall import dump_all
-    from gputui.tools.stacks import gdb_backtrace
+    from gputui.tools.attach.dumpall import dump_all
+    from gputui.tools.attach.stacks import gdb_backtrace
 
     if args.core or args.exe:
         return _run_core(args)

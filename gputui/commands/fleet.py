@@ -20,7 +20,7 @@ from gputui.commands.common import positive_float
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
-    from gputui.tools.fleet import HostRun
+    from gputui.tools.fleet.run import HostRun
 
 REMOTE_COMMANDS = ("check", "dump", "snapshot")
 
@@ -174,7 +174,7 @@ def _targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         if args.hosts in REMOTE_COMMANDS and "--" not in args.remote:
             args.remote = ["--", args.hosts, *args.remote]
         remote = _remote(args)
-        from gputui.tools.kube import list_pods
+        from gputui.tools.fleet.kube import list_pods
 
         return list_pods(args.namespace, args.selector, args.connect_timeout + 10.0), remote
     return _hosts(args.hosts), _remote(args)
@@ -192,10 +192,10 @@ def _runs(
     import os
     import time
 
-    from gputui.tools import fleet
+    from gputui.tools.fleet import run as fleet
 
     if args.launcher == "kubectl":
-        from gputui.tools.kube import run_kubectl
+        from gputui.tools.fleet.kube import run_kubectl
 
         if remote[0] == "check" and "--host" not in remote:
             remote = [*remote, "--host", "{host}"]
@@ -279,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from gputui.textsafe import clean
-    from gputui.tools.fleet import said
+    from gputui.tools.fleet.run import said
 
     hosts, remote = _targets(args)
     deadline = time.monotonic() + args.timeout  # the whole fan-out's (GRACE_S after it)
@@ -309,9 +309,9 @@ def _merge(
 
     from gputui.collect.capped import loads_bounded
     from gputui.commands.merge import text_report
-    from gputui.diagnose.merge import line_from_json, merge, merged_to_json
+    from gputui.diagnose.merge.join import line_from_json, merge, merged_to_json
     from gputui.textsafe import clean
-    from gputui.tools.fleet import said
+    from gputui.tools.fleet.run import said
 
     lines = []
     answered: set[str] = set()
@@ -367,6 +367,6 @@ def _merge(
             print(json.dumps(merged_to_json(m)), flush=True)
     else:
         print(text_report(steps))
-    from gputui.diagnose.merge import exit_code  # the worst verdict seen, as `check` exits
+    from gputui.diagnose.merge.join import exit_code  # the worst verdict seen, as `check` exits
 
     return exit_code(steps)

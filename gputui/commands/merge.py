@@ -3,7 +3,7 @@
     srun --overlap --jobid J -N 64 --ntasks-per-node=1 gputui check --json | gputui merge
 
 Exit status as `check` over a replay: the worst job-wide verdict seen over the lines' span
-(gputui.diagnose.merge.exit_code), so a stall that ended still exits 1; 3 for a sick GPU
+(gputui.diagnose.merge.join.exit_code), so a stall that ended still exits 1; 3 for a sick GPU
 when no job hung; 2 on bad input (a file that cannot be read, no check lines at all, a bad
 --expect).
 """
@@ -17,7 +17,7 @@ from gputui.commands.common import positive_float
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
-    from gputui.diagnose.merge import Merged
+    from gputui.diagnose.merge.join import Merged
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,7 +65,7 @@ def exit_epilog() -> str:
 
 def text_report(steps: list[Merged]) -> str:
     """What `merge` prints without --json: the changes, then the final verdict in full."""
-    from gputui.diagnose.merge import ranks_text
+    from gputui.diagnose.merge.join import ranks_text
     from gputui.textsafe import clean
 
     t0 = steps[0].t
@@ -105,8 +105,8 @@ def merge_inputs(files: list[str], expect: str | None, window: float) -> list[Me
     import sys
 
     from gputui.collect.hostlist import expand_hosts
-    from gputui.collect.report_reader import ReadStats, read_reports
-    from gputui.diagnose.merge import line_from_json, merge
+    from gputui.collect.trace.report_reader import ReadStats, read_reports
+    from gputui.diagnose.merge.join import line_from_json, merge
 
     hosts: list[str] = []
     if expect is not None:
@@ -141,7 +141,7 @@ def merge_inputs(files: list[str], expect: str | None, window: float) -> list[Me
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from gputui.diagnose.merge import merged_to_json
+    from gputui.diagnose.merge.join import merged_to_json
 
     steps = merge_inputs(args.files, args.expect, args.window)
     if args.json:
@@ -149,6 +149,6 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(merged_to_json(m)), flush=True)
     else:
         print(text_report(steps))
-    from gputui.diagnose.merge import exit_code  # the worst verdict seen, as `check` exits
+    from gputui.diagnose.merge.join import exit_code  # the worst verdict seen, as `check` exits
 
     return exit_code(steps)

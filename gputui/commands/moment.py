@@ -20,7 +20,7 @@ def verdicts(
     snaps: Sequence[Snapshot], stall_after: float = 10.0, hang_after: float = 60.0
 ) -> list[Verdict]:
     """The verdict at each sample, as a replay's Watcher gives it (recorded stacks included)."""
-    from gputui.watch import Watcher
+    from gputui.watch.watcher import Watcher
 
     w = Watcher(stall_after, hang_after, live=False)
     try:

@@ -173,7 +173,7 @@ def select_devices(args: argparse.Namespace) -> tuple[str, list[int]]:
 
 def run(args: argparse.Namespace) -> int:
     from gputui.jsonout import dumps
-    from gputui.probe.analysis import report_text
+    from gputui.probe.analysis import report_json, report_text, save_report
     from gputui.probe.runner import ProbeConfig, Progress, run_probe, torch_installed
 
     if getattr(args, "hosts", None) is not None or getattr(args, "world_worker", None) is not None:
@@ -200,10 +200,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"round {p.round + 1}/{p.rounds}: {pairs}", file=sys.stderr)
 
     report = run_probe(cfg, on_progress=progress)
-    data = report.to_json()
+    data = report_json(report)
     if args.out is not None:
         try:
-            report.save(args.out)
+            save_report(report, args.out)
         except OSError as e:
             raise GputuiError(f"cannot write {args.out}: {e.strerror or e}") from None
     print(dumps(data, indent=2) if args.json else report_text(report))

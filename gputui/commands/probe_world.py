@@ -120,7 +120,7 @@ def _hosts(text: str) -> list[str]:
 
 
 def _options(args: argparse.Namespace):
-    from gputui.probe.world import WorldOptions
+    from gputui.probe.world.model import WorldOptions
 
     if args.gpus is not None or args.cpu is not None:
         raise GputuiError("probe --hosts: --gpus and --cpu are for one node; use --gpus-per-host")
@@ -151,7 +151,7 @@ def run_hosts(args: argparse.Namespace) -> int:
     under ssh the workers see their stdin close and kill their ranks), then exits 130."""
     import signal
 
-    from gputui.probe.world_launch import STOP
+    from gputui.probe.world.launch import STOP
 
     def on_signal(signum: int, frame: object) -> None:
         STOP.set()
@@ -168,8 +168,8 @@ def run_hosts(args: argparse.Namespace) -> int:
 
 
 def _run_hosts(args: argparse.Namespace) -> int:
-    from gputui.probe.world_check import check_world
-    from gputui.probe.world_report import json_lines, text
+    from gputui.probe.world.check import check_world
+    from gputui.probe.world.report import json_lines, text
 
     hosts = _hosts(args.hosts)
     opts = _options(args)
@@ -198,11 +198,11 @@ def _run_hosts(args: argparse.Namespace) -> int:
 def run_hidden(args: argparse.Namespace) -> int | None:
     """The remote halves (`--world-worker SPEC`, `--world-reap TOKEN`), or None."""
     if args.world_worker is not None:
-        from gputui.probe.world_worker import main
+        from gputui.probe.world.worker import main
 
         return main(args.world_worker)
     if args.world_reap is not None:
-        from gputui.probe.world_reap import reap
+        from gputui.probe.world.reap import reap
 
         return reap(args.world_reap)
     return None

@@ -34,8 +34,8 @@ from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
     from gputui.collect.source import Source
-    from gputui.collect.trace import TraceWriter
-    from gputui.watch import Watcher
+    from gputui.collect.trace.format import TraceWriter
+    from gputui.watch.watcher import Watcher
 
 DUMP_WAIT_S = 15.0  # at the end, a dump still running is waited for (it is bounded itself)
 
@@ -90,7 +90,7 @@ def _check_target(path: Path, force: bool) -> None:
     import os
     import stat
 
-    from gputui.collect.trace_read import shown
+    from gputui.collect.trace.read import shown
 
     name = shown(path)
     try:
@@ -175,9 +175,9 @@ def write_samples(
 
 def run(args: argparse.Namespace) -> int:
     from gputui.collect.live import LiveSource
-    from gputui.collect.trace import TraceWriter
-    from gputui.collect.trace_read import shown
-    from gputui.watch import Watcher
+    from gputui.collect.trace.format import TraceWriter
+    from gputui.collect.trace.read import shown
+    from gputui.watch.watcher import Watcher
 
     check_detector_args(args)
     path = Path(args.file)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from gputui.collect.model import Snapshot
-    from gputui.diagnose.straggler import Straggle
+    from gputui.diagnose.slow.straggler import Straggle
     from gputui.diagnose.verdict import Verdict
 
 MAX_CPU_INTERVAL_S = 10.0  # a one-shot command should not sit for minutes
@@ -74,11 +74,11 @@ def verdict_summary(v: Verdict | None) -> dict[str, Any] | None:
 def snapshot_to_json(
     snap: Snapshot, health: Any = None, straggles: Sequence[Straggle] = ()
 ) -> dict[str, Any]:
-    """`health`: a gputui.diagnose.health.HealthTracker that has seen the samples; its
+    """`health`: a gputui.diagnose.health.judge.HealthTracker that has seen the samples; its
     words, counters and Xids go under "health" (left out when it knows nothing).
     `straggles`: the wait shares of a replay's jobs (a live snapshot has no history)."""
-    from gputui.collect.nvml import GPU_UNREADABLE
-    from gputui.collect.trace import process_to_dict
+    from gputui.collect.nvml.reader import GPU_UNREADABLE
+    from gputui.collect.trace.format import process_to_dict
 
     gpus = []
     for g in snap.gpus:
@@ -138,7 +138,7 @@ def snapshot_to_json(
         **_wait_json(straggles),
     }
     if health is not None:
-        from gputui.diagnose.health_report import health_line
+        from gputui.diagnose.health.report import health_line
 
         out.update(health_line(health, snap))
     return out
@@ -149,7 +149,7 @@ def _fmt(v: float | None, unit: str = "", nd: int = 0) -> str:
 
 
 def snapshot_to_text(snap: Snapshot, health: Any = None, straggles: Sequence[Straggle] = ()) -> str:
-    from gputui.collect.nvml import GPU_UNREADABLE
+    from gputui.collect.nvml.reader import GPU_UNREADABLE
     from gputui.textsafe import clean  # names, users, command lines: other people's text
 
     lines = []
@@ -199,7 +199,7 @@ def snapshot_to_text(snap: Snapshot, health: Any = None, straggles: Sequence[Str
         lines.append(f"job {clean(j.label)}: GPUs {','.join(map(str, j.gpus))} ({j.how}){wait}")
     lines += [f"job {clean(key)}: {words}" for key, words in waits.items()]  # NVML alone saw
     if health is not None:
-        from gputui.diagnose.health_report import health_text
+        from gputui.diagnose.health.report import health_text
 
         lines += [clean(x) for x in health_text(health, snap)]
     return "\n".join(lines)
@@ -209,7 +209,7 @@ def _wait_words(straggles: Sequence[Straggle]) -> dict[str, str]:
     """Job key -> its GPUs' wait shares and what they say (a replay's snapshot only)."""
     if not straggles:
         return {}
-    from gputui.diagnose.straggler_words import job_words
+    from gputui.diagnose.slow.words import job_words
 
     return {s.key: job_words(s) for s in straggles}
 
@@ -217,7 +217,7 @@ def _wait_words(straggles: Sequence[Straggle]) -> dict[str, str]:
 def _wait_json(straggles: Sequence[Straggle]) -> dict[str, Any]:
     if not straggles:
         return {}
-    from gputui.diagnose.straggler_words import straggle_to_json
+    from gputui.diagnose.slow.words import straggle_to_json
 
     return {"wait": [straggle_to_json(s) for s in straggles]}
 
@@ -231,9 +231,9 @@ def run(args: argparse.Namespace) -> int:
     if live and args.interval > MAX_CPU_INTERVAL_S:
         raise GputuiError(f"--interval: at most {MAX_CPU_INTERVAL_S:g} s for a snapshot")
     from gputui.commands.moment import verdict_moment
-    from gputui.diagnose.health import HealthTracker
+    from gputui.diagnose.health.judge import HealthTracker
 
-    if args.replay:  # the moment and its history only (gputui.collect.trace_window)
+    if args.replay:  # the moment and its history only (gputui.collect.trace.window)
         return _print(args, *_moment(args), live=False, source=None)
     source = open_source(args, realtime=False)
     health = HealthTracker()  # Xids and counters of every sample up to the one shown
@@ -259,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
             for s in seen[0]:
                 health.update(s)
             # A replay has the history a wait share needs (a live snapshot is one sample)
-            from gputui.diagnose.straggler import straggles_over
+            from gputui.diagnose.slow.straggler import straggles_over
 
             straggles = straggles_over(seen[0])
         else:
@@ -280,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
 WINDOW_S = 300.0
 """History judged with a replay's moment: more than the detector remembers (a hang is
 called after 60 s, departed ranks are kept as long, wait shares span 30 s); a spin that
-began earlier is followed back to its start (gputui.collect.trace_window)."""
+began earlier is followed back to its start (gputui.collect.trace.window)."""
 
 
 def _moment(args: argparse.Namespace) -> tuple[Snapshot, list[Snapshot], Any, list[Any]]:
@@ -289,11 +289,11 @@ def _moment(args: argparse.Namespace) -> tuple[Snapshot, list[Snapshot], Any, li
     import sys
 
     from gputui.collect.source import filter_gpus
-    from gputui.collect.trace_window import read_moment
-    from gputui.diagnose.classify import GpuState, classify_gpu
-    from gputui.diagnose.health import HealthTracker
-    from gputui.diagnose.runs import DIP_MAX_S
-    from gputui.diagnose.straggler import straggles_over
+    from gputui.collect.trace.window import read_moment
+    from gputui.diagnose.hang.classify import GpuState, classify_gpu
+    from gputui.diagnose.hang.runs import DIP_MAX_S
+    from gputui.diagnose.health.judge import HealthTracker
+    from gputui.diagnose.slow.straggler import straggles_over
 
     def calm(snap: Snapshot) -> bool:
         return all(classify_gpu(g) != GpuState.SPINNING for g in snap.gpus)

@@ -1,9 +1,20 @@
-"""The hang detector: pure functions over a window of Snapshots, no UI imports (ever).
+"""Diagnosis: pure functions over the collected data, no UI imports (ever), no tools run.
 
-`classify` names what each GPU is doing at one sample, `runs` follows how long a GPU has been
-spinning, `groups` remembers which GPUs belong to which job (a dead rank included), and
-`detector` turns all that into a `Verdict` per sample. The dashboard, `gputui check` and the
-incident bundle all call `Detector.update`, so they can never disagree.
+The rooms, one concern each:
+
+- `hang`: is a job stuck, and where. The per-GPU class, each GPU's run of spinning, the
+  jobs' groups, the `Detector` that turns them into a `Verdict` per sample; the culprit's
+  line from stacks, ranks in different collectives, the rendezvous, progress (busy).
+- `nccl`: what NCCL RAS, the flight recorder and PyTorch's debug server say, as findings.
+- `slow`: stragglers (each rank against its peers) and why they are slow.
+- `health`: GPU health words, NVLink and PCIe error rates, what the verdict blames.
+- `gone`: why a rank is gone (its last words, found while it lived or after the fact).
+- `merge`: many nodes' `check --json` lines into one job-wide verdict.
+- At the top, what every room shares: the `Verdict`, `Evidence` and its fold, the one
+  ranking of findings, the exit codes.
+
+The dashboard, `gputui check` and the incident bundle all call `Detector.update`, so they
+can never disagree.
 """
 
 from __future__ import annotations
@@ -13,10 +24,10 @@ from typing import Any
 
 __all__ = ["Detector", "GpuState", "Verdict", "classify_gpu", "diagnose_trace"]
 _WHERE = {
-    "Detector": "detector",
-    "diagnose_trace": "detector",
-    "GpuState": "classify",
-    "classify_gpu": "classify",
+    "Detector": "hang.detector",
+    "diagnose_trace": "hang.detector",
+    "GpuState": "hang.classify",
+    "classify_gpu": "hang.classify",
     "Verdict": "verdict",
 }
 

@@ -3,7 +3,7 @@
 An explainer (pure, in this package) turns one typed record (a stack dump, an NCCL RAS
 answer...) plus the current verdict into an `Evidence`; `fold` puts every kind's evidence
 into the verdict the banner, `check` and the bundle show. Keeping the fold here, apart from
-whoever gathers the records (gputui.watch), means a replay that carries the records gives
+whoever gathers the records (gputui.watch.watcher), means a replay that carries the records gives
 the same verdict as the live run that took them.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gputui.diagnose.mismatch import joined_mismatch
+from gputui.diagnose.hang.mismatch import joined_mismatch
 from gputui.diagnose.ranking import Finding, Strength, rank, strongest
 from gputui.diagnose.verdict import Known, Verdict, next_steps
 

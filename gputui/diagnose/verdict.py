@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 OK, STALLED, HUNG = "ok", "stalled", "hung"
-SLOW = "slow"  # a job that progresses but waits on a straggler (gputui.diagnose.straggler)
+SLOW = "slow"  # a job that progresses but waits on a straggler (gputui.diagnose.slow.straggler)
 # Peers spin while the rank outside the collective advances (writes a checkpoint, compiles,
-# evaluates): no alarm, until --busy-limit (gputui.diagnose.progress).
+# evaluates): no alarm, until --busy-limit (gputui.diagnose.hang.progress).
 BUSY = "busy"
 
 # An age in a sentence ("died 14 s ago", "(41 min ago, before gputui started)") grows at
@@ -40,8 +40,8 @@ class Verdict:
     gpu_states: dict[int, str] = field(default_factory=dict)
     power_known: bool = True  # False: judged from util and mem_util alone
     # What evidence beyond NVML says (stack dumps, NCCL RAS, the flight recorder), filled in
-    # by gputui.watch after the detector: the suspect's innermost user frame, sentences in the
-    # order a person should read them, and the per-rank stack entries of `check --json`.
+    # by gputui.watch.watcher after the detector: the suspect's innermost user frame, sentences
+    # in the order a person should read them, and the per-rank stack entries of `check --json`.
     culprit_frame: str | None = None
     findings: tuple[str, ...] = ()
     stacks: tuple[dict[str, Any], ...] = ()
@@ -53,7 +53,7 @@ class Verdict:
     ranked: tuple[Any, ...] = ()
     # A slow job (state "slow"): the GPUs that hold it back, every judged GPU's wait share
     # (fraction of its busy samples in the collective-wait pattern; ok verdicts carry them
-    # too), and why the straggler is slow (gputui.diagnose.slow_why). A hung job has none.
+    # too), and why the straggler is slow (gputui.diagnose.slow.why). A hung job has none.
     stragglers: tuple[int, ...] = ()
     wait_share: dict[int, float] = field(default_factory=dict)
     slow_why: dict[str, Any] = field(default_factory=dict)
@@ -66,7 +66,7 @@ class Verdict:
     waiting_pid: int | None = None
     multi_gpu_process: bool = False
     # A busy job (state "busy"): the rank its peers wait for, and what it does: {rank, pid,
-    # gpu, what, rate, for_s, frame} (gputui.diagnose.progress); check --json's `busy`.
+    # gpu, what, rate, for_s, frame} (gputui.diagnose.hang.progress); check --json's `busy`.
     busy: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -1,7 +1,7 @@
 """The exporter's busy jobs: a stalled job whose suspects move bytes is `busy`, not stalled.
 
 The exporter never attaches to a process (no py-spy), so of the three signs of progress
-(gputui.diagnose.progress) it has the two the kernel counts: CPU time and bytes read and
+(gputui.diagnose.hang.progress) it has the two the kernel counts: CPU time and bytes read and
 written, from /proc. CPU time alone is no progress (a busy-wait loop burns a core with its
 frames standing still, and the frames are what the exporter cannot see), so here a job is
 busy only while its suspects move bytes: a checkpoint written, a data set read, a slow file
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.collect.model import Snapshot
-from gputui.collect.progress import Counters, read_counters
-from gputui.diagnose.progress import BUSY_LIMIT_S, RankProgress, judge_rank
+from gputui.collect.procs.progress import Counters, read_counters
+from gputui.diagnose.hang.progress import BUSY_LIMIT_S, RankProgress, judge_rank
 
 KEEP = 64  # readings per pid (about 12 s at the exporter's pace)
 WINDOW_S = 12.0

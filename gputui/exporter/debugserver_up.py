@@ -2,7 +2,7 @@
 
 The exporter never attaches to a process and never gathers a stall's evidence, but asking a
 debug server's front end for its index page costs one local HTTP request (gputui's own
-confirmation, gputui.collect.debugserver): so while a job is stalled, it is asked once, and
+confirmation, gputui.collect.nccl.debugserver): so while a job is stalled, it is asked once, and
 again every ASK_EVERY_S while the stall lasts, in one thread of its own. The answer is the
 `gputui_job_debug_server` gauge: 1 when the job's front end answered, 0 when gputui asked and
 none did (the job did not start one, or it is gone), no series while the job is not stalled.
@@ -26,8 +26,8 @@ NAMES = ("gputui_job_debug_server",)
 
 def answers(ranks: tuple[ProcessInfo, ...], cancel: threading.Event) -> bool:
     """Whether the job's front end (rank 0's child here, else MASTER_ADDR:25999) answers."""
-    from gputui.collect import debugserver as ds
-    from gputui.collect import debugserver_find as find
+    from gputui.collect.nccl import debugserver as ds
+    from gputui.collect.nccl import debugserver_find as find
 
     rank0 = next((p for p in ranks if p.rank is not None and p.rank.rank == 0), None)
     if rank0 is not None:

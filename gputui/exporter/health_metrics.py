@@ -11,12 +11,13 @@ sick. Kernel-log Xids from before the start are not counted (they are in `check`
 Readings that are not supported are left out, never exported as 0; a GPU whose health was
 never read (a recording made before gputui read it) has no health series at all.
 
-NVLink error rates (gputui.diagnose.link_rates), per minute: `gputui_gpu_nvlink_error_rate_max`
-is each GPU's worst link per kind (crc, replay, recovery): at most 3 series a GPU, where one
-per link would be 54 (432 on 8 GPUs), and a bad link is what an alert wants, not a sum that
-18 healthy links' noise hides it in. `gputui_nvlink_error_rate` carries the link number, but
-only for the links the rule names (usually none), so its cardinality stays that of the
-faults. Totals since boot are not exported: healthy GPUs read thousands.
+NVLink error rates (gputui.diagnose.health.link_rates), per minute:
+`gputui_gpu_nvlink_error_rate_max` is each GPU's worst link per kind (crc, replay,
+recovery): at most 3 series a GPU, where one per link would be 54 (432 on 8 GPUs), and a bad
+link is what an alert wants, not a sum that 18 healthy links' noise hides it in.
+`gputui_nvlink_error_rate` carries the link number, but only for the links the rule names
+(usually none), so its cardinality stays that of the faults. Totals since boot are not
+exported: healthy GPUs read thousands.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from gputui.diagnose import xid as X
+from gputui.collect.nvml import xid as X
 
 LABELS = ["gpu", "uuid", "host"]
 WORDS = ("ok", "degraded", "failed")

@@ -20,7 +20,7 @@ from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gputui import __version__
-from gputui.diagnose.classify import GpuState
+from gputui.diagnose.hang.classify import GpuState
 from gputui.exporter.health_metrics import health_families
 from gputui.exporter.view import JOB_STATES, View, Watch
 

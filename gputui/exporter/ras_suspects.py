@@ -2,8 +2,8 @@
 
 The exporter never attaches to a process (no py-spy), but asking RAS costs nothing: it
 answers on localhost in milliseconds. So while a job is stalled, its RAS is asked every few
-seconds (gputui.ras_poll, one query at a time, in its own thread), and the newest answer is
-explained (gputui.diagnose.nccl, pure) into the suspects `gputui_job_suspect` adds beyond
+seconds (gputui.watch.ras_poll, one query at a time, in its own thread), and the newest answer is
+explained (gputui.diagnose.nccl.ras, pure) into the suspects `gputui_job_suspect` adds beyond
 NVML's, and the `gputui_job_mismatch` flag. Read by the sampler thread only.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui.collect.model import Snapshot
-from gputui.diagnose.detector import Detector
+from gputui.diagnose.hang.detector import Detector
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Named:
 
 class RasSuspects:
     def __init__(self, interval: float | None = None) -> None:
-        from gputui.ras_poll import INTERVAL_S, RasPoller
+        from gputui.watch.ras_poll import INTERVAL_S, RasPoller
 
         self.cancel = threading.Event()
         self._lock = threading.Lock()
@@ -58,7 +58,7 @@ class RasSuspects:
 
     def named(self, key: str, snap: Snapshot | None) -> Named:
         """RAS's answer for a job, explained; empty when RAS said nothing usable."""
-        from gputui.diagnose.nccl import explain_nccl
+        from gputui.diagnose.nccl.ras import explain_nccl
         from gputui.diagnose.verdict import Verdict
 
         with self._lock:

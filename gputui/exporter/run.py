@@ -18,7 +18,7 @@ from prometheus_client.process_collector import ProcessCollector
 from gputui.collect.model import Snapshot
 from gputui.collect.sampler import Sampler
 from gputui.collect.source import Source
-from gputui.diagnose.detector import Detector
+from gputui.diagnose.hang.detector import Detector
 from gputui.exporter.metrics import GputuiCollector
 from gputui.exporter.server import bound_port, serve_metrics
 from gputui.exporter.view import Watch

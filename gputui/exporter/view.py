@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui.collect.model import Snapshot
-from gputui.diagnose.detector import Detector
-from gputui.diagnose.groups import Group
+from gputui.diagnose.hang.detector import Detector
+from gputui.diagnose.hang.groups import Group
 from gputui.diagnose.verdict import BUSY, HUNG, OK, STALLED, Verdict
 
 MIB = 2**20
@@ -40,7 +40,7 @@ class GpuRow:
 
     index: int
     uuid: str
-    state: str  # one of gputui.diagnose.classify.GpuState's values
+    state: str  # one of gputui.diagnose.hang.classify.GpuState's values
     spin_s: float  # length of its current run of spinning, 0 when it does not spin
     util: float | None = None  # ratio 0..1
     mem_util: float | None = None  # ratio 0..1
@@ -52,7 +52,7 @@ class GpuRow:
     # dcgm-exporter labels GPUs with the pods that use them; "" where not known.
     owners: tuple[tuple[str, str, str, str], ...] = ()
     # Fraction of its busy samples in the collective-wait pattern over the detector's
-    # window (gputui.diagnose.straggler); None until its job has enough history.
+    # window (gputui.diagnose.slow.straggler); None until its job has enough history.
     wait_ratio: float | None = None
 
 
@@ -254,7 +254,7 @@ class Watch:
         self._view: View | None = None
         self._received = self.started
         self._ranks: dict[int, int] = {}  # pid -> rank, for suspects whose process is gone
-        from gputui.diagnose.health import HealthTracker
+        from gputui.diagnose.health.judge import HealthTracker
 
         self.health = HealthTracker()  # Xids, ECC, remaps from the snapshots' records
 

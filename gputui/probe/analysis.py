@@ -9,9 +9,11 @@ named as the broken GPU (its links all share it); otherwise the worst link is na
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from gputui.probe.result import Pair, ProbeReport
+from gputui.jsonout import dumps
+from gputui.probe.result import AllReduceResult, CopyResult, Pair, ProbeReport
 
 GOOD = 0.8  # >= 80% of the best pair
 FAIR = 0.5  # 50-80%; below, or failed: bad
@@ -154,3 +156,52 @@ def report_text(report: ProbeReport) -> str:
     status = "cancelled" if report.cancelled else "ok" if report.ok else "FAILED"
     out.append(f"{len(report.pairs)} pairs, {status}, {report.wall_s:.1f} s")
     return "\n".join(out)
+
+
+def report_json(report: ProbeReport) -> dict[str, Any]:
+    """The report as `probe --json` prints it and the probe screen saves it, with its worst pair."""
+    copies: list[dict[str, Any]] = []
+    for a in report.devices:
+        for b in report.devices:
+            if a == b:
+                continue
+            p = report.pair(a, b)
+            c = p.copy(a, b) if p else None
+            copies.append((c or CopyResult(a, b)).to_json())
+    allreduce = []
+    for p in report.pairs:
+        ar = p.allreduce or AllReduceResult(p.pair)
+        allreduce.append(ar.to_json())
+    return {
+        "devices": list(report.devices),
+        "backend": report.backend,
+        "size_bytes": report.size,
+        "timeout_s": report.timeout_s,
+        "copy": copies,
+        "allreduce": allreduce,
+        "topology": [t.to_json() for t in report.topology.values()],
+        "pairs": [
+            {
+                "pair": list(p.pair),
+                "round": p.round,
+                "ok": p.ok,
+                "reason": p.reason,
+                "elapsed_s": p.elapsed_s,
+            }
+            for p in report.pairs
+        ],
+        "ok": report.ok,
+        "failures": [{"pair": list(p.pair), "reason": p.reason} for p in report.failures],
+        "worst": worst(report).to_json(),
+        "cancelled": report.cancelled,
+        "wall_s": round(report.wall_s, 3),
+        "started_at": report.started_at,
+        "host": report.host,
+    }
+
+
+def save_report(report: ProbeReport, path: Path) -> Path:
+    """Write the JSON (creating the folder); returns the path written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dumps(report_json(report), indent=2) + "\n", encoding="utf-8")
+    return path

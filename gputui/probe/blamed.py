@@ -3,10 +3,10 @@ pair by pair against each peer, and kept as a `blamed_probe` record that joins t
 
 Why refuse: a probe beside a job's ranks measures the job's traffic as much as the link, and
 the ranks of a hung job hold the GPUs' memory and NCCL's channels. The way out (the
-dashboard's X, gputui.tools.endjob: named pids, confirmation) ends them first; this never
+dashboard's X, gputui.tools.attach.endjob: named pids, confirmation) ends them first; this never
 ends anything itself. Why one GPU: the blamed GPU's pairs are N-1 runs where the whole
 matrix is N(N-1)/2, and its other pairs are the yardstick for the one that stands out
-(gputui.diagnose.blamed_probe).
+(gputui.diagnose.health.blamed_probe).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from gputui.collect.model import ProcessInfo
-from gputui.diagnose.blame import Blame
-from gputui.diagnose.blamed_probe import KIND
+from gputui.diagnose.health.blame import Blame
+from gputui.diagnose.health.blamed_probe import KIND
 from gputui.probe.result import ProbeReport
 from gputui.probe.runner import ProbeConfig, Progress, run_probe, torch_installed
 

@@ -8,10 +8,7 @@ failed or never ran: a consumer can build the matrix without guessing what is mi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-from gputui.jsonout import dumps
 
 Pair = tuple[int, int]
 
@@ -122,54 +119,6 @@ class ProbeReport:
 
     def link(self, a: int, b: int) -> Topology | None:
         return self.topology.get((a, b)) or self.topology.get((b, a))
-
-    def to_json(self) -> dict[str, Any]:
-        from gputui.probe.analysis import worst
-
-        copies: list[dict[str, Any]] = []
-        for a in self.devices:
-            for b in self.devices:
-                if a == b:
-                    continue
-                p = self.pair(a, b)
-                c = p.copy(a, b) if p else None
-                copies.append((c or CopyResult(a, b)).to_json())
-        allreduce = []
-        for p in self.pairs:
-            ar = p.allreduce or AllReduceResult(p.pair)
-            allreduce.append(ar.to_json())
-        return {
-            "devices": list(self.devices),
-            "backend": self.backend,
-            "size_bytes": self.size,
-            "timeout_s": self.timeout_s,
-            "copy": copies,
-            "allreduce": allreduce,
-            "topology": [t.to_json() for t in self.topology.values()],
-            "pairs": [
-                {
-                    "pair": list(p.pair),
-                    "round": p.round,
-                    "ok": p.ok,
-                    "reason": p.reason,
-                    "elapsed_s": p.elapsed_s,
-                }
-                for p in self.pairs
-            ],
-            "ok": self.ok,
-            "failures": [{"pair": list(p.pair), "reason": p.reason} for p in self.failures],
-            "worst": worst(self).to_json(),
-            "cancelled": self.cancelled,
-            "wall_s": round(self.wall_s, 3),
-            "started_at": self.started_at,
-            "host": self.host,
-        }
-
-    def save(self, path: Path) -> Path:
-        """Write the JSON (creating the folder); returns the path written."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
-        return path
 
 
 def pair_from_worker(pair: Pair, msg: dict[str, Any]) -> PairResult:

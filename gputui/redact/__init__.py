@@ -17,7 +17,7 @@ Only the secret is replaced with `<redacted>`; the rest stays readable. The rule
 towards redacting too much: a hidden port costs little, a leaked token in a bundle a lot.
 Redacting twice gives the same text as once, so a second pass at presentation is harmless.
 Tool output is redacted where it is produced (gputui.tools.runner), command lines where
-they are read (gputui.collect.procs), environments where the bundle reads them.
+they are read (gputui.collect.procs.reader), environments where the bundle reads them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Redaction of what a recording says, as it is read.
 
-Live command lines are redacted where /proc is read (gputui.collect.procs) and tool output
+Live command lines are redacted where /proc is read (gputui.collect.procs.reader) and tool output
 where it is produced (gputui.tools.runner), but a recording is anyone's file: written by an
 older gputui, by hand, or by someone else's tool. Without this, `snapshot --replay --json`
 printed its secrets and `bundle --replay` copied them; and the typed records (stack dumps,

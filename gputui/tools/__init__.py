@@ -1,4 +1,8 @@
-"""Attach tools (py-spy, gdb/cuda-gdb, strace), dump-all-ranks and incident bundles.
+"""Tools that act on processes and hosts, bounded: `attach` (py-spy, gdb/cuda-gdb, strace and
+the ptrace checks, dump-all, cores, the straggler's profile, the way out), `gather` (the
+Watcher's gatherers: stacks, NCCL, last words, progress, rendezvous), `bundle` (the incident
+bundle), `fleet` (fan-out to many hosts or pods); at the top the runner every tool runs in,
+its result type and where each tool is found.
 
 No Textual here (an import-linter contract enforces it): the UI wraps these functions in
 thread workers, the CLI calls them directly. Every external call is bounded, takes an
@@ -16,9 +20,9 @@ from typing import Any
 _LAZY = {
     "Outcome": "gputui.tools.result",
     "ToolResult": "gputui.tools.result",
-    "gdb_backtrace": "gputui.tools.stacks",
-    "py_spy_dump": "gputui.tools.stacks",
-    "strace_follow": "gputui.tools.stacks",
+    "gdb_backtrace": "gputui.tools.attach.stacks",
+    "py_spy_dump": "gputui.tools.attach.stacks",
+    "strace_follow": "gputui.tools.attach.stacks",
 }
 
 __all__ = ["Outcome", "ToolResult", "gdb_backtrace", "py_spy_dump", "strace_follow"]

@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from gputui.collect.procs import command_of
+from gputui.collect.procs.reader import command_of
 from gputui.redact import redact_command, redact_text
 from gputui.tools.result import Cancel, LineSink, Outcome, ToolResult
 

@@ -2,7 +2,7 @@
 
 Data flows one way: the Sampler thread pulls a Snapshot, runs the hang detector (and the
 evidence watcher) on it and keeps the per-GPU history, all off the UI thread, then posts
-SnapshotReady; the UI only draws. Every widget is line-based (gputui/ui/strips.py) and
+SnapshotReady; the UI only draws. Every widget is line-based (gputui/ui/widgets/strips.py) and
 repaints only the lines that changed. A 1 s timer looks at the age of the newest sample and
 redraws the status line only when the data turns stale (or stays stale), so a healthy
 dashboard draws one frame per sample.
@@ -28,22 +28,22 @@ from textual.strip import Strip
 from gputui.collect.model import Snapshot
 from gputui.collect.sampler import Sampler
 from gputui.collect.source import Source
-from gputui.ui.actions import RECENT, ProcessActions
-from gputui.ui.banner import VerdictBanner, banner_height
-from gputui.ui.bars import KeyBar, StatusLine
-from gputui.ui.blamed_key import BlamedProbeKey
-from gputui.ui.gpu_board import HISTORY, GpuBoard, GpuHistory
+from gputui.ui.actions.blamed_key import BlamedProbeKey
+from gputui.ui.actions.process import RECENT, ProcessActions
+from gputui.ui.actions.story import DemoStory, StoryBar, StoryKeys
+from gputui.ui.actions.table import TableActions
+from gputui.ui.actions.way_out import WayOut
 from gputui.ui.keys import BINDINGS as KEYS
 from gputui.ui.messages import EvidenceArrived, SamplerFailed, SnapshotReady, SourceEnded
-from gputui.ui.notices import OneMessage
-from gputui.ui.palette import Palette
-from gputui.ui.process_table import ProcessTable
-from gputui.ui.story import DemoStory, StoryBar, StoryKeys
-from gputui.ui.straggler_view import slow_flags
-from gputui.ui.strips import LineView, text_line
-from gputui.ui.table_actions import TableActions
-from gputui.ui.way_out import WayOut
-from gputui.watch import Watcher
+from gputui.ui.widgets.banner import VerdictBanner, banner_height
+from gputui.ui.widgets.bars import KeyBar, StatusLine
+from gputui.ui.widgets.gpu_board import HISTORY, GpuBoard, GpuHistory
+from gputui.ui.widgets.notices import OneMessage
+from gputui.ui.widgets.palette import Palette
+from gputui.ui.widgets.process_table import ProcessTable
+from gputui.ui.widgets.straggler_view import slow_flags
+from gputui.ui.widgets.strips import LineView, text_line
+from gputui.watch.watcher import Watcher
 
 NO_GPU_HINT = "Try `gputui --demo` to replay a real NCCL hang recorded on 2 x H200."
 NO_GPU_HINT_SHORT = "Busiest host processes below · try `gputui --demo`: a real NCCL hang"
@@ -176,7 +176,7 @@ class GputuiApp(
         self.table = ProcessTable(id="procs")
         self.keybar = KeyBar(id="keys")
         yield from (
-            Palette(),  # the colours of the current theme (gputui.ui.palette)
+            Palette(),  # the colours of the current theme (gputui.ui.widgets.palette)
             self.status,
             self.story_bar,
             self.banner,
@@ -313,7 +313,8 @@ class GputuiApp(
         self._refresh_status()
 
     def restyle(self) -> None:
-        """The theme changed (gputui.ui.palette): every line is built again in its colours."""
+        """The theme changed (gputui.ui.widgets.palette): every line is built again in its
+        colours."""
         for screen in self.screen_stack:
             for w in screen.query(LineView):
                 w.redraw()
@@ -419,12 +420,12 @@ class GputuiApp(
         yield from super().get_system_commands(screen)
 
     def action_help(self) -> None:
-        from gputui.ui.help_screen import HelpScreen
+        from gputui.ui.screens.help import HelpScreen
 
         keys = [b for b in self.BINDINGS if isinstance(b, Binding)]
         self.push_screen(HelpScreen(keys, demo=self.story is not None))
 
     def action_details(self) -> None:
-        from gputui.ui.details_screen import DetailsScreen
+        from gputui.ui.screens.details import DetailsScreen
 
         self.push_screen(DetailsScreen(self.verdict, self.snapshot, self.source.kind == "replay"))

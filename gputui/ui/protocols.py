@@ -22,12 +22,11 @@ if TYPE_CHECKING:
     from gputui.collect.model import Job, ProcessInfo, Snapshot
     from gputui.collect.sampler import Sampler
     from gputui.collect.source import Source
-    from gputui.ui.bars import KeyBar
-    from gputui.ui.gpu_board import GpuBoard
-    from gputui.ui.process_table import ProcessTable
-    from gputui.ui.story import DemoStory, StoryBar
-    from gputui.ui.tool_pane import ToolPane
-    from gputui.watch import Watcher
+    from gputui.ui.screens.tool_pane import ToolPane
+    from gputui.ui.widgets.bars import KeyBar
+    from gputui.ui.widgets.gpu_board import GpuBoard
+    from gputui.ui.widgets.process_table import ProcessTable
+    from gputui.watch.watcher import Watcher
 
 
 class AppLike(Protocol):
@@ -40,7 +39,8 @@ class AppLike(Protocol):
     snapshot: Snapshot | None
     verdict: Any | None  # a Verdict, or a recorded one (gputui.diagnose.recorded)
     recent_snapshots: deque[Snapshot]
-    story: DemoStory | None
+    story: Any  # a gputui.ui.actions.story.DemoStory, or None (not imported: it imports
+    # the table mixin, which types against this protocol)
     stall_after: float
     hang_after: float
     probe_args: dict[str, Any]
@@ -51,7 +51,7 @@ class AppLike(Protocol):
     table: ProcessTable
     board: GpuBoard
     keybar: KeyBar
-    story_bar: StoryBar
+    story_bar: Any  # gputui.ui.actions.story.StoryBar
 
     # textual's App
     def notify(

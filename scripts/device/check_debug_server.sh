@@ -28,7 +28,7 @@
 #   4. `check --probe-blamed --blame-gpu 2` while the ranks run: refused, naming the 4 pids.
 #      The blame is FORCED with --blame-gpu: no real hardware fault can be caused on a lent
 #      machine, and a program's Xid (31) blames nothing hardware.
-#   5. The way out: gputui.tools.endjob.end_ranks (the X key's code: named pids, each checked
+#   5. The way out: gputui.tools.attach.endjob.end_ranks (the X key's code: named pids, each checked
 #      again) ends the job's ranks on a live sample.
 #   6. `check --debug-dump-dir $OUT/dumps` after the job is gone: rank 2's line from the
 #      server's last dump, with the dump's time.
@@ -179,7 +179,7 @@ PY
 timeout -k 5 60 "${E[@]}" python3 - "$JOB" <<'PY' | tee -a "$S"
 import sys, time
 from gputui.collect.live import LiveSource
-from gputui.tools.endjob import end_ranks, ranks_here
+from gputui.tools.attach.endjob import end_ranks, ranks_here
 src = LiveSource(interval=1.0, timeout=10)
 try:
     snap = src.sample()
@@ -192,7 +192,7 @@ job = jobs[0]
 ranks = ranks_here(job, snap.processes)
 t = time.monotonic()
 res = end_ranks(job, ranks)
-print(f"{'PASS' if res.ok else 'FAIL'} way out (gputui.tools.endjob, the X key's code): "
+print(f"{'PASS' if res.ok else 'FAIL'} way out (gputui.tools.attach.endjob, the X key's code): "
       f"{'; '.join(res.summary_lines())} in {time.monotonic() - t:.1f} s, pids {sorted(p.pid for p in ranks)}")
 PY
 stop_group "$JOB"  # the front end and the launcher

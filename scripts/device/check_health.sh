@@ -83,8 +83,8 @@ PY
 
 python3 - <<'PY' | tee -a "$S"
 import time
-from gputui.collect.health import HealthMonitor, read_counters
-from gputui.collect.nvml import NvmlReader
+from gputui.collect.nvml.health import HealthMonitor, read_counters
+from gputui.collect.nvml.reader import NvmlReader
 r = NvmlReader()
 n = 20
 w0, c0 = time.perf_counter(), time.process_time()

@@ -38,9 +38,9 @@ python3 - "$O" <<'PY' 2>&1 | tee -a "$S"
 import json, sys, threading, time
 from dataclasses import dataclass
 from gputui.collect.live import LiveSource
-from gputui.diagnose.nccl import explain_nccl
+from gputui.diagnose.nccl.ras import explain_nccl
 from gputui.diagnose.verdict import Verdict
-from gputui.tools.nccl_gather import gather_nccl
+from gputui.tools.gather.nccl import gather_nccl
 
 out = sys.argv[1]
 src = LiveSource()

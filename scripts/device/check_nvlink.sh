@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issues 31 (item 1) and 35 (item 2) on an NVLink node (4 or 8 GPUs): the NVLink error counters
 # read off the sampling path, a pass a minute, and judged as rates against the node's baseline.
-#   1. one GPU's read through gputui.collect.nvlink (18 links x 4 counters): wall and CPU, and
+#   1. one GPU's read through gputui.collect.nvml.nvlink (18 links x 4 counters): wall and CPU, and
 #      what was n/a (PASS when every GPU with links reads its counters);
 #   2. `gputui check --json` for 150 s at rest (a pass a minute, so two rates a GPU), its
 #      CPU from /proc against the same check with a pass of an hour (one GPU read in the
@@ -21,8 +21,8 @@ say "INFO $(nvidia-smi -L | wc -l) GPU(s): $(nvidia-smi -L | head -1)"
 
 python3 - <<'PY' 2>&1 | tee -a "$S"
 import time
-from gputui.collect.nvlink import NvLinkReader
-from gputui.collect.nvml import NvmlReader
+from gputui.collect.nvml.nvlink import NvLinkReader
+from gputui.collect.nvml.reader import NvmlReader
 r = NvmlReader()
 rd = NvLinkReader(r._nv, r.devices, timeout=10)
 for d in r.devices:

@@ -3,7 +3,7 @@
 # per-process SM% is the same for ranks that time-slice one GPU), so on one GPU this checks:
 #  1. the clock event reasons, power and SM clock NVML reports at idle and under an
 #     imbalanced 2-rank NCCL job (rank 0 does 16x the matmuls), as the why-slow text reads
-#     them (gputui.diagnose.slow_why.event_names);
+#     them (gputui.diagnose.slow.why.event_names);
 #  2. the hard negatives one GPU can show stay silent in `gputui check --json`: two ranks
 #     sharing the GPU, imbalanced and communication-only (no `slow`, no `stalled`); the
 #     recordings are kept for test data;
@@ -51,8 +51,8 @@ done
 
 python3 - "$O" <<'PY' | tee -a "$S"
 import statistics, sys
-from gputui.collect.trace import read_trace
-from gputui.diagnose.slow_why import event_names
+from gputui.collect.trace.format import read_trace
+from gputui.diagnose.slow.why import event_names
 out = sys.argv[1]
 for name in ("idle", "imbalanced", "comm"):
     try:

@@ -23,7 +23,7 @@ python3 -c "import gputui, psutil, torch" 2>"$O/tools_import.err" \
   echo "PATH=$PATH"
   python3 -c "from gputui.tools.which import available_tools; print(available_tools())"
   python3 -c "from gputui.tools.which import native_debugger; print('native debugger', native_debugger())"
-  python3 -c "from gputui.tools import ptrace; print('ptrace_scope', ptrace.ptrace_scope(), 'cap_sys_ptrace', ptrace.has_cap_sys_ptrace())"
+  python3 -c "from gputui.tools.attach import ptrace; print('ptrace_scope', ptrace.ptrace_scope(), 'cap_sys_ptrace', ptrace.has_cap_sys_ptrace())"
   id
 } >"$O/tools_which.txt" 2>&1
 say "tools: $(sed -n 2p "$O/tools_which.txt")"

@@ -15,7 +15,7 @@ pr = cProfile.Profile()
 pr.enable()
 import gputui.ui.app  # noqa: E402,F401  (what the dashboard imports first)
 from gputui.collect.live import LiveSource  # noqa: E402
-from gputui.watch import Watcher  # noqa: E402
+from gputui.watch.watcher import Watcher  # noqa: E402
 
 t_imp, c_imp = time.perf_counter() - t0, time.process_time() - c0
 src = LiveSource()

@@ -142,7 +142,7 @@ def snapshot(t: float, pids: Sequence[int | None], states: Sequence[str]):  # ->
 def watch(pids: Sequence[int], stalled: Sequence[str], dt: float = 0.25, wait: float = 60.0):
     """A Watcher fed 0.5 s of healthy samples then 2 s of `stalled` states (synthetic time),
     then the dump it started, waited for (bounded): the last verdict, with its evidence."""
-    from gputui.watch import Watcher
+    from gputui.watch.watcher import Watcher
 
     w = Watcher(1.0, 60.0)
     t = 1000.0

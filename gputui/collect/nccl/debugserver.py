@@ -1,0 +1,416 @@
+"""The debug-server evidence gatherer: every rank's stack and flight recorder, from rank 0.
+
+`gather_debugserver(...)` runs in the Watcher's gathering thread once per stall transition
+(gputui.watch.gatherers registers it as the `debugserver` kind). It finds the job's debug server
+(gputui.collect.nccl.debugserver_find), confirms it by its index page, asks its `/stacks` and
+`/fr_trace_json` pages (and `/fr_trace_nccl_json`, NCCL's recorder) at the same time, and
+returns one typed record `{"type": "debugserver", ...}` (see `ranks_of_record` for the rank
+entries) that `gputui record` keeps and gputui.diagnose.nccl.debugserver explains, live or in a
+replay. Where no server answers, the newest periodic dump of a directory the job names
+(or `--debug-dump-dir`) stands in, with the time it was written.
+
+Why these pages: the front end fetches every rank's answer itself (all nodes, not only this
+one) and the page layout has not changed since the first version. Why the limits: the
+answer is another program's output, maybe from another node: each request has a deadline
+and a byte cap, the JSON a depth cap, and every string kept is clipped and redacted. The
+front end waits for each rank's worker up to its own `fetch_timeout` (60 s by default), so a
+dead worker can hold the whole page: gputui gives up at REQUEST_S and says why.
+
+Nothing here raises: a failure is the record's `outcome` and `error`.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from gputui.collect.frames import MAX_FRAMES, MAX_TEXT, Frame, clip, collective_name
+from gputui.collect.nccl import debugserver_find as find
+from gputui.collect.nccl import debugserver_parse as parse
+from gputui.collect.nccl.debugserver_parse import KIND, OUTCOMES, ranks_of_record
+from gputui.redact import redact_text
+
+CONFIRM_S = 3.0  # the index page: a few KB rendered by the front end itself
+REQUEST_S = 20.0  # a page that fetches every rank (the front end's own wait is 60 s per rank)
+MAX_PAGE_BYTES = 16 << 20  # 4096 ranks x 4 KB of stack text
+MAX_DUMP_BYTES = 16 << 20
+MARK = "Torch Distributed Debug Server"  # in the title bar of every page
+STACKS, FR, FR_NCCL = "/stacks", "/fr_trace_json", "/fr_trace_nccl_json"
+
+
+class Fetch:
+    """A bounded HTTP GET: (status, text) or an OSError that says why."""
+
+    def __init__(self, cancel: threading.Event | None = None) -> None:
+        self.cancel = cancel or threading.Event()
+
+    def __call__(
+        self, c: find.Candidate, path: str, limit_s: float, max_bytes: int
+    ) -> tuple[int, str]:
+        deadline = time.monotonic() + limit_s
+        conn = http.client.HTTPConnection(c.host, c.port, timeout=min(limit_s, CONFIRM_S))
+        try:
+            conn.request("GET", path, headers={"User-Agent": "gputui", "Accept": "text/html"})
+            sock = conn.sock  # the response keeps reading it after the connection lets go
+            sock.settimeout(max(0.1, deadline - time.monotonic()))
+            resp = conn.getresponse()
+            chunks, size = [], 0
+            while size <= max_bytes:
+                if self.cancel.is_set():
+                    raise OSError("cancelled")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no full answer within {limit_s:g} s")
+                sock.settimeout(left)
+                data = resp.read1(65536)
+                if not data:
+                    break
+                chunks.append(data)
+                size += len(data)
+            if size > max_bytes:
+                raise OSError(f"the answer is larger than {max_bytes >> 20} MiB")
+            return resp.status, b"".join(chunks).decode("utf-8", "replace")
+        except (http.client.HTTPException, ValueError, AttributeError) as e:
+            raise OSError(f"not an HTTP answer ({type(e).__name__})") from None
+        finally:
+            conn.close()
+
+
+def _why(e: BaseException) -> tuple[str, str]:
+    """(outcome, message) for a failed request."""
+    if isinstance(e, (TimeoutError, socket.timeout)):
+        return "timeout", str(e) or "timed out"
+    if isinstance(e, ConnectionRefusedError):
+        return "refused", "connection refused (nothing listens there)"
+    return "failed", clip(redact_text(f"{type(e).__name__}: {e}"), MAX_TEXT)
+
+
+def confirm(c: find.Candidate, fetch: Fetch) -> tuple[bool, str | None]:
+    """Whether `c` is a debug server's front end (its index page says so)."""
+    try:
+        status, text = fetch(c, "/", CONFIRM_S, 1 << 20)
+    except OSError as e:
+        return False, _why(e)[1]
+    if status == 200 and MARK in text:
+        return True, None
+    return False, f"{c.addr} answers, but not as PyTorch's debug server (HTTP {status})"
+
+
+# ---------------------------------------------------------------- the record
+
+
+def rank_entry(
+    answer: parse.RankAnswer, here: str, local: Mapping[int, int], fr: Mapping[int, Any]
+) -> dict[str, Any]:
+    """One rank's entry: host, local pid, main-thread frames, its collective, its flight
+    recorder per process group."""
+    host = answer.host
+    on_here = host is not None and host == here
+    e: dict[str, Any] = {
+        "rank": answer.rank,
+        "host": clip(redact_text(host), 253) if host else None,
+        "here": on_here,
+        "pid": local.get(answer.rank) if on_here else None,
+    }
+    if answer.text is None:
+        e.update(outcome="failed", error=f"the front end could not fetch it (HTTP {answer.status})")
+        e["frames"] = []
+    else:
+        frames = parse.main_frames(parse.threads(answer.text))
+        frames = tuple(
+            Frame(clip(redact_text(f.function)), clip(redact_text(f.file)), f.line) for f in frames
+        )
+        e.update(outcome="done" if frames else "empty", error=None)
+        if not frames:
+            e["error"] = "no Python frame in its answer"
+        e["frames"] = [f.to_json() for f in frames[:MAX_FRAMES]]
+        e["collective"] = next((n for f in frames if (n := collective_name(f))), None)
+    groups = fr.get(answer.rank)
+    if groups:
+        e["fr"] = groups
+    return e
+
+
+def fr_by_rank(sections: Sequence[parse.RankAnswer]) -> tuple[dict[int, Any], str | None]:
+    """Each rank's flight-recorder groups from a JSON page's sections; a problem in words."""
+    out: dict[int, Any] = {}
+    problem = None
+    for s in sections:
+        if s.text is None:
+            continue
+        try:
+            groups = parse.fr_groups(parse.bounded_json(s.text))
+        except ValueError as e:
+            problem = clip(f"rank {s.rank}'s flight recorder: {e}")
+            continue
+        if groups:
+            out[s.rank] = groups
+    return out, problem
+
+
+def _record(key: str, trigger: str, via: str, t: float, **kw: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "type": KIND,
+        "t": round(t, 3),
+        "job": key,
+        "trigger": trigger,
+        "via": via,
+        "host": clip(socket.gethostname(), 253),
+        "outcome": "done",
+        "error": None,
+        "server": None,
+        "found_by": None,
+        "ranks": [],
+    }
+    rec.update(kw)
+    return rec
+
+
+def ranks_part(
+    stacks: Sequence[parse.RankAnswer], fr: Mapping[int, Any], local: Mapping[int, int]
+) -> list[dict[str, Any]]:
+    here = socket.gethostname()
+    entries = [rank_entry(a, here, local, fr) for a in stacks]
+    return list(parse.keep_ranks(entries))
+
+
+# ---------------------------------------------------------------- asking a server
+
+
+def ask(
+    c: find.Candidate, fetch: Fetch, local: Mapping[int, int]
+) -> tuple[str, str | None, list[dict[str, Any]], int]:
+    """(outcome, error, rank entries, world) from one confirmed front end: its stacks and
+    both flight-recorder pages, asked at once."""
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="gputui-debugserver") as pool:
+        futs = {
+            p: pool.submit(fetch, c, p, REQUEST_S, MAX_PAGE_BYTES) for p in (STACKS, FR, FR_NCCL)
+        }
+        pages: dict[str, tuple[int, str] | BaseException] = {}
+        for p, f in futs.items():
+            try:
+                pages[p] = f.result()
+            except Exception as e:  # noqa: BLE001 - an OSError from the fetch, or a bug
+                pages[p] = e
+    got = pages[STACKS]
+    if isinstance(got, BaseException):
+        outcome, why = _why(got)
+        if outcome == "timeout":
+            why += (
+                " (the front end waits for every rank's worker, up to its fetch_timeout, "
+                "60 s by default: a rank's worker may be unreachable)"
+            )
+        return outcome, f"its /stacks page: {why}", [], 0
+    status, text = got
+    if status != 200:
+        return "failed", f"its /stacks page answered HTTP {status}", [], 0
+    stacks = parse.page_sections(text)
+    fr: dict[int, Any] = {}
+    problem = None
+    for path in (FR, FR_NCCL):
+        page = pages[path]
+        if isinstance(page, BaseException) or page[0] != 200:
+            continue
+        more, bad = fr_by_rank(parse.page_sections(page[1]))
+        for r, groups in more.items():
+            fr.setdefault(r, groups)
+        problem = problem or bad
+    if not stacks:
+        return "failed", "its /stacks page held no rank", [], 0
+    return "done", problem, ranks_part(stacks, fr, local), len(stacks)
+
+
+# ---------------------------------------------------------------- dumps
+
+
+DUMPS_TRIED = 8  # newest dumps read, looking for one in which some rank answered
+
+
+def newest_dumps(directory: str, n: int = DUMPS_TRIED) -> list[tuple[Path, float]]:
+    """The newest `stacks_*.txt` files in `directory` with their modification times,
+    newest first (at most `n`; empty when it cannot be read)."""
+    found: list[tuple[Path, float]] = []
+    try:
+        with os.scandir(directory) as it:
+            for i, entry in enumerate(it):
+                if i > 100_000:
+                    break
+                if not (entry.name.startswith("stacks_") and entry.name.endswith(".txt")):
+                    continue
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if entry.is_file(follow_symlinks=False):
+                    found.append((Path(entry.path), st.st_mtime))
+    except OSError:
+        return []
+    return sorted(found, key=lambda f: -f[1])[:n]
+
+
+def read_dump(
+    directory: str, key: str, trigger: str, local: Mapping[int, int], t: float
+) -> dict[str, Any] | None:
+    """A record from the newest stacks dump in `directory` in which some rank answered (the
+    front end outlives its ranks, and its dumps after they ended hold only errors), or None
+    when there is no dump."""
+    dumps = newest_dumps(directory)
+    if not dumps:
+        return None
+    first: dict[str, Any] | None = None
+    for skipped, (path, mtime) in enumerate(dumps):
+        rec = _read_one(directory, path, mtime, key, trigger, local, t)
+        first = first or rec
+        if any(e.get("outcome") == "done" for e in rec["ranks"]):
+            if skipped:
+                rec["error"] = (
+                    f"the {skipped} newer dump(s) hold no rank's stack (the ranks had ended)"
+                )
+            return rec
+    return first
+
+
+def _read_one(
+    directory: str,
+    path: Path,
+    mtime: float,
+    key: str,
+    trigger: str,
+    local: Mapping[int, int],
+    t: float,
+) -> dict[str, Any]:
+    dump = {
+        "dir": clip(redact_text(directory), 1024),
+        "file": clip(path.name, 200),
+        "written": round(mtime, 3),
+    }
+
+    def failed(why: str) -> dict[str, Any]:
+        return _record(key, trigger, "dump", t, outcome="failed", dump=dump, error=why)
+
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_DUMP_BYTES + 1)
+    except OSError as e:
+        return failed(_why(e)[1])
+    if len(raw) > MAX_DUMP_BYTES:
+        return failed(f"{path.name} is larger than {MAX_DUMP_BYTES >> 20} MiB")
+    stacks = parse.dump_sections(raw.decode("utf-8", "replace"))
+    if not stacks:
+        return failed(f"{path.name} holds no rank section")
+    ranks = ranks_part(stacks, {}, local)
+    return _record(key, trigger, "dump", t, dump=dump, ranks=ranks, world=len(stacks))
+
+
+# ---------------------------------------------------------------- the gatherer
+
+
+__all__ = ["KIND", "OUTCOMES", "gather_debugserver", "ranks_of_record"]
+
+
+def gather_debugserver(
+    key: str,
+    trigger: str,
+    ranks: Sequence[Any],
+    cancel: threading.Event,
+    *,
+    server: str | None = None,
+    dump_dir: str | None = None,
+    environ: Callable[[int], Mapping[str, str]] | None = None,
+) -> dict[str, Any] | None:
+    """The record for one stalled job (`ranks`: its live local ProcessInfos), or None when
+    the job shows no sign of a debug server and none was named."""
+    t = time.time()
+    fetch = Fetch(cancel)
+    local = {p.rank.rank: p.pid for p in ranks if p.rank is not None and p.rank.rank is not None}
+    candidates: list[find.Candidate] = []
+    if server is not None:
+        try:
+            host, port = find.parse_addr(server)
+            candidates.append(find.Candidate(host, port, "option"))
+        except ValueError as e:
+            return _record(key, trigger, "server", t, outcome="failed", error=str(e))
+    rank0 = next((p for p in ranks if p.rank is not None and p.rank.rank == 0), None)
+    if rank0 is not None:
+        candidates += find.front_end_candidates(rank0.pid)
+    elif ranks and (m := find.master_candidate(ranks[0].rank.master if ranks[0].rank else None)):
+        if not find.is_local_host(m.host):
+            candidates.append(m)
+    tried: list[str] = []
+    for c in candidates:
+        if cancel.is_set():
+            return None
+        ok, why = confirm(c, fetch)
+        if not ok:
+            tried.append(f"{c.addr} ({c.found_by}): {why}")
+            continue
+        outcome, error, entries, world = ask(c, fetch, local)
+        rec = _record(
+            key,
+            trigger,
+            "server",
+            t,
+            outcome=outcome,
+            error=error,
+            server=c.addr,
+            found_by=c.found_by,
+            ranks=entries,
+            world=world,
+        )
+        rec["elapsed_s"] = round(time.time() - t, 3)
+        if outcome == "done" or not _dump_dirs(ranks, dump_dir, environ):
+            return rec
+        tried.append(f"{c.addr}: {error}")
+        break
+    for d in _dump_dirs(ranks, dump_dir, environ):
+        rec2 = read_dump(d, key, trigger, local, t)
+        if rec2 is not None:
+            if tried:
+                rec2["error"] = rec2.get("error") or clip("; ".join(tried), 600)
+            return rec2
+    if server is None and dump_dir is None and not any("option" in s for s in tried):
+        return _quiet(key, trigger, t, tried, candidates)
+    where = "; ".join(tried) or (f"no stacks_*.txt in {dump_dir}" if dump_dir else "nothing found")
+    return _record(key, trigger, "server", t, outcome="absent", error=clip(redact_text(where), 600))
+
+
+def _quiet(
+    key: str, trigger: str, t: float, tried: list[str], cands: list[find.Candidate]
+) -> dict[str, Any] | None:
+    """Nothing was named: a job without a debug server is the usual case, said by nothing,
+    and so is a child of rank 0 that listens for something else (a dashboard, a data
+    server). Only rank 0's child on the debug server's port that would not answer is."""
+    found = [c for c in cands if c.port == find.DEFAULT_PORT and "child of rank 0" in c.found_by]
+    if not found or not tried:
+        return None
+    return _record(key, trigger, "server", t, outcome="failed", error=clip("; ".join(tried), 600))
+
+
+def _dump_dirs(
+    ranks: Sequence[Any], option: str | None, environ: Callable[[int], Mapping[str, str]] | None
+) -> list[str]:
+    if option is not None:
+        return [option]
+    envs = []
+    for p in ranks[:64]:
+        try:
+            envs.append(environ(p.pid) if environ is not None else _environ(p.pid))
+        except (OSError, ValueError):
+            continue
+    return find.dump_dirs(envs, [p.cmdline for p in ranks[:64]])
+
+
+def _environ(pid: int) -> Mapping[str, str]:
+    import psutil
+
+    try:
+        return psutil.Process(pid).environ()
+    except psutil.Error as e:
+        raise OSError(str(e)) from None

@@ -1,0 +1,3 @@
+"""Recordings: the file format and its writer, the bounded reader of untrusted files, the
+shape of every record type, a window of a day-long file, and `check --json` lines read back.
+"""

@@ -1,0 +1,435 @@
+"""Reading a recording from disk: untrusted input, streamed, bounded, linear.
+
+`read_trace(path)` is the one reader of recordings (replay, `check --replay`, `snapshot
+--replay`, bundles, tests). The bounds and the per-field rule (structural damage is an
+error, an out-of-range reading is N/A) are in trace_schema. This module adds what concerns
+the file as a whole:
+
+- **Special files are refused before any read can block.** The file is opened with
+  O_NONBLOCK and checked with fstat on the open descriptor (no race between a stat and the
+  open): a FIFO, /dev/zero, another character or block device, a socket or a directory is
+  an error, never a read.
+- **Streaming and linear.** Lines are read one at a time with a length limit
+  (MAX_LINE_BYTES), so a huge line is refused after that many bytes; gzip is recognised by
+  its magic bytes and decompressed as it is read, counting every byte (MAX_TOTAL_BYTES).
+  Grouping lines into samples costs O(1) per line.
+- **Samples.** Consecutive lines with times within _SAME_SAMPLE_S of the sample's first line
+  and distinct GPU indices form one sample; a repeated GPU index or a larger gap starts the
+  next. Samples must be in time order: a sample whose time is not after the previous one is
+  an error naming the line (a backwards clock could make a hang look over, or invent one).
+- **Repairs, all documented and all safe:** an exact duplicate of a line of the current or
+  the previous sample (same `t` and `gpu`, same bytes) is dropped, so a file with every line
+  twice replays as the original (a *different* line for the same `t` and `gpu` is an error);
+  a typed record identical to one of the last _RECENT_RECORDS is dropped; a UTF-8 byte order
+  mark at the start and CR line ends are ignored; a recording cut short (a gzip stream
+  without its end, or a last line with no newline that does not parse, as after a kill)
+  keeps its complete lines.
+- **Typed records** (lines with a `"type"` key) are checked against their type's shape
+  (gputui.collect.trace.record_schema); one that does not fit is skipped, counted in `skipped`,
+  and the first SKIP_NOTES are named in `skip_notes` (`FILE:LINE: rendezvous record skipped
+  (jobs: a number, expected a list)`), which the commands print as one line each. `meta`
+  may only come before the first sample, and its `host` becomes every snapshot's
+  `hostname`; every other record is attached unchanged to `Snapshot.records` of the first
+  sample whose `t` is >= the record's `t` (the last sample when none is).
+
+Every failure is one GputuiError line: `FILE:LINE: what` (or `FILE: what` for the file as a
+whole); the commands print it and exit 2.
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import gzip
+import hashlib
+import os
+import stat
+import threading
+import zlib
+from collections import deque
+from collections.abc import Generator
+from dataclasses import replace
+from pathlib import Path
+from typing import IO, Any
+
+from gputui.collect.model import ProcessInfo, Snapshot
+from gputui.collect.procs.jobs import group_jobs
+from gputui.collect.trace import record_schema, schema
+from gputui.collect.trace.schema import printable
+from gputui.errors import GputuiError
+from gputui.redact.recorded import recorded_record
+
+# Lines of one sample share a time; a gap larger than this starts a new sample even when
+# the GPU index does not repeat (a file with one GPU). The recorder writes one time per
+# sample; the calibration recorder's lines of one sample are a few milliseconds apart.
+_SAME_SAMPLE_S = 0.2
+# How many recent typed records are remembered to drop exact duplicates.
+_RECENT_RECORDS = 64
+# How many skipped records are named, each with its line and reason; the rest are counted.
+SKIP_NOTES = 3
+_GZIP_MAGIC = b"\x1f\x8b"
+_BOM = b"\xef\xbb\xbf"
+
+
+def shown(path: str | Path) -> str:
+    """The path as an error message shows it: on one line, whatever bytes it holds."""
+    s = str(path)
+    return s if s.isprintable() else ascii(s)
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
+def _file_kind(mode: int) -> str | None:
+    """What a non-regular file is, in words; None for a regular file."""
+    for test, words in (
+        (stat.S_ISREG, None),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def open_untrusted(path: str | Path) -> IO[bytes]:
+    """Open a recording for reading, refusing anything but a regular file, without blocking.
+
+    O_NONBLOCK makes the open of a FIFO with no writer return at once; fstat on the open
+    descriptor then says what was opened, so a file swapped between a check and the open
+    cannot slip through.
+    """
+    name = shown(path)
+    if str(path) == "":
+        raise GputuiError("no recording named (empty file name)")
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except ValueError:  # a NUL byte in the name
+        raise GputuiError(f"{name}: not a valid file name") from None
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            raise GputuiError(f"{name}: no such file") from None
+        raise GputuiError(f"{name}: cannot open ({e.strerror or e})") from None
+    try:
+        kind = _file_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise GputuiError(f"{name}: is {kind}, not a recording (give a regular file)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class _Lines:
+    """Physical lines of a plain or gzip stream, each at most MAX_LINE_BYTES, counted."""
+
+    def __init__(self, path: str | Path, raw: IO[bytes]) -> None:
+        self.name = shown(path)
+        self.raw = raw
+        try:
+            head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+        except OSError as e:  # /proc/PID/mem and a failing disk: EIO on the first read
+            raise GputuiError(f"{self.name}: read failed ({e.strerror or e})") from None
+        self.gzip = head == _GZIP_MAGIC
+        if not self.gzip and str(path).endswith(".gz") and head:
+            raise GputuiError(f"{self.name}: not a gzip file (the name ends in .gz)")
+        self.f: IO[bytes] | gzip.GzipFile = (
+            gzip.GzipFile(fileobj=raw, mode="rb") if self.gzip else raw
+        )
+        self.n = 0  # number of the last line read
+        self.total = 0
+
+    def where(self, n: int | None = None) -> str:
+        return f"{self.name}:{self.n if n is None else n}"
+
+    def next(self) -> tuple[bytes, bool] | None:
+        """(line without its end, ended by a newline), or None at the end of the file.
+
+        A gzip stream cut short ends the file (its complete lines are kept).
+        """
+        try:
+            line = self.f.readline(schema.MAX_LINE_BYTES + 1)
+        except EOFError:
+            return None  # a gzip recording cut short, as by a kill: keep what came before
+        except (OSError, zlib.error) as e:  # BadGzipFile is an OSError
+            what = "not a readable gzip stream" if self.gzip else "read failed"
+            raise GputuiError(f"{self.where(self.n + 1)}: {what} ({e})") from None
+        if not line:
+            return None
+        self.n += 1
+        self.total += len(line)
+        if self.total > schema.MAX_TOTAL_BYTES:
+            raise GputuiError(
+                f"{self.where()}: more than {_size(schema.MAX_TOTAL_BYTES)} of data "
+                "(split long recordings into several files)"
+            )
+        ended = line.endswith(b"\n")
+        if not ended and len(line) > schema.MAX_LINE_BYTES:
+            raise GputuiError(
+                f"{self.where()}: line longer than {_size(schema.MAX_LINE_BYTES)} "
+                "(one line is one GPU of one sample)"
+            )
+        line = line.rstrip(b"\r\n")
+        if self.n == 1 and line.startswith(_BOM):
+            line = line[len(_BOM) :]
+        return line, ended
+
+    def close(self) -> None:
+        try:
+            if self.gzip:
+                self.f.close()
+        finally:
+            self.raw.close()
+
+
+def iter_lines(path: str | Path) -> Generator[tuple[bytes, bool, str, int], None, None]:
+    """(bytes, ended by a newline, FILE:LINE, line number) of every non-blank line of a
+    recording, within the file's bounds (blank lines, lines, bytes: trace_schema)."""
+    raw = open_untrusted(path)
+    try:
+        lines = _Lines(path, raw)
+    except BaseException:
+        raw.close()
+        raise
+    try:
+        blank = full = 0
+        while (got := lines.next()) is not None:
+            data, ended = got
+            if not data.strip():
+                blank += 1
+                if blank > schema.MAX_BLANK_LINES:
+                    raise GputuiError(
+                        f"{lines.where()}: more than {schema.MAX_BLANK_LINES} blank lines"
+                    )
+                continue
+            full += 1
+            if full > schema.MAX_LINES:
+                raise GputuiError(f"{lines.where()}: more than {schema.MAX_LINES} lines")
+            yield data, ended, lines.where(), lines.n
+    except MemoryError:
+        raise GputuiError(f"{lines.where()}: out of memory reading the recording") from None
+    finally:
+        lines.close()
+
+
+class _Sample:
+    """The lines of the sample being read: one per GPU, in file order."""
+
+    def __init__(self, row: schema.GpuRow, line: int) -> None:
+        self.t0 = row.t
+        self.line = line
+        self.rows: dict[int, schema.GpuRow] = {row.gpu.index: row}
+
+
+class TraceReader:
+    """Folds validated lines into snapshots. One file, one reader, one pass."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = path
+        self.snaps: list[Snapshot] = []
+        self.cur: _Sample | None = None
+        self.host: str | None = None
+        self.saw_meta = False
+        # (t, gpu) -> (bytes, line) of the current and the previous sample's lines
+        self.recent: dict[tuple[float, int], tuple[bytes, int]] = {}
+        self.older: dict[tuple[float, int], tuple[bytes, int]] = {}
+        self.recent_records: deque[bytes] = deque(maxlen=_RECENT_RECORDS)
+        self.pending: list[tuple[float, dict[str, Any]]] = []  # records after the last sample
+        self.n_records = 0
+        self.dropped = 0  # exact duplicates
+        self.skipped = 0  # typed records of the wrong shape (gputui.collect.trace.record_schema)
+        self.skip_notes: list[str] = []  # where the first SKIP_NOTES of them were, and why
+        self._jobs_of: tuple[tuple[Any, ...], tuple[Any, ...]] = ((None,), ())
+
+    # ------------------------------------------------------------ reading
+
+    def read(self, stop: threading.Event | None = None) -> list[Snapshot]:
+        """Every sample (`self.snaps` grows as they are read: a replay may start on them);
+        `stop` set ends the reading early, with what was read."""
+        lines = iter_lines(self.path)
+        try:
+            for data, ended, where, n in lines:
+                if not self.feed(data, ended, where, n):
+                    break  # a last line cut short by a kill: keep the samples before it
+                if stop is not None and n % 1024 == 0 and stop.is_set():
+                    break
+        finally:
+            lines.close()
+        return self.finish()
+
+    def feed(self, data: bytes, ended: bool, where: str, n: int) -> bool:
+        """One non-blank line; False when it is a last line cut short (the end)."""
+        try:
+            d = schema.parse_line(data, where)
+        except GputuiError:
+            if not ended:  # only the last line can lack its newline
+                return False
+            raise
+        self.line(d, data, where, n)
+        return True
+
+    def finish(self) -> list[Snapshot]:
+        """The samples read, the last one completed (GputuiError when there are none)."""
+        self._finish_sample()
+        if not self.snaps:
+            raise GputuiError(f"{shown(self.path)}: no samples in file")
+        if self.pending:  # records after the last sample belong to it
+            last = self.snaps[-1]
+            self.snaps[-1] = replace(last, records=last.records + tuple(r for _, r in self.pending))
+            self.pending = []
+        return self.snaps
+
+    def notes(self) -> list[str]:
+        """What the reader skipped, for the user: the first few records by line, then the
+        count of them all (empty when nothing was skipped)."""
+        out = list(self.skip_notes)
+        if self.skipped > len(out):
+            out.append(
+                f"{shown(self.path)}: {self.skipped} record(s) of the wrong shape skipped in all"
+            )
+        return out
+
+    def line(self, d: Any, raw: bytes, where: str, n: int) -> None:
+        if not isinstance(d, dict):
+            raise GputuiError(f"{where}: expected a JSON object per line")
+        if "type" in d:
+            self._record(d, raw, where)
+            return
+        t = schema.sample_time(d.get("t"), where)
+        gpu = schema.gpu_index(d.get("gpu"), where)
+        seen = self.recent.get((t, gpu)) or self.older.get((t, gpu))
+        if seen is not None:
+            if seen[0] == raw:  # the line itself is kept (two samples' worth) to compare
+                self.dropped += 1
+                return  # the same line again: drop it (see the module docstring)
+            raise GputuiError(
+                f"{where}: a second, different reading of GPU {gpu} at t={t:.3f} "
+                f"(the first is on line {seen[1]})"
+            )
+        row = schema.gpu_row(d, t, gpu, where)
+        cur = self.cur
+        if cur is not None and (gpu in cur.rows or abs(t - cur.t0) > _SAME_SAMPLE_S):
+            self._finish_sample()
+            cur = None
+        if cur is None:
+            if self.snaps and t <= self.snaps[-1].t:
+                prev = self.snaps[-1].t
+                how = "goes backwards" if t < prev else "does not advance"
+                raise GputuiError(
+                    f"{where}: time {how} (t={t:.3f} after a sample at t={prev:.3f}); "
+                    "samples must be in time order"
+                )
+            if len(self.snaps) >= schema.MAX_SAMPLES:
+                raise GputuiError(f"{where}: more than {schema.MAX_SAMPLES} samples in one file")
+            self.cur = _Sample(row, n)
+        else:
+            if len(cur.rows) >= schema.MAX_GPUS_PER_SAMPLE:
+                raise GputuiError(
+                    f"{where}: more than {schema.MAX_GPUS_PER_SAMPLE} GPUs in one sample"
+                )
+            cur.rows[gpu] = row
+        self.recent[(t, gpu)] = (raw, n)
+
+    def _record(self, d: dict[str, Any], raw: bytes, where: str) -> None:
+        kind, t = schema.record(d, where)
+        digest = hashlib.blake2b(raw, digest_size=16).digest()
+        if digest in self.recent_records:
+            self.dropped += 1
+            return
+        self.recent_records.append(digest)
+        if kind == "meta" and (self.snaps or self.cur is not None or self.saw_meta):
+            raise GputuiError(f"{where}: a 'meta' record may only come first")
+        why = record_schema.problem(kind, d)
+        if why is not None:
+            self.skipped += 1
+            if len(self.skip_notes) < SKIP_NOTES:
+                self.skip_notes.append(f"{where}: {kind} record skipped ({printable(why)})")
+            return
+        if b"\\ud" in raw or b"\\uD" in raw:  # a \uD800-style escape: maybe a lone surrogate
+            d = schema.without_surrogates(d)
+        if kind == "meta":
+            self.host = schema.meta(d, where).host
+            self.saw_meta = True
+            return
+        self.n_records += 1
+        if self.n_records > schema.MAX_RECORDS:
+            raise GputuiError(f"{where}: more than {schema.MAX_RECORDS} typed records")
+        d = recorded_record(d)  # a record is anyone's text: its secrets go as it is read
+        if self.snaps and t <= self.snaps[-1].t:
+            # A record that lags the samples (a stack dump written after it finished): the
+            # first sample at or after its time, found by bisection (times are increasing).
+            i = bisect.bisect_left(self.snaps, t, key=lambda s: s.t)
+            s = self.snaps[i]
+            self.snaps[i] = replace(s, records=s.records + (d,))
+        else:
+            self.pending.append((t, d))
+
+    def _finish_sample(self) -> None:
+        cur = self.cur
+        if cur is None:
+            return
+        self.cur = None
+        snap = self._build(cur)
+        take = [r for t, r in self.pending if t <= snap.t]
+        if take:
+            self.pending = [(t, r) for t, r in self.pending if t > snap.t]
+            snap = replace(snap, records=tuple(take))
+        self.snaps.append(snap)
+        self.older, self.recent = self.recent, {}
+
+    def _build(self, cur: _Sample) -> Snapshot:
+        rows = [cur.rows[i] for i in sorted(cur.rows)]
+        procs: dict[int, ProcessInfo] = {}
+        for row in rows:
+            gi = row.gpu.index
+            listed = row.procs
+            bare = [p for p in row.gpu.pids if p not in listed]
+            for pid in [*listed, *bare]:
+                p = listed.get(pid) or ProcessInfo(
+                    pid=pid, gpus=(gi,), gpu_mem_mb=row.mem.get(pid), live=False
+                )
+                if pid in procs:  # one process on several GPUs
+                    p = _merge_gpus(procs[pid], p)
+                elif len(procs) >= schema.MAX_PROCS_PER_SAMPLE:
+                    raise GputuiError(
+                        f"{shown(self.path)}:{cur.line}: more than "
+                        f"{schema.MAX_PROCS_PER_SAMPLE} processes in one sample"
+                    )
+                procs[pid] = p
+        processes = tuple(sorted(procs.values(), key=lambda p: (p.gpus, p.pid)))
+        # The jobs depend on who the processes are, not on their readings: the same
+        # processes as the last sample's have its jobs (group_jobs is most of a sample).
+        who = tuple(
+            (p.pid, p.gpus, p.rank, p.ppid, p.parent_cmd, bool(p.cmdline), p.env_error)
+            for p in processes
+        )
+        if who != self._jobs_of[0]:
+            self._jobs_of = (who, group_jobs(processes))
+        return Snapshot(
+            t=cur.t0,
+            gpus=tuple(r.gpu for r in rows),
+            processes=processes,
+            jobs=self._jobs_of[1],
+            source="replay",
+            phase=next(iter(cur.rows.values())).phase,  # the sample's first line
+            hostname=self.host,
+        )
+
+
+def _merge_gpus(a: ProcessInfo, b: ProcessInfo) -> ProcessInfo:
+    if a.gpu_mem_mb is None and b.gpu_mem_mb is None:
+        mem = None
+    else:
+        mem = (a.gpu_mem_mb or 0.0) + (b.gpu_mem_mb or 0.0)
+    return replace(a, gpus=tuple(sorted(set(a.gpus) | set(b.gpus))), gpu_mem_mb=mem)
+
+
+def read_trace(path: str | Path) -> list[Snapshot]:
+    """Every sample of a recording, oldest first. Raises GputuiError (one line) on a bad file."""
+    return TraceReader(path).read()

@@ -1,0 +1,264 @@
+"""One moment of a recording, without parsing all of it: `snapshot --replay FILE [--at S]`.
+
+Why: a day of 1 Hz samples on 8 GPUs is 200,000 GPU lines; `snapshot` parsed and judged
+every one of them to show one (13.3 s on a 2-core box, issue 34). What the moment needs is
+the sample itself and the history its verdict depends on, which is bounded:
+
+- an index pass reads the file once (the bounded stream of gputui.collect.trace.read:
+  special files, gzip, sizes, line and blank-line counts) and groups its lines into samples
+  by the time and GPU at the start of each line (`{"t":...,"gpu":N,` as the recorder writes
+  them; any other line is parsed to find them), checking the time order and the duplicate
+  lines as the full reader does, without parsing the rest of any GPU line;
+- typed records (few) are all read and checked (gputui.collect.trace.record_schema);
+- only the samples of the window are parsed and validated in full: from `before_s` seconds
+  before the moment (the detector's longest memory: a hang is called after 60 s, departed
+  ranks are remembered that long, wait shares span 30 s), moved further back to the last
+  sample where `calm(snapshot)` holds (no GPU spinning: no spin run is in progress), so a
+  hang that began hours earlier keeps its start;
+- the records before the window are handed to its first sample (GPU health accumulates, the
+  latest rendezvous record stands), those after the moment are not its history and are
+  left out (after the last sample of the file, they belong to it, as the full reader has
+  it).
+
+The verdict of the window's last sample is then the one the whole replay gives there
+(tests/test_trace_window.py compares them). A damaged GPU line outside the window is not
+looked at: `check --replay` reads every line.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from gputui.collect.model import Snapshot
+from gputui.collect.trace import schema
+from gputui.collect.trace.read import _SAME_SAMPLE_S, TraceReader, iter_lines, shown
+from gputui.errors import GputuiError
+
+_PREFIX = re.compile(rb'\{"t":(-?[0-9][0-9.eE+-]{0,30}),"gpu":([0-9]{1,3})[,}]')
+_RECORD = b'{"type":'
+_META = b'{"type":"meta"'
+CHUNK = 64  # samples parsed at a time when the window is moved back to a calm sample
+
+
+@dataclass
+class _IndexedSample:
+    t: float
+    gpus: set[int]
+    lines: list[tuple[bytes, bool, str, int]] = field(default_factory=list)
+
+
+@dataclass
+class Moment:
+    """The window's snapshots, oldest first; the moment is the last one."""
+
+    snaps: list[Snapshot]
+    first_t: float  # the file's first sample time (what --at counts from)
+    samples: int  # samples in the whole file
+    notes: list[str]  # records skipped (gputui.collect.trace.read.TraceReader.notes)
+
+
+class _Index:
+    """Samples and records of a file, from one pass that parses no GPU line it can avoid."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = path
+        self.samples: list[_IndexedSample] = []
+        self.records: list[tuple[bytes, bool, str, int]] = []
+        self.seen: dict[tuple[float, int], tuple[bytes, str]] = {}  # this sample's and last
+
+    def read(self) -> None:
+        older: dict[tuple[float, int], tuple[bytes, str]] = {}
+        lines = iter_lines(self.path)
+        try:
+            for data, ended, where, n in lines:
+                got = self._where_in_time(data, ended, where)
+                if got is None:
+                    if not ended and not data.startswith(_RECORD):
+                        break  # a last line cut short: its sample is not kept
+                    if data.startswith(_META) and self.samples:
+                        raise GputuiError(f"{where}: a 'meta' record may only come first")
+                    self.records.append((data, ended, where, n))
+                    continue
+                t, gpu = got
+                key = (t, gpu)
+                seen = self.seen.get(key) or older.get(key)
+                if seen is not None:
+                    if seen[0] == data:
+                        continue  # the same line again, as the full reader drops it
+                    raise GputuiError(
+                        f"{where}: a second, different reading of GPU {gpu} at t={t:.3f} "
+                        f"(the first is on {seen[1].rsplit(':', 1)[-1]})"
+                    )
+                cur = self.samples[-1] if self.samples else None
+                if cur is None or gpu in cur.gpus or abs(t - cur.t) > _SAME_SAMPLE_S:
+                    if cur is not None and t <= cur.t:
+                        how = "goes backwards" if t < cur.t else "does not advance"
+                        raise GputuiError(
+                            f"{where}: time {how} (t={t:.3f} after a sample at "
+                            f"t={cur.t:.3f}); samples must be in time order"
+                        )
+                    if len(self.samples) >= schema.MAX_SAMPLES:
+                        raise GputuiError(
+                            f"{where}: more than {schema.MAX_SAMPLES} samples in one file"
+                        )
+                    cur = _IndexedSample(t, set())
+                    self.samples.append(cur)
+                    older, self.seen = self.seen, {}
+                elif len(cur.gpus) >= schema.MAX_GPUS_PER_SAMPLE:
+                    raise GputuiError(
+                        f"{where}: more than {schema.MAX_GPUS_PER_SAMPLE} GPUs in one sample"
+                    )
+                cur.gpus.add(gpu)
+                cur.lines.append((data, ended, where, n))
+                self.seen[key] = (data, where)
+        finally:
+            lines.close()
+        if not self.samples:
+            raise GputuiError(f"{shown(self.path)}: no samples in file")
+
+    def _where_in_time(self, data: bytes, ended: bool, where: str) -> tuple[float, int] | None:
+        """(t, gpu) of a GPU line, None for a record (or a cut last line): from the prefix
+        the recorder writes, else by parsing the line."""
+        if data.startswith(_RECORD):
+            return None
+        m = _PREFIX.match(data) if ended else None  # a cut last line is parsed: is it whole?
+        if m is not None:
+            try:
+                t = float(m.group(1))
+            except ValueError:
+                t = float("nan")
+            if 0 <= t <= schema.T_MAX and int(m.group(2)) <= schema.MAX_GPU_INDEX:
+                return t, int(m.group(2))
+        try:
+            d = schema.parse_line(data, where)
+        except GputuiError:
+            if not ended:
+                return None
+            raise
+        if not isinstance(d, dict):
+            raise GputuiError(f"{where}: expected a JSON object per line")
+        if "type" in d:
+            return None
+        return schema.sample_time(d.get("t"), where), schema.gpu_index(d.get("gpu"), where)
+
+
+def _parse(
+    path: str | Path, samples: list[_IndexedSample], records: list[tuple[bytes, bool, str, int]]
+) -> tuple[list[Snapshot], TraceReader]:
+    """The samples, parsed and validated in full, with the records (in file order)."""
+    reader = TraceReader(path)
+    for data, ended, where, n in records:  # meta first: every sample gets the host
+        if data.startswith(_META):
+            reader.feed(data, ended, where, n)
+            break
+    reader.saw_meta = True  # a later meta line is the full reader's error, not the window's
+    for s in samples:
+        for data, ended, where, n in s.lines:
+            reader.feed(data, ended, where, n)
+    reader._finish_sample()
+    if not reader.snaps:
+        raise GputuiError(f"{shown(path)}: no readable sample at the moment asked for")
+    return reader.snaps, reader
+
+
+def _safe_start(
+    snaps: list[Snapshot],
+    upto: int,
+    calm: Callable[[Snapshot], bool],
+    calm_s: float,
+    at_file_start: bool,
+) -> int | None:
+    """The latest index k <= upto where no spin can be in progress: its sample is calm and
+    the last sample that was not is more than `calm_s` before it (what came before the list
+    is known only at the start of the file)."""
+    last_busy: float | None = float("-inf") if at_file_start else None
+    best = None
+    for n, s in enumerate(snaps[: upto + 1]):
+        if not calm(s):
+            last_busy = s.t
+            continue
+        if last_busy is None:  # anything before the list is before its first sample
+            ok = s.t - snaps[0].t >= calm_s
+        else:
+            ok = s.t - last_busy > calm_s
+        if ok:
+            best = n
+    return best
+
+
+def read_moment(
+    path: str | Path,
+    at: float | None,
+    before_s: float,
+    calm: Callable[[Snapshot], bool],
+    calm_s: float = 2.0,
+) -> Moment:
+    """The window of history of the sample `at` seconds into the file (the last sample when
+    None, or when the file is shorter). `calm_s`: how long every sample must be calm before
+    a window may start there (longer than the detector bridges a dip in a spin).
+    GputuiError (one line) on a damaged file."""
+    index = _Index(path)
+    index.read()
+    samples = index.samples
+    t0 = samples[0].t
+    i = len(samples) - 1
+    if at is not None:
+        i = bisect.bisect_left([s.t - t0 for s in samples], at)
+        i = min(i, len(samples) - 1)
+    end_t = samples[i].t
+    j = bisect.bisect_left([s.t for s in samples], end_t - before_s)
+    snaps, _ = _parse(path, samples[j : i + 1], index.records)
+    mark = 0  # where the window would start, in `snaps`
+    while True:  # a spin in progress at the window's start: move back to where it began
+        k = _safe_start(snaps, mark, calm, calm_s, at_file_start=j == 0)
+        if k is None and j == 0:
+            k = 0  # spinning since the file began: the window is the whole start
+        if k is not None:
+            snaps = snaps[k:]
+            break
+        lo = max(0, j - CHUNK)
+        more, _ = _parse(path, samples[lo:j], index.records)
+        snaps, mark, j = more + snaps, len(more), lo
+    records = _records(path, index.records)
+    last_of_file = i == len(samples) - 1
+    return Moment(
+        snaps=_attach(snaps, records, last_of_file),
+        first_t=t0,
+        samples=len(samples),
+        notes=records[1].notes(),
+    )
+
+
+def _records(
+    path: str | Path, lines: list[tuple[bytes, bool, str, int]]
+) -> tuple[list[tuple[float, dict[str, Any]]], TraceReader]:
+    """Every typed record of the file, checked as the full reader checks them."""
+    reader = TraceReader(path)
+    for data, ended, where, n in lines:
+        if not reader.feed(data, ended, where, n):
+            break
+    return sorted(reader.pending, key=lambda p: p[0]), reader
+
+
+def _attach(
+    snaps: list[Snapshot],
+    records: tuple[list[tuple[float, dict[str, Any]]], TraceReader],
+    last_of_file: bool,
+) -> list[Snapshot]:
+    """Each record on the first window sample at or after its time; those before the window
+    on its first sample, those after the moment only when it is the file's last sample."""
+    times = [s.t for s in snaps]
+    by: dict[int, list[dict[str, Any]]] = {}
+    for t, rec in records[0]:
+        k = bisect.bisect_left(times, t)
+        if k == len(snaps):
+            if not last_of_file:
+                continue  # the moment's future
+            k = len(snaps) - 1
+        by.setdefault(k, []).append(rec)
+    return [replace(s, records=tuple(by[k])) if k in by else s for k, s in enumerate(snaps)]

@@ -1,0 +1,71 @@
+"""The keys a node's `check --json` line carries so that `gputui merge` can join many nodes.
+
+A job that spans nodes is judged from every node's lines at once (gputui/diagnose/merge/join.py).
+For that each line says which node it is (`host`), which job it is about (`job_key`, e.g.
+`master:10.0.0.1:29500`: the same on every node of one torchrun job), the job's
+`world_size`, and `ranks`: GPU index -> global rank for the GPUs of that job on this node.
+
+On a stalled line, `ranks` covers the stalled job's spinning and suspect GPUs, including a
+GPU whose rank has exited (remembered from earlier samples). On an ok line it covers the
+GPUs of the largest job that has ranks here: a node whose rank sits idle on the CPU reports
+"ok" (nothing spins there), and it is exactly this line that lets the merge name that GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gputui.collect.model import Snapshot
+from gputui.diagnose.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class _Seen:
+    rank: int
+    job_key: str
+    world_size: int | None
+
+
+class NodeReport:
+    """Follows the snapshots of one node; `keys(verdict, snap)` gives the extra keys."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.seen: dict[int, _Seen] = {}  # GPU -> the rank last seen on it
+
+    def update(self, snap: Snapshot) -> None:
+        for job in snap.jobs:
+            for pid in job.pids:
+                p = snap.process(pid)
+                if p is None or p.rank is None or p.rank.rank is None:
+                    continue
+                for g in p.gpus:
+                    self.seen[g] = _Seen(p.rank.rank, job.key, job.world_size)
+
+    def keys(self, v: Verdict, snap: Snapshot) -> dict[str, Any]:
+        job_key: str | None = None
+        world: int | None = None
+        ranks: dict[str, int] = {}
+        rdzv = v.evidence.get("rendezvous") if v.alarm else None
+        if isinstance(rdzv, dict) and rdzv.get("jobs"):  # ranks that hold no GPU yet
+            first = rdzv["jobs"][0]
+            job_key, world = first.get("job"), first.get("world")
+        elif v.alarm:
+            gpus = (*v.spinning, *v.suspects)
+            known = [self.seen[g] for g in gpus if g in self.seen]
+            if known:
+                job_key, world = known[0].job_key, known[0].world_size
+                for g in sorted(gpus):
+                    s = self.seen.get(g)
+                    if s is not None and s.job_key == job_key:
+                        ranks[str(g)] = s.rank
+        else:
+            for job in snap.jobs:  # largest first
+                here = {g: self.seen[g] for g in job.gpus if g in self.seen}
+                here = {g: s for g, s in here.items() if s.job_key == job.key}
+                if here:
+                    job_key, world = job.key, job.world_size
+                    ranks = {str(g): s.rank for g, s in sorted(here.items())}
+                    break
+        return {"host": self.host, "job_key": job_key, "world_size": world, "ranks": ranks}

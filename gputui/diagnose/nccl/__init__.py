@@ -1,0 +1,1 @@
+"""What NCCL RAS, the flight recorder and PyTorch's debug server say, as ranked findings."""

@@ -1,0 +1,445 @@
+"""What NCCL RAS and PyTorch's flight recorder say about a stalled job, in sentences.
+
+Pure: everything here reads the `{"type": "nccl", ...}` record that the NCCL gatherer
+(gputui/tools/gather/nccl.py) took, so a replay of a recording says exactly what the live
+run said. The record is untrusted input (it may come from a file): anything malformed becomes
+a finding that says so, never an exception.
+
+RAS gives, per communicator, the number of operations of each collective type that every
+rank has launched. In a hang the ranks that entered the next collective wait inside it; a
+rank that never launched it is *behind*. A count that differs between two queries taken a
+few seconds apart means NCCL is still moving, so "behind" is only claimed when the two
+answers agree ("unchanged over 3 s"); with one answer it is said with that caveat.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+from gputui.collect.model import Snapshot
+from gputui.collect.nccl.ras_model import RasAnswer, RasComm, RasRank, answer_from_dict
+from gputui.diagnose.evidence import Evidence
+from gputui.diagnose.nccl.flightrec import explain_flightrec
+from gputui.diagnose.nccl.flightrec import ranks_text as _ranks_text
+from gputui.diagnose.nccl.pids import PidMap, pid_map, with_host_pids
+from gputui.diagnose.ranking import Finding, Strength
+from gputui.diagnose.verdict import Verdict
+
+KIND = "nccl"
+RAS = "ras"  # the source of RAS's findings (gputui.diagnose.ranking); FR the recorder's
+RAS_MIN_VERSION = (2, 24)
+_NCCL_ERRORS = {
+    1: "unhandled CUDA error",
+    2: "system error",
+    3: "internal error",
+    4: "invalid argument",
+    5: "invalid usage",
+    6: "remote process error",
+}
+MAX_FINDINGS = 12  # sentences from RAS in one verdict
+
+
+# ---------------------------------------------------------------- RAS
+
+
+def _version(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    parts = []
+    for p in text.split(".")[:3]:
+        digits = "".join(ch for ch in p if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts) or None
+
+
+# A job that never loaded NCCL (gloo, CPU work, a serving process) has no NCCL hang for RAS to
+# explain: said in check --json's "nccl" entry, but not as a finding in the banner.
+NO_NCCL = "The job has not loaded NCCL (no libnccl in its memory map), so there is no RAS."
+
+
+def ras_unavailable(ras: dict[str, Any]) -> str | None:
+    """Why RAS cannot answer, from the job's environment and the NCCL it loaded."""
+    env = ras.get("env") or {}
+    nccl = ras.get("nccl") or {}
+    if str(env.get("NCCL_RAS_ENABLE", "")).strip() == "0":
+        return "NCCL RAS is off (NCCL_RAS_ENABLE=0 in the job's environment)."
+    ver = _version(nccl.get("version"))
+    if ver is not None and ver[:2] < RAS_MIN_VERSION:
+        return f"NCCL {nccl.get('version')} is too old for RAS (needs 2.24)."
+    if nccl.get("loaded") is False:
+        return NO_NCCL
+    return None
+
+
+def _secs(dt: float | None) -> str:
+    """3.0 -> '3', 0.52 -> '0.5'; whole seconds from 2 s on (3.1 -> '3'), so answers asked
+    every 3 s say the same words and `check --json` prints a line only when they change."""
+    if (dt or 0) >= 2:
+        return f"{dt:.0f}"
+    return f"{dt or 0:.1f}".removesuffix(".0")
+
+
+def _who(r: RasRank, local: set[int]) -> str:
+    where = r.where()
+    here = " on this node" if r.pid is not None and r.pid in local else ""
+    return f"rank {r.rank}" + (f" ({where}{here})" if where else here)
+
+
+def _op_state(c: RasComm, op: str) -> tuple[int, set[int], set[int]] | None:
+    """(top count, ranks known at it, ranks known below it) for an op the ranks disagree on."""
+    dist = c.ops.get(op) or []
+    if len(dist) < 2:
+        return None
+    top = max(v for v, _ in dist)
+    ahead = {r.rank for r in c.ranks if r.counts.get(op) == top}
+    behind = {r.rank for r in c.ranks if op in r.counts and r.counts[op] < top}
+    return top, ahead, behind
+
+
+def _comm_findings(
+    c: RasComm, old: RasComm | None, dt: float | None, local: set[int], out: dict[str, Any]
+) -> list[str]:
+    """Sentences about one communicator, most important first; fills out['behind']."""
+    found: list[str] = []
+    for m in c.missing:
+        if m.dead:
+            found.append(
+                f"NCCL RAS: {_who(m, local)} is dead: unreachable for 60 s "
+                "(its process exited, or its node is down)."
+            )
+        else:
+            found.append(
+                f"NCCL RAS: {_who(m, local)} does not answer (stopped, hung hard, or its node "
+                "is unreachable)."
+            )
+        out["missing"].append(
+            {"rank": m.rank, "host": m.host, "pid": m.pid, "gpu": m.gpu, "dead": bool(m.dead)}
+        )
+    for r in c.ranks:
+        if r.abort_flag:
+            found.append(f"NCCL RAS: {_who(r, local)} aborted its communicator.")
+        for label, code in (
+            ("an initialization", r.init_state),
+            ("an asynchronous", r.async_error),
+        ):
+            if code is not None and code not in (0, 7):
+                name = _NCCL_ERRORS.get(code, f"error {code}")
+                found.append(f"NCCL RAS: {_who(r, local)} reported {label} error: {name}.")
+        if r.error:
+            found.append(f"NCCL RAS: {_who(r, local)} reported {r.error}.")
+    states = {op: s for op in c.ops if (s := _op_state(c, op)) is not None}
+    odd = _mismatched(c, states)
+    if odd:
+        parts = []
+        for n in odd:
+            rk = c.rank(n) or RasRank(rank=n)
+            bits = []
+            for op, (top, ahead, behind) in states.items():
+                mine = rk.counts.get(op)
+                if n in ahead:
+                    bits.append(f"ahead in {op} ({mine} vs {_others(c, op, mine)})")
+                elif n in behind:
+                    bits.append(f"behind in {op} ({mine} vs {top})")
+            parts.append(f"{_who(rk, local)} is " + " and ".join(bits))
+        found.append(
+            "NCCL RAS: ranks entered different collectives: "
+            + "; ".join(parts)
+            + " (a collective-type mismatch: the ranks took different code paths)."
+        )
+        out["mismatch"] = True
+        out["mismatch_ranks"] = sorted(set(out.get("mismatch_ranks", [])) | set(odd))
+        # Each rank's collective: the one type it is ahead in (gputui.diagnose.hang.mismatch).
+        for r in c.ranks:
+            ahead_in = [op for op, (_top, ahead, _b) in states.items() if r.rank in ahead]
+            if len(ahead_in) == 1:
+                out.setdefault("mismatch_ops", {})[str(r.rank)] = ahead_in[0]
+        return found
+    size = c.size or c.reporting
+    for op, (top, _ahead, behind_known) in states.items():
+        dist = c.ops[op]
+        same = old is not None and sorted(old.ops.get(op) or []) == sorted(dist)
+        if old is not None and not same:
+            before = "/".join(str(v) for v, _ in sorted(old.ops.get(op) or [], reverse=True))
+            now = "/".join(str(v) for v, _ in sorted(dist, reverse=True))
+            found.append(
+                f"NCCL RAS: {op} counts still move ({before} -> {now} over {_secs(dt)} s): "
+                "NCCL is making progress, no rank is stuck behind."
+            )
+            continue
+        n_top = sum(n for v, n in dist if v == top)
+        when = (
+            f"unchanged over {_secs(dt)} s" if same and dt else "one query only, not yet confirmed"
+        )
+        listed = sorted(behind_known)
+        by_count: dict[int, list[RasRank]] = {}
+        for n in listed:
+            rk = c.rank(n) or RasRank(rank=n)
+            by_count.setdefault(rk.counts[op], []).append(rk)
+            out["behind"].append(
+                {
+                    "rank": n,
+                    "host": rk.host,
+                    "pid": rk.pid,
+                    "gpu": rk.gpu,
+                    "op": op,
+                    "count": rk.counts[op],
+                    "others": top,
+                    "confirmed": bool(same),
+                }
+            )
+        others = f"the other {n_top} rank{'s' if n_top != 1 else ''} {top}, {when}"
+        for count, group in sorted(by_count.items()):
+            if len(group) <= 2:
+                for rk in group:
+                    found.append(
+                        f"NCCL RAS: {_who(rk, local)} is behind: {op} count {count}, {others}."
+                    )
+            else:
+                hosts = sorted({rk.host for rk in group if rk.host})
+                on = f" on {', '.join(hosts[:4])}" + (" ..." if len(hosts) > 4 else "")
+                found.append(
+                    f"NCCL RAS: {len(group)} ranks are behind: "
+                    f"{_ranks_text([rk.rank for rk in group])}{on if hosts else ''} at {op} "
+                    f"count {count}, {others}."
+                )
+        n_behind = sum(n for v, n in dist if v < top)
+        if n_behind > len(listed):
+            shown = f" ({_ranks_text(listed)} among them)" if listed else ""
+            found.append(
+                f"NCCL RAS: {n_behind} of {size or '?'} ranks are behind in {op} "
+                f"(below {top}){shown}, {when}."
+            )
+    if not states and not c.missing and old is not None and c.ops:
+        op, dist = max(c.ops.items(), key=lambda kv: kv[1][0][0] if kv[1] else 0)
+        if dist and (old.ops.get(op) or []) == dist:
+            found.append(
+                f"NCCL RAS: all {size or dist[0][1]} ranks launched the same collectives "
+                f"({op} {dist[0][0]}), unchanged over {_secs(dt)} s: every rank entered the "
+                "collective, so no rank stayed away; look at the network or the GPUs."
+            )
+    return found
+
+
+def _advanced(old: RasComm, new: RasComm) -> tuple[str, int, int] | None:
+    """(op, before, now) of a collective type whose highest count grew between two answers
+    (NCCL moves), or None."""
+    for op, dist in new.ops.items():
+        before = old.ops.get(op) or []
+        if dist and before and (now := max(v for v, _ in dist)) > (b := max(v for v, _ in before)):
+            return op, b, now
+    return None
+
+
+def _mismatched(c: RasComm, states: dict[str, tuple[int, set[int], set[int]]]) -> list[int]:
+    """Ranks ahead in one collective type and behind in another, other than the majority.
+
+    With every rank known (JSON), each rank has a pattern of counts; the most common
+    pattern is the majority and every other rank is odd. With only the outliers known
+    (text), the outliers that are ahead somewhere and behind elsewhere are odd.
+    """
+    mixed = {r for _, a, _ in states.values() for r in a}
+    mixed &= {r for _, _, b in states.values() for r in b}
+    if not mixed:
+        return []
+    full = [r for r in c.ranks if all(op in r.counts for op in states)]
+    if len(full) < (c.size or len(full)) or len(full) < 2:
+        return sorted(mixed)
+    patterns: dict[tuple[int, ...], list[int]] = {}
+    for r in full:
+        patterns.setdefault(tuple(r.counts[op] for op in states), []).append(r.rank)
+    majority = max(patterns.values(), key=len)
+    return sorted(r for group in patterns.values() if group is not majority for r in group)
+
+
+def _others(c: RasComm, op: str, mine: int | None) -> str:
+    vals = sorted({v for v, _ in c.ops.get(op) or [] if v != mine})
+    return "/".join(map(str, vals)) or "?"
+
+
+def judge_ras(
+    first: RasAnswer | None, second: RasAnswer, dt: float | None, local_pids: set[int]
+) -> tuple[list[str], dict[str, Any]]:
+    """Findings from two answers a few seconds apart (or one), and their JSON summary."""
+    out: dict[str, Any] = {"behind": [], "missing": [], "mismatch": False}
+    found: list[str] = []
+    for p in second.dead_processes:
+        if not any(m.pid == p.pid for c in second.comms for m in c.missing):
+            found.append(f"NCCL RAS: process {p.pid} on {p.host} (GPU {p.gpus}) is dead.")
+    for p in second.missing_processes:
+        found.append(f"NCCL RAS: no answer from process {p.pid} on {p.host} (GPU {p.gpus}).")
+    for c in second.comms:
+        old = first.comm(c.hash) if first is not None else None
+        found += _comm_findings(c, old, dt, local_pids, out)
+        moved = _advanced(old, c) if old is not None else None
+        if moved is not None:
+            out["progress"] = True
+            if not any("still move" in f for f in found):
+                op, before, now = moved
+                found.append(
+                    f"NCCL RAS: collective counts advance ({op} {before} -> {now} over "
+                    f"{_secs(dt)} s): the job is busy communicating, not stalled."
+                )
+    if second.timeouts:
+        found.append(
+            f"NCCL RAS met {second.timeouts} communication timeout(s) while gathering: "
+            "some processes are slow to answer or unreachable."
+        )
+    if local_pids and second.format == "json" and second.comms and not (second.pids() & local_pids):
+        found.append(
+            "NCCL RAS answered for processes that are not this job's ranks: another job on "
+            "this node holds the RAS port (set NCCL_RAS_ADDR per job)."
+        )
+    order = ("dead", "does not answer", "no answer", "aborted", "error", "different", "behind")
+
+    def rank_of(s: str) -> int:
+        return next((i for i, w in enumerate(order) if w in s), len(order))
+
+    found = sorted(found, key=rank_of)
+    if len(found) > MAX_FINDINGS:
+        found = found[: MAX_FINDINGS - 1] + [
+            f"NCCL RAS: and {len(found) - MAX_FINDINGS + 1} more finding(s) of the kinds above."
+        ]
+    return found, out
+
+
+def _answers(ras: dict[str, Any]) -> tuple[list[RasAnswer], list[float], list[str]]:
+    answers, times, problems = [], [], []
+    for q in ras.get("queries") or []:
+        if not isinstance(q, dict):
+            problems.append("a RAS query in the record is not an object")
+            continue
+        if q.get("outcome") == "done" and q.get("answer") is not None:
+            try:
+                answers.append(answer_from_dict(q["answer"]))
+                t = q.get("t")
+                times.append(float(t) if isinstance(t, (int, float)) else 0.0)
+            except ValueError as e:
+                problems.append(f"a RAS answer in the record is malformed ({e})")
+        elif q.get("error"):
+            problems.append(str(q.get("error"))[:200])
+    return answers, times, problems
+
+
+def explain_ras(
+    ras: Any, local_pids: set[int], pids: PidMap | None = None
+) -> tuple[list[str], dict[str, Any]]:
+    """Findings from the record's "ras" part, RAS's pids mapped to this host's (`pids`)."""
+    if not isinstance(ras, dict):
+        return [], {}
+    answers, times, problems = _answers(ras)
+    answers = [with_host_pids(a, pids or {}) for a in answers]
+    if not answers:
+        why = ras_unavailable(ras)
+        if why == NO_NCCL:
+            return [], {"ras": "unavailable", "why": why}
+        if why is None:
+            last = problems[-1] if problems else "no answer"
+            why = f"NCCL RAS did not answer: {last}."
+        return [why], {"ras": "unavailable"}
+    second = answers[-1]
+    first = answers[-2] if len(answers) > 1 else None
+    dt = times[-1] - times[-2] if first is not None else None
+    found, summary = judge_ras(first, second, dt, local_pids)
+    summary["nccl_version"] = second.nccl_version
+    summary["format"] = second.format
+    return found, summary
+
+
+_RANK = re.compile(r"^NCCL RAS: (?:rank|process) (\d+)")
+
+
+def ras_finding(text: str, summary: dict[str, Any]) -> Finding:
+    """One RAS sentence with its strength: ranks in different collectives are a MISMATCH,
+    ranks behind, dead or not answering are RAS_BEHIND (who, not where), progress, absence
+    and the rest are CONTEXT."""
+    if "ranks entered different collectives" in text:
+        odd = tuple(summary.get("mismatch_ranks") or ())
+        return Finding(
+            text,
+            Strength.MISMATCH,
+            RAS,
+            ranks=odd,
+            headline="ranks in different collectives (NCCL RAS): "
+            + text.split("different collectives: ", 1)[-1].split(" (a collective-type")[0],
+        )
+    m = _RANK.match(text)
+    weak = ("behind", "dead", "does not answer", "no answer", "aborted", "reported")
+    if text.startswith("NCCL RAS: ") and any(w in text for w in weak) and "still move" not in text:
+        ranks = (int(m.group(1)),) if m and text.startswith("NCCL RAS: rank") else ()
+        return Finding(text, Strength.RAS_BEHIND, RAS, ranks=ranks)
+    return Finding(text, Strength.CONTEXT, RAS)
+
+
+# ---------------------------------------------------------------- the explainer
+
+
+def explain_nccl(record: dict[str, Any], verdict: Verdict, snap: Snapshot | None) -> Evidence:
+    """The findings of one `nccl` record, for the verdict of the stalled job."""
+    kind = record.get("type") if isinstance(record, dict) else None
+    if kind not in (KIND, RAS):
+        return Evidence(KIND, findings=("NCCL evidence: the record is not an nccl record.",))
+    local = {p.pid for p in snap.processes} if snap is not None else set()
+    local |= set(verdict.suspect_pids)
+    ranks = record.get("local")
+    for r in ranks if isinstance(ranks, list) else []:
+        if isinstance(r, dict) and isinstance(r.get("pid"), int):
+            local.add(r["pid"])
+    ras_found, ras_json = explain_ras(record.get("ras"), local, pid_map(record.get("local")))
+    fr_found, fr_json = explain_flightrec(record.get("flightrec"))
+    if record.get("error"):
+        ras_found.append(f"NCCL evidence could not be gathered: {str(record['error'])[:200]}")
+    extra = {**ras_json, **fr_json}
+    named = _named_local_pids(record, extra, local)
+    ranked = [ras_finding(t, ras_json) for t in ras_found] + fr_found
+    ranked = [_with_pids(f, record) for f in ranked]
+    return Evidence(
+        str(kind),
+        findings=tuple(f.text for f in ranked),
+        ranked=tuple(ranked),
+        extra=extra,
+        suspect_pids=named,
+    )
+
+
+def _with_pids(f: Finding, record: dict[str, Any]) -> Finding:
+    """The local pids of the ranks a finding names (RAS and the analyzer speak in ranks)."""
+    loc = record.get("local")
+    by_rank = {
+        r["rank"]: r["pid"]
+        for r in (loc if isinstance(loc, list) else [])
+        if isinstance(r, dict) and isinstance(r.get("rank"), int) and isinstance(r.get("pid"), int)
+    }
+    pids = tuple(by_rank[r] for r in f.ranks if r in by_rank)
+    return replace(f, pids=pids) if pids and not f.pids else f
+
+
+def _named_local_pids(
+    record: dict[str, Any], extra: dict[str, Any], local: set[int]
+) -> tuple[int, ...]:
+    """Local pids that RAS (behind for sure, or missing) or the flight recorder (a rank that
+    did not join) names as the rank the others wait for: the verdict's suspects beyond NVML."""
+
+    def items(d: Any, key: str) -> list[Any]:
+        v = d.get(key) if isinstance(d, dict) else None
+        return v if isinstance(v, list) else []
+
+    out: list[int] = []
+    for e in items(extra, "behind") + items(extra, "missing"):
+        pid = e.get("pid") if isinstance(e, dict) else None
+        if isinstance(pid, int) and pid in local and e.get("confirmed", True) and pid not in out:
+            out.append(pid)
+    by_rank = {
+        r["rank"]: r["pid"]
+        for r in items(record, "local")
+        if isinstance(r, dict) and isinstance(r.get("rank"), int) and isinstance(r.get("pid"), int)
+    }
+    for f in items(extra.get("flightrec"), "findings"):
+        for rank in items(f, "missing_ranks"):
+            pid = by_rank.get(rank) if isinstance(rank, int) else None
+            if pid is not None and pid not in out:
+                out.append(pid)
+    return tuple(out)

@@ -1,0 +1,220 @@
+"""Whether the rank the others wait for advances: its counters and its frames, from the
+start of a spin (gputui.diagnose.hang.progress judges them).
+
+Why from the start: a checkpoint writer and a stuck rank look alike to NVML, and the verdict
+at `--stall-after` must already know which it is, or `check` would raise the alarm and exit
+1 for every checkpoint. So while a job's GPUs spin, the Watcher hands this poller the job's
+ranks that do not spin (the suspects to be), and those RAS names as behind; the poller reads
+their CPU time and I/O bytes from /proc at every sample (cheap: two small reads each, off
+the caller's thread) and, for the ranks that do not spin, takes a py-spy dump every DUMP_S
+seconds after the spin has lasted DUMP_AFTER_S (py-spy pauses the process for a few ms; a
+rank in a brief wait of a healthy step is never dumped). Every RECORD_S seconds it emits one
+`progress` record with the readings of the last window and the dumps in it, each marked
+`moved` when its main thread's functions differ from the dump before (lines are not
+compared: a loop on one line is seen on either of two): the record holds everything the
+judge reads, so `gputui record` keeps it and a replay judges the same.
+
+Bounded: one task in flight at a time, each py-spy bounded by DUMP_TIMEOUT_S, at most
+MAX_RANKS ranks per job; nothing is kept once the spin ends.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputui.collect.model import ProcessInfo
+from gputui.collect.procs.progress import Counters, read_counters
+
+KIND = "progress"
+RECORD_S = 2.0  # a record this often while a job spins
+DUMP_S = 2.0  # a py-spy dump of each rank that does not spin this often ...
+DUMP_AFTER_S = 2.0  # ... once the spin has lasted this long (a brief wait: never)
+DUMP_TIMEOUT_S = 3.0
+READ_EVERY_S = 0.4  # counters at most this often (a fast sampler does not read more)
+WINDOW_S = 12.0  # readings kept (the judge's window is 10 s)
+MAX_RANKS = 16
+MAX_DUMPS = 8
+MAX_FUNCTIONS = 12  # innermost: what the words look for (save, compile, eval)
+MIN_SPAN_S = 1.6  # readings spanning this long before the first record (the judge's 1.5 s)
+
+
+@dataclass(frozen=True)
+class Watched:
+    """A rank to follow: its process, GPU, and whether to dump it (it does not spin)."""
+
+    process: ProcessInfo
+    gpu: int | None
+    dump: bool
+
+
+@dataclass
+class _Rank:
+    first: Counters | None = None
+    readings: deque[Counters] = field(default_factory=lambda: deque(maxlen=64))
+    dumps: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_DUMPS))
+    last_sig: str | None = None  # the functions of the main thread at the last dump
+    last_dump: float = float("-inf")
+    rank: int | None = None
+    gpu: int | None = None
+    error: str | None = None
+
+
+@dataclass
+class _Episode:
+    started: float  # monotonic: when the spin was first handed over
+    trigger: str = "spin"
+    ranks: dict[int, _Rank] = field(default_factory=dict)
+    watched: tuple[Watched, ...] = ()
+    last_record: float = float("-inf")
+    last_read: float = float("-inf")
+
+
+class ProgressPoller:
+    """Follows the ranks of spinning jobs; `emit(record)` receives each progress record."""
+
+    def __init__(
+        self,
+        emit: Callable[[dict[str, Any]], None],
+        cancel: threading.Event,
+        *,
+        stacks: bool = True,
+        dump: Callable[..., Any] | None = None,
+    ) -> None:
+        self.emit, self.cancel, self.stacks = emit, cancel, stacks
+        self._dump = dump
+        self._episodes: dict[str, _Episode] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._future: Future[None] | None = None
+        self._lock = threading.Lock()
+
+    def poll(self, key: str, watched: Sequence[Watched], trigger: str) -> None:
+        """Called each sample for a job whose GPUs spin; never blocks."""
+        now = time.monotonic()
+        with self._lock:
+            ep = self._episodes.get(key)
+            if ep is None:
+                ep = self._episodes[key] = _Episode(now)
+            ep.trigger = trigger
+            ep.watched = tuple(w for w in watched if w.process.live)[:MAX_RANKS]
+        if self.cancel.is_set() or not ep.watched or self.pending():
+            return
+        if now - ep.last_read < READ_EVERY_S:
+            return
+        ep.last_read = now
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gputui-progress")
+        try:
+            self._future = self._pool.submit(self._step, key, ep)
+        except RuntimeError:  # shut down meanwhile
+            pass
+
+    def end(self, keep: set[str]) -> None:
+        """Jobs that no longer spin: their episode is over (a new spin starts afresh)."""
+        with self._lock:
+            for key in [k for k in self._episodes if k not in keep]:
+                del self._episodes[key]
+
+    def pending(self) -> bool:
+        return self._future is not None and not self._future.done()
+
+    def future(self) -> Future[None] | None:
+        return self._future
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # ------------------------------------------------------------ the worker thread
+
+    def _step(self, key: str, ep: _Episode) -> None:
+        try:
+            now = time.monotonic()
+            t = time.time()
+            for w in ep.watched:
+                r = ep.ranks.setdefault(w.process.pid, _Rank())
+                r.rank = w.process.rank.rank if w.process.rank is not None else None
+                r.gpu = w.gpu
+                c = read_counters(w.process.pid, t)
+                if c is None:
+                    r.error = "its /proc entry could not be read (gone, or another user's)"
+                    continue
+                if r.first is not None and r.first.start_ticks != c.start_ticks:
+                    r.first = None  # a reused pid: another process
+                    r.readings.clear()
+                r.first = r.first or c
+                r.readings.append(c)
+                while r.readings and r.readings[0].t < t - WINDOW_S:
+                    r.readings.popleft()
+                spun = now - ep.started
+                if self.stacks and w.dump and spun >= DUMP_AFTER_S and now - r.last_dump >= DUMP_S:
+                    r.last_dump = now
+                    self._dump_one(w.process, r)
+                if self.cancel.is_set():
+                    return
+            if now - ep.last_record >= RECORD_S and any(
+                r.readings and r.readings[-1].t - r.readings[0].t >= MIN_SPAN_S
+                for r in ep.ranks.values()
+            ):  # a first record that is judged already (a replay sees records a sample late)
+                ep.last_record = now
+                self.emit(self._record(key, ep, t))
+        except Exception as e:  # a poller never raises: its failure is the record
+            rec = {"type": KIND, "t": round(time.time(), 3), "job": key, "ranks": []}
+            rec["error"] = f"{type(e).__name__}: {e}"[:200]
+            if not self.cancel.is_set():
+                self.emit(rec)
+
+    def _dump_one(self, p: ProcessInfo, r: _Rank) -> None:
+        from gputui.collect.frames import main_thread
+        from gputui.diagnose.hang.culprit import read_stack
+        from gputui.redact import redact_text
+        from gputui.tools.attach.dumpall import parse_py_spy
+        from gputui.tools.attach.stacks import py_spy_dump
+
+        dump = self._dump or py_spy_dump
+        t = time.time()
+        res = dump(p, timeout=DUMP_TIMEOUT_S, cancel=self.cancel)
+        if not res.ok:
+            r.dumps.append({"t": round(t, 3), "outcome": str(res.outcome.value)})
+            return
+        mt = main_thread(parse_py_spy(res.lines))
+        frames = tuple(f for f in (mt.frames if mt else ()) if not f.function.startswith("0x"))
+        # Functions, not lines: a `while True: pass` is seen on either of its two lines.
+        sig = "|".join(f"{f.function}@{f.file}" for f in frames)
+        moved = r.last_sig is not None and sig != r.last_sig  # the first dump is the baseline
+        r.last_sig = sig
+        frame = read_stack(frames).frame
+        r.dumps.append(
+            {
+                "t": round(t, 3),
+                "outcome": "done",
+                "moved": moved,
+                "frame": redact_text(frame.label())[:300] if frame is not None else None,
+                "functions": [redact_text(f.function)[:120] for f in frames[:MAX_FUNCTIONS]],
+            }
+        )
+
+    def _record(self, key: str, ep: _Episode, t: float) -> dict[str, Any]:
+        ranks = []
+        for pid, r in list(ep.ranks.items())[:MAX_RANKS]:
+            e: dict[str, Any] = {"pid": pid, "rank": r.rank, "gpu": r.gpu}
+            if r.first is not None:
+                e["first"] = [r.first.to_json()]
+            e["samples"] = [c.to_json() for c in r.readings]
+            e["dumps"] = [d for d in r.dumps if d["t"] >= t - WINDOW_S]
+            if r.error and not r.readings:
+                e["error"] = r.error
+            ranks.append(e)
+        return {
+            "type": KIND,
+            "t": round(t, 3),
+            "job": key,
+            "trigger": ep.trigger,
+            "stacks": "py-spy" if self.stacks else "off",
+            "ranks": ranks,
+        }

@@ -1,0 +1,1 @@
+"""The dashboard's screens: details, help, the probe and world probe, tool panes, dialogs."""

@@ -1,0 +1,80 @@
+"""Full-text screens on top of the dashboard: the verdict's details (`d`) and a process's
+environment (`e`). Both are read-only, scroll, and close on escape or q."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+
+from gputui.ui.widgets.palette import role
+from gputui.ui.widgets.safe_text import Static, Text
+
+
+class TextScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q", "dismiss", "Close", id="text.close")]
+    DEFAULT_CSS = """
+    TextScreen { align: center middle; }
+    TextScreen > VerticalScroll { width: 100%; max-width: 110; height: auto;
+        max-height: 100%; border: round $primary; background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, title: str, body: Text) -> None:
+        super().__init__()
+        self.title_text, self.body = title, body
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(Text(f"{self.title_text}  (esc closes)", style="bold"))
+            yield Static(self.body)
+
+    def action_dismiss(self) -> None:  # type: ignore[override]
+        self.dismiss(None)
+
+
+def verdict_text(v: Any | None, snap: Any | None, replay: bool = False) -> Text:
+    """Everything the banner leaves out: the full reason, every finding, the next steps (in
+    a replay, those a replay can follow: gputui.ui.actions.gone_rank.steps_for)."""
+    from gputui.ui.actions.gone_rank import steps_for
+
+    t = Text()
+    if v is None:
+        return t.append("No sample yet.")
+    t.append(f"{v.state.upper()}", style="bold")
+    if v.alarm and v.since is not None and snap is not None:
+        t.append(f" for {snap.t - v.since:.0f} s")
+    t.append(f"\n\n{v.reason}\n")
+    if v.culprit_frame:
+        t.append("\nCulprit frame: ", style="bold").append(v.culprit_frame, style=role("@alert"))
+        t.append("\n")
+    ranked = getattr(v, "ranked", ()) or ()
+    if ranked:  # strongest first, each with its strength (gputui.diagnose.ranking)
+        t.append("\nWhat the evidence says, strongest first:\n", style="bold")
+        for f in ranked:
+            t.append(f"  · [{f.strength.name.lower()}] ", style="dim").append(f"{f.text}\n")
+    elif v.findings:
+        t.append("\nWhat the evidence says:\n", style="bold")
+        for f in v.findings:
+            t.append(f"  · {f}\n")
+    for entry in v.stacks:
+        rank = entry.get("rank")
+        who = f"rank {rank}" if rank is not None else f"pid {entry.get('pid')}"
+        t.append(f"\n{who} (pid {entry.get('pid')}, GPU {entry.get('gpu')}, ")
+        t.append(f"{entry.get('role')}): {entry.get('outcome')}\n", style="bold")
+        if entry.get("error"):
+            t.append(f"    {entry['error']}\n", style="italic")
+        for frame in entry.get("stack") or ():
+            t.append(f"    {frame}\n")
+    steps = steps_for(v, replay)
+    if steps:
+        t.append("\nNext steps:\n", style="bold")
+        for s in steps:
+            t.append(f"  · {s}\n")
+    return t
+
+
+def DetailsScreen(v: Any | None, snap: Any | None, replay: bool = False) -> TextScreen:  # noqa: N802
+    return TextScreen("hang detector: verdict details", verdict_text(v, snap, replay))

@@ -1,0 +1,118 @@
+"""The help screen, generated from the app's bindings so it can never drift from them.
+
+It fits an 80 x 24 terminal (a split tmux pane, a default ssh window) whole, with its
+border: the keys in two columns of short labels (the command palette, ctrl+p, keeps the long
+descriptions), then the notes. One column of the bindings' descriptions took 40 rows and had
+to be scrolled at 24. In the guided demo, space goes on from the stop the demo holds at (and
+pauses elsewhere): the help says so there.
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+
+from gputui.ui.widgets.safe_text import Static, Text
+
+# The help's words for each binding (by its id), at most LABEL_WIDTH cells: a binding
+# missing here fails tests/test_app.py, so the help lists every key.
+LABELS = {
+    "quit": "quit",
+    "help": "this help",
+    "jump_suspect": "select the suspect rank",
+    "details": "details: findings, steps",
+    "py_spy": "Python stack (py-spy dump)",
+    "py_spy_native": "Python + native stack",
+    "gdb": "gdb backtrace, all threads",
+    "core": "gdb on a dead rank's core",
+    "strace": "strace its system calls",
+    "dump_all": "all ranks' stacks, grouped",
+    "kill": "send a signal (asks first)",
+    "environment": "its environment (redacted)",
+    "bundle": "write an incident bundle",
+    "end_job": "end the stuck job, after b",
+    "probe": "pairwise GPU probe",
+    "probe_blamed": "probe the blamed GPU",
+    "profile": "where its time goes",
+    "tree": "tree: jobs and their ranks",
+    "filter": "filter processes",
+    "clear": "clear message and filter",
+    "sort_left": "sort by the column left",
+    "sort_right": "sort by the column right",
+    "sort_rev": "reverse the sort",
+    "sort": "cycle the sort column",
+    "view": "GPU view: auto/line/panel",
+    "pause": "pause sampling",
+}
+DEMO_LABELS = {"pause": "demo: go on; else pause"}
+LABEL_WIDTH = 26
+TABLE_KEYS = (
+    ("up/down", "move in the process table"),
+    ("PgUp/PgDn", "a page up / down"),
+    ("Home/End", "first / last process"),
+    ("click", "a header: sort by it"),
+    ("ctrl+p", "every action by name"),
+)
+NOTES = (
+    "SUSP: the rank the hang detector names (idle while its peers spin in a collective); "
+    "wait: a rank spinning in one. GPU history bars: height = util, colour = power (the "
+    "warning colour: idle power, a kernel spinning in a wait; the success colour: "
+    "arithmetic). STALE: no sample for 3 sample intervals."
+)
+
+
+def _pretty(keys: str) -> str:
+    names = {"question_mark": "?", "slash": "/", "space": "space", "escape": "esc"}
+    return ", ".join(names.get(k, k) for k in keys.split(", "))
+
+
+def help_rows(bindings: list[Binding], demo: bool = False) -> list[tuple[str, str]]:
+    """(keys, label) for every binding, then the table's own keys."""
+    labels = {**LABELS, **(DEMO_LABELS if demo else {})}
+    rows = []
+    for b in bindings:
+        keys = ", ".join(k.strip() for k in (b.key_display or b.key).split(","))
+        rows.append((_pretty(keys), labels.get(b.id or "", b.description)))
+    return [*rows, *TABLE_KEYS]
+
+
+def keys_table(bindings: list[Binding], demo: bool = False) -> Table:
+    """Two columns of (key, label), the first half of the rows on the left."""
+    rows = help_rows(bindings, demo)
+    half = (len(rows) + 1) // 2
+    table = Table(box=None, show_header=False, padding=(0, 1, 0, 0), pad_edge=False)
+    for gap in (1, 0):  # a space between the two halves
+        table.add_column(no_wrap=True, style="bold", min_width=9)
+        table.add_column(no_wrap=True, width=LABEL_WIDTH + gap)
+    for i in range(half):
+        right = rows[i + half] if i + half < len(rows) else ("", "")
+        table.add_row(*rows[i], *right)
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [
+        Binding("escape,q,question_mark,f1,h", "dismiss", "Close help", id="help.close"),
+    ]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 78; max-width: 100%; height: auto;
+        max-height: 100%; border: round $primary; background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, bindings: list[Binding], demo: bool = False) -> None:
+        super().__init__()
+        self.bindings_list = bindings
+        self.demo = demo
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(Text("gputui keys  (esc closes)", style="bold"))
+            yield Static(keys_table(self.bindings_list, self.demo))
+            yield Static(Text(NOTES, style="dim"))
+
+    def action_dismiss(self) -> None:  # type: ignore[override]
+        self.dismiss(None)
