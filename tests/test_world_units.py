@@ -98,6 +98,21 @@ def test_a_host_that_only_waited_for_another_is_a_victim_not_a_culprit():
     assert res.victim and res.stage == "stopped"
 
 
+def test_a_host_whose_store_went_away_under_it_is_a_victim():
+    """Seen under CI's load: c refused ssh, the world stopped a (the first host, whose store
+    the others talk to), and b's rank said "Failed to recv, got 0 bytes. Connection was likely
+    closed" before it was stopped too: b was blamed beside c. It only lost its peer."""
+    why = (
+        "DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed. Did the "
+        "remote server shutdown or crash?"
+    )
+    ev = '{"event":"start"}\n' + dumps({"event": "error", "stage": "host", "why": why})
+    res = host_result(_run("b", ev, rc=1), WorldOptions())
+    assert res.stage == "host" and res.victim
+    own = dumps({"event": "error", "stage": "torch", "why": "timed out importing torch"})
+    assert not host_result(_run("b", own, rc=3), WorldOptions()).victim  # its own failure
+
+
 def test_a_hung_host_is_named_with_its_bound():
     res = host_result(
         _run("c4", '{"event":"start"}', outcome="timeout", rc=-9), WorldOptions(host_timeout=20)

@@ -65,7 +65,7 @@ def exit_epilog() -> str:
 
 def text_report(steps: list[Merged]) -> str:
     """What `merge` prints without --json: the changes, then the final verdict in full."""
-    from gputui.diagnose.merge.join import ranks_text
+    from gputui.diagnose.rank_lists import ranks_text
     from gputui.textsafe import clean
 
     t0 = steps[0].t

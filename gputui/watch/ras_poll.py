@@ -19,11 +19,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.collect.model import ProcessInfo
+from gputui.tools.episodes import EpisodeWorker
 
 KIND = "ras"
 INTERVAL_S = 3.0
@@ -42,7 +42,7 @@ class _Episode:
     asked: int = 0
 
 
-class RasPoller:
+class RasPoller(EpisodeWorker[_Episode]):
     """Asks RAS for every spinning job; `emit(record)` receives each answer's record."""
 
     def __init__(
@@ -53,11 +53,9 @@ class RasPoller:
         interval: float = INTERVAL_S,
         max_queries: int | None = None,
     ) -> None:
+        super().__init__("gputui-ras")
         self.emit, self.cancel = emit, cancel
         self.interval, self.max_queries = interval, max_queries
-        self._episodes: dict[str, _Episode] = {}
-        self._pool: ThreadPoolExecutor | None = None
-        self._future: Future[None] | None = None
 
     def poll(self, key: str, ranks: Sequence[ProcessInfo], trigger: str) -> None:
         """Called each sample for a job whose GPUs spin; never blocks."""
@@ -76,24 +74,7 @@ class RasPoller:
             return
         ep.last_ask = now
         ep.asked += 1
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gputui-ras")
-        self._future = self._pool.submit(self._ask, key, ep, live)
-
-    def end(self, keep: set[str]) -> None:
-        """Episodes of jobs that no longer spin are over: a new spin starts afresh."""
-        for key in [k for k in self._episodes if k not in keep]:
-            del self._episodes[key]
-
-    def pending(self) -> bool:
-        return self._future is not None and not self._future.done()
-
-    def future(self) -> Future[None] | None:
-        return self._future
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        self._submit(self._ask, key, ep, live)
 
     def _ask(self, key: str, ep: _Episode, ranks: tuple[ProcessInfo, ...]) -> None:
         from gputui.tools.gather.nccl import local_ranks, ras_enabled, ras_query, ras_setup

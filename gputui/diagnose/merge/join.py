@@ -38,9 +38,9 @@ from gputui.diagnose.merge.stacks import (  # noqa: F401  (names merge's callers
     _odd_ones,
     _stack_entries,
     odd_text,
-    ranks_text,
     stack_groups,
 )
+from gputui.diagnose.rank_lists import ranks_text
 from gputui.diagnose.verdict import BUSY, HUNG, OK, SLOW, STALLED
 
 WINDOW_S = 2.0

@@ -35,7 +35,7 @@ class SlowAcross:
     mean_wait: float = 0.0
 
     def reason(self, hosts: int) -> str:
-        from gputui.diagnose.merge.stacks import ranks_text
+        from gputui.diagnose.rank_lists import ranks_text
 
         who = f"job {self.job}: " if self.job else ""
         ranks = f" ({ranks_text(self.ranks)})" if self.ranks else ""

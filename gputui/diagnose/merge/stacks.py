@@ -8,28 +8,15 @@ ones the others wait for) are what a person needs: `ranks 0-61,63 on 16 hosts in
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from gputui.diagnose.rank_lists import ranks_text
 from gputui.diagnose.verdict import OK
 
 if TYPE_CHECKING:
     from gputui.diagnose.merge.node_line import NodeLine
 
 MAX_STACKS = 256  # odd ranks' stack entries carried in a merged line
-
-
-def ranks_text(ranks: Iterable[int]) -> str:
-    """'rank 62' or 'ranks 0-61,63': runs collapsed."""
-    rs = sorted(set(ranks))
-    runs, i = [], 0
-    while i < len(rs):
-        j = i
-        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
-            j += 1
-        runs.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
-        i = j + 1
-    return ("rank " if len(rs) == 1 else "ranks ") + ",".join(runs)
 
 
 def _where(entry: dict[str, Any]) -> str:

@@ -33,7 +33,7 @@ from gputui.collect.model import Snapshot
 from gputui.collect.nccl.debugserver_parse import KIND, ranks_of_record
 from gputui.diagnose.evidence import Evidence
 from gputui.diagnose.hang.culprit import Reading, read_stack
-from gputui.diagnose.nccl.flightrec import ranks_text
+from gputui.diagnose.rank_lists import ranks_text
 from gputui.diagnose.ranking import Finding, Strength
 from gputui.diagnose.verdict import Verdict
 

@@ -12,23 +12,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gputui.diagnose.rank_lists import ranks_text
 from gputui.diagnose.ranking import Finding, Strength
 
 FR = "flightrec"  # the source of these findings (gputui.diagnose.ranking)
-
-
-def ranks_text(ranks: list[int]) -> str:
-    """'ranks 0-61,63': runs of consecutive numbers collapsed."""
-    ranks = sorted(set(ranks))
-    runs: list[str] = []
-    i = 0
-    while i < len(ranks):
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        runs.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
-        i = j + 1
-    return ("rank " if len(ranks) == 1 else "ranks ") + ",".join(runs)
 
 
 def _collective(name: Any) -> str:

@@ -22,8 +22,8 @@ from gputui.collect.model import Snapshot
 from gputui.collect.nccl.ras_model import RasAnswer, RasComm, RasRank, answer_from_dict
 from gputui.diagnose.evidence import Evidence
 from gputui.diagnose.nccl.flightrec import explain_flightrec
-from gputui.diagnose.nccl.flightrec import ranks_text as _ranks_text
 from gputui.diagnose.nccl.pids import PidMap, pid_map, with_host_pids
+from gputui.diagnose.rank_lists import ranks_text as _ranks_text
 from gputui.diagnose.ranking import Finding, Strength
 from gputui.diagnose.verdict import Verdict
 

@@ -67,6 +67,10 @@ def host_result(run: HostRun, opts: WorldOptions) -> HostResult:
         elif kind == "error":
             res.stage = str(ev.get("stage") or "error")
             res.why = str(ev.get("why") or "failed")
+            # The first host (the store) went away under it: stopped because another host
+            # failed. Seen under load: b's "Failed to recv, got 0 bytes. Connection was
+            # likely closed" when a was stopped after c refused ssh, and b was blamed.
+            res.victim = res.stage not in ("torch", "busy", "launch") and _peer_failure(res.why)
         elif kind == "rendezvous":
             res.joined_s = ev.get("joined_s")
             if ev.get("ok"):
@@ -123,6 +127,8 @@ def _peer_failure(why: str) -> bool:
             "connection reset",
             "broken pipe",
             "remote process exited",
+            "failed to recv",
+            "connection was likely closed",
             "timed out",
             "timeout",
         )

@@ -24,12 +24,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.collect.model import ProcessInfo
 from gputui.collect.procs.progress import Counters, read_counters
+from gputui.tools.episodes import EpisodeWorker
 
 KIND = "progress"
 RECORD_S = 2.0  # a record this often while a job spins
@@ -75,7 +75,7 @@ class _Episode:
     last_read: float = float("-inf")
 
 
-class ProgressPoller:
+class ProgressPoller(EpisodeWorker[_Episode]):
     """Follows the ranks of spinning jobs; `emit(record)` receives each progress record."""
 
     def __init__(
@@ -86,12 +86,9 @@ class ProgressPoller:
         stacks: bool = True,
         dump: Callable[..., Any] | None = None,
     ) -> None:
+        super().__init__("gputui-progress")
         self.emit, self.cancel, self.stacks = emit, cancel, stacks
         self._dump = dump
-        self._episodes: dict[str, _Episode] = {}
-        self._pool: ThreadPoolExecutor | None = None
-        self._future: Future[None] | None = None
-        self._lock = threading.Lock()
 
     def poll(self, key: str, watched: Sequence[Watched], trigger: str) -> None:
         """Called each sample for a job whose GPUs spin; never blocks."""
@@ -107,28 +104,7 @@ class ProgressPoller:
         if now - ep.last_read < READ_EVERY_S:
             return
         ep.last_read = now
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gputui-progress")
-        try:
-            self._future = self._pool.submit(self._step, key, ep)
-        except RuntimeError:  # shut down meanwhile
-            pass
-
-    def end(self, keep: set[str]) -> None:
-        """Jobs that no longer spin: their episode is over (a new spin starts afresh)."""
-        with self._lock:
-            for key in [k for k in self._episodes if k not in keep]:
-                del self._episodes[key]
-
-    def pending(self) -> bool:
-        return self._future is not None and not self._future.done()
-
-    def future(self) -> Future[None] | None:
-        return self._future
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        self._submit(self._step, key, ep)
 
     # ------------------------------------------------------------ the worker thread
 
