@@ -124,6 +124,7 @@ SLOW_MODULES = {
     "test_ui_escapes",
     "test_busy_live",
     "test_early_live",
+    "test_host_blame_probe",
 }
 
 
@@ -164,6 +165,7 @@ LONGEST_FIRST = {
     "test_packaging": 5,
     "test_health_standin": 50,
     "test_world_probe": 48,
+    "test_host_blame_probe": 30,
     "test_rendezvous": 40,
     "test_mismatch_headline": 30,
     "test_straggler_app": 20,
@@ -191,6 +193,7 @@ ONE_WORKER = {
 # no worker is left on any "host"): run on one worker together, so that one test never sees
 # another's workers.
 SHARED_GROUPS = {"test_world_probe": "world", "test_world_screen": "world"}
+SHARED_GROUPS |= {"test_host_blame_probe": "world"}
 # ... and the rendezvous tests, which run a live `gputui check` on the host, with the module
 # whose rank jobs (ranks missing from a local world, one that cannot be dumped) such a check
 # rightly calls a rendezvous hang: beside each other, the check would name the other's job.

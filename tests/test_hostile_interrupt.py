@@ -17,6 +17,7 @@ import time
 
 import pytest
 from conftest import REPO
+from test_hostile_startup import as_a_terminal_starts_it
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 
@@ -47,6 +48,7 @@ def test_ctrl_c_during_dump_gdb_leaves_the_target_running_and_untraced(attempt):
             env={**os.environ, "PYTHONPATH": str(REPO)},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            preexec_fn=as_a_terminal_starts_it,
         )
         if not _wait_traced(target.pid, 30):
             gputui.kill()

@@ -77,6 +77,13 @@ MODULES = {
 }
 
 
+def as_a_terminal_starts_it() -> None:
+    """SIGINT at its default, as a shell in a terminal starts a command: a test run started in
+    the background (`pytest &`, a CI runner without job control) hands its children SIGINT
+    ignored, and gputui rightly keeps an ignored SIGINT ignored (the nohup test below)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _run_child(
     target: str, args: list[str], handshake: bool = False, delay: float = 0.0
 ) -> subprocess.CompletedProcess[bytes]:
@@ -88,6 +95,7 @@ def _run_child(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         pass_fds=(write_fd,) if handshake else (),
+        preexec_fn=as_a_terminal_starts_it,
     )
     os.close(write_fd)
     try:

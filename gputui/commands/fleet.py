@@ -14,12 +14,13 @@ as the hosts' worst; 2 when no host answered.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gputui.commands.common import positive_float
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
+    from gputui.probe.world.model import WorldOptions
     from gputui.tools.fleet.run import HostRun
 
 REMOTE_COMMANDS = ("check", "dump", "snapshot")
@@ -80,6 +81,9 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ssh-config", metavar="FILE", default=None, help="ssh -F FILE")
     p.add_argument("--jobid", default=None, metavar="J", help="srun --jobid J")
     p.add_argument("--json", action="store_true", help="merged verdict as JSON lines")
+    from gputui.commands.merge_after import add_options
+
+    add_options(p, launcher=False)
     p.add_argument(
         "--window",
         type=positive_float,
@@ -274,7 +278,6 @@ def _runs(
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
     import sys
     import time
 
@@ -282,6 +285,9 @@ def run(args: argparse.Namespace) -> int:
     from gputui.tools.fleet.run import said
 
     hosts, remote = _targets(args)
+    if args.probe_blamed and remote[0] != "check":
+        raise GputuiError("fleet: --probe-blamed follows a check (-- check ...)")
+    world = _world_options(args)  # a launcher the probe lacks: said before anything runs
     deadline = time.monotonic() + args.timeout  # the whole fan-out's (GRACE_S after it)
     runs = _runs(args, hosts, remote, deadline)
     if remote[0] != "check":
@@ -296,11 +302,16 @@ def run(args: argparse.Namespace) -> int:
             for line in r.stdout.splitlines():
                 print(clean(f"{r.host}: {line}" if r.host != "*" else line))  # a remote's text
         return 1 if any(r.rc not in (0, None) for r in answered) else 0
-    return _merge(args, hosts, runs, json, sys.stderr, deadline + GRACE_S)
+    return _merge(args, hosts, runs, sys.stderr, deadline + GRACE_S, world)
 
 
 def _merge(
-    args: argparse.Namespace, hosts: list[str], runs: list[HostRun], json, err, deadline: float
+    args: argparse.Namespace,
+    hosts: list[str],
+    runs: list[HostRun],
+    err: Any,
+    deadline: float,
+    world: WorldOptions | None,
 ) -> int:
     """Parse every host's check lines (a host cut off at its bound keeps what it said), each
     line bounded in depth and size (gputui.collect.capped), all before `deadline`."""
@@ -308,8 +319,7 @@ def _merge(
     from dataclasses import replace
 
     from gputui.collect.capped import loads_bounded
-    from gputui.commands.merge import text_report
-    from gputui.diagnose.merge.join import line_from_json, merge, merged_to_json
+    from gputui.diagnose.merge.join import line_from_json, merge
     from gputui.textsafe import clean
     from gputui.tools.fleet.run import said
 
@@ -362,11 +372,25 @@ def _merge(
     if not lines:
         raise GputuiError(f"fleet: none of the {len(hosts)} host(s) sent check lines")
     steps = merge(lines, expect=hosts, window=args.window)
-    if args.json:
-        for m in steps:
-            print(json.dumps(merged_to_json(m)), flush=True)
-    else:
-        print(text_report(steps))
+    from gputui.commands.merge import report
     from gputui.diagnose.merge.join import exit_code  # the worst verdict seen, as `check` exits
 
-    return exit_code(steps)
+    return report(steps, exit_code(steps), args.json, world)
+
+
+def _world_options(args: argparse.Namespace) -> WorldOptions | None:
+    """--probe-blamed: the world probe reaches the hosts as the check did (None without it)."""
+    if not args.probe_blamed:
+        return None
+    from gputui.commands.merge_after import world_options
+
+    return world_options(
+        args.launcher,
+        timeout=args.timeout,
+        port=args.probe_port,
+        remote_gputui=args.remote_gputui,
+        ssh_config=args.ssh_config,
+        ssh_options=tuple(args.ssh_option),
+        connect_timeout=args.connect_timeout,
+        jobid=args.jobid,
+    )

@@ -18,6 +18,7 @@ from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
     from gputui.diagnose.merge.join import Merged
+    from gputui.probe.world.model import WorldOptions
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,6 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help="changes closer than S seconds form one step (default 2)",
     )
+    from gputui.commands.merge_after import add_options
+
+    add_options(p, launcher=True)
     p.set_defaults(func=run)
 
 
@@ -89,6 +93,9 @@ def text_report(steps: list[Merged]) -> str:
         out.append(f"waiting hosts: {', '.join(last.waiting_hosts)}")
     if last.silent_hosts:
         out.append(f"silent hosts: {', '.join(last.silent_hosts)}")
+    if last.blamed_host is not None:
+        b = last.blamed_host
+        out.append(f"blamed host: {b.host} ({b.why}); neighbours: {', '.join(b.neighbours) or '-'}")
     if last.stack_groups:
         out.append("stacks across hosts:")
         out += [f"  {g}" for g in last.stack_groups]
@@ -139,16 +146,36 @@ def merge_inputs(files: list[str], expect: str | None, window: float) -> list[Me
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
-    from gputui.diagnose.merge.join import merged_to_json
-
-    steps = merge_inputs(args.files, args.expect, args.window)
-    if args.json:
-        for m in steps:
-            print(json.dumps(merged_to_json(m)), flush=True)
-    else:
-        print(text_report(steps))
+    from gputui.commands.merge_after import world_options
     from gputui.diagnose.merge.join import exit_code  # the worst verdict seen, as `check` exits
 
-    return exit_code(steps)
+    opts = None
+    if args.probe_blamed:  # a launcher that is missing is said before anything is read
+        opts = world_options(args.probe_launcher, timeout=args.probe_timeout, port=args.probe_port)
+    steps = merge_inputs(args.files, args.expect, args.window)
+    return report(steps, exit_code(steps), args.json, opts if args.probe_blamed else None)
+
+
+def report(steps: list[Merged], code: int, as_json: bool, opts: WorldOptions | None) -> int:
+    """Print the steps (JSON lines or text), after the blamed host's probe when `opts` is
+    given (--probe-blamed); the exit code, joined with the probe's."""
+    import json
+    import sys
+
+    from gputui.commands.merge_after import nothing_blamed_line, probe_blamed
+    from gputui.diagnose.merge.join import merged_to_json
+
+    rec = None
+    if opts is not None:
+        if (said := nothing_blamed_line(steps)) is not None:
+            print(said, file=sys.stderr)
+        steps, code, rec = probe_blamed(steps, opts, code, as_json)
+    if as_json:
+        for m in steps:
+            d = merged_to_json(m)
+            if rec is not None and m is steps[-1]:
+                d["blamed_host_probe"] = rec
+            print(json.dumps(d), flush=True)
+    else:
+        print(text_report(steps))
+    return code

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from dataclasses import replace as _replace
 from typing import Any
 
+from gputui.diagnose.merge.host_blame import HostBlame, blamed_host
 from gputui.diagnose.merge.node_line import _RANK_LIST_LIMIT, NodeLine, line_from_json  # noqa: F401
 from gputui.diagnose.merge.slow import slow_across
 from gputui.diagnose.merge.stacks import (  # noqa: F401  (names merge's callers import)
@@ -77,6 +78,7 @@ class Merged:
     straggler_ranks: tuple[int, ...] = ()
     wait_share: dict[str, float] = field(default_factory=dict)  # "host:gpu" -> share
     odd: str = ""  # "b:3 (rank 3) in load (d.py:9), while ranks 0,2 are in all_reduce (...)"
+    blamed_host: HostBlame | None = None  # the host whose hardware it blames (host_blame.py)
 
     def key(self) -> tuple[Any, ...]:
         return (
@@ -335,7 +337,23 @@ def merge(
         i = j + 1
     if not out:
         out.append(judge({}, 0.0, expect, silent))
-    return out
+    hosts = expect or tuple(sorted({ln.host for ln in ordered if ln.host != "*"}))
+    return [_with_blame(m, hosts) for m in out]
+
+
+def _with_blame(m: Merged, hosts: tuple[str, ...]) -> Merged:
+    """The step with the host its verdict blames, and the probe of it as a next step."""
+    from dataclasses import replace
+
+    b = blamed_host(m, hosts)
+    if b is None:
+        return m
+    step = (
+        f"Test {b.host} and its neighbours with the world probe (each host alone, then host "
+        f"pairs), once the job's ranks are ended: `{b.command_text()}` (or add --probe-blamed "
+        "to this command)."
+    )
+    return replace(m, blamed_host=b, next_steps=(*m.next_steps, step))
 
 
 def _passing_alarm(
@@ -401,6 +419,8 @@ def merged_to_json(m: Merged) -> dict[str, Any]:
         d["sick_gpus"] = list(m.sick)
     if m.missing_ranks is not None:
         d["missing_ranks"] = list(m.missing_ranks)
+    if m.blamed_host is not None:
+        d["blamed_host"] = m.blamed_host.to_json()
     d["stragglers"] = list(m.stragglers)
     if m.stragglers:
         d["straggler_ranks"] = list(m.straggler_ranks)

@@ -1,0 +1,132 @@
+"""Which host a job-wide verdict blames, so the next step can be offered: the world probe's
+bisect over that host and its neighbours.
+
+Once `merge` or `fleet` blames a host's hardware, the next step is the same every time: test
+that host, alone and against peers, with the job's traffic out of the way. The world probe
+(`gputui probe --hosts LIST --bisect`, gputui.probe.world) does exactly that: each host
+alone (its GPUs' all_reduce, and its node probe when it has several GPUs), then host pairs,
+so a broken host, a broken link between two hosts, and a host whose peers are at fault are
+told apart. This picks the host, strongest first:
+
+1. a node's sick GPU (a hardware Xid, uncorrected ECC, a lost GPU), the job's GPUs first:
+   `merge` already leads its verdict with it;
+2. a stall in which every GPU that answered spins while a host sent nothing: the rank they
+   wait for is on a host that did not answer (a crashed node, a dead NIC, a hung kernel).
+
+A culprit on a host that answered (a rank that does not spin, its stack elsewhere) is the
+program's, not the host's: the next step there is its stack (`gputui dump`), not a probe.
+
+Why neighbours: one host alone cannot tell a broken host from a broken path to it; with two
+healthy peers the bisect says "fails with every peer" (the host) or names one pair (the
+link). They are the hosts next to it in the list (the scheduler's order, which usually
+follows racks and leaf switches), skipping hosts that are themselves blamed or silent.
+Pure: the same steps blame the same host in a replay.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+NEIGHBOURS = 2  # healthy peers beside the blamed host: the fewest that tell host from link
+_ALARMS = ("stalled", "hung")
+
+
+class Verdict(Protocol):
+    """What this reads of a job-wide verdict (gputui.diagnose.merge.join.Merged, which holds a
+    HostBlame: a Protocol, so that neither module imports the other back)."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def spinning(self) -> tuple[str, ...]: ...
+    @property
+    def suspects(self) -> tuple[str, ...]: ...
+    @property
+    def sick(self) -> tuple[str, ...]: ...
+    @property
+    def silent_hosts(self) -> tuple[str, ...]: ...
+    @property
+    def waiting_hosts(self) -> tuple[str, ...]: ...
+
+
+@dataclass(frozen=True)
+class HostBlame:
+    """The host to probe, why, and the peers it is probed with."""
+
+    host: str
+    why: str
+    source: str  # "sick" (a sick GPU on it) | "silent" (it sent nothing during the stall)
+    neighbours: tuple[str, ...] = ()
+
+    @property
+    def hosts(self) -> list[str]:
+        return [self.host, *self.neighbours]
+
+    def command(self) -> list[str]:
+        """The world probe that tests it: the command a person can run as it is."""
+        return ["gputui", "probe", "--hosts", ",".join(self.hosts), "--bisect"]
+
+    def command_text(self) -> str:
+        return shlex.join(self.command())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "why": self.why,
+            "source": self.source,
+            "neighbours": list(self.neighbours),
+            "command": self.command(),
+        }
+
+
+def blamed_host(m: Verdict, hosts: Sequence[str]) -> HostBlame | None:
+    """The host the job-wide verdict `m` blames, with its neighbours among `hosts` (every
+    host of the merge, in the order given); None when it blames no host's hardware."""
+    order = _order(hosts, m)
+    bad = {_host_of(s) for s in m.sick} | set(m.silent_hosts)
+    if m.sick:
+        host = _host_of(m.sick[0])
+        why = f"GPU {m.sick[0]}"
+        return HostBlame(host, why, "sick", neighbours(host, order, bad))
+    if m.state in _ALARMS and not m.suspects and m.silent_hosts:
+        host = m.silent_hosts[0]
+        why = (
+            f"{host} did not answer while every GPU that answered spun in a collective: the "
+            "rank they wait for may be there"
+        )
+        return HostBlame(host, why, "silent", neighbours(host, order, bad))
+    return None
+
+
+def neighbours(
+    host: str, hosts: Sequence[str], skip: set[str], n: int = NEIGHBOURS
+) -> tuple[str, ...]:
+    """Up to `n` hosts nearest `host` in `hosts`, after it then before it, alternating;
+    hosts in `skip` (blamed or silent themselves) are passed over."""
+    if host not in hosts:
+        return ()
+    i = hosts.index(host)
+    out: list[str] = []
+    for d in range(1, len(hosts)):
+        for j in (i + d, i - d):
+            if 0 <= j < len(hosts) and hosts[j] not in skip and hosts[j] not in out:
+                out.append(hosts[j])
+                if len(out) == n:
+                    return tuple(out)
+    return tuple(out)
+
+
+def _host_of(entry: str) -> str:
+    """ "node-3:1 (rank 5) failed: ..." -> "node-3" (host names hold no space; GPU is last)."""
+    return entry.split(" ", 1)[0].rsplit(":", 1)[0]
+
+
+def _order(hosts: Sequence[str], m: Verdict) -> list[str]:
+    """The hosts as given, then any the verdict names that were not given, sorted."""
+    seen = list(dict.fromkeys(hosts))
+    named = {_host_of(s) for s in (*m.spinning, *m.suspects, *m.sick)} | set(m.silent_hosts)
+    named |= set(m.waiting_hosts)
+    return seen + sorted(named - set(seen))

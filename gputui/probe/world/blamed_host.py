@@ -1,0 +1,63 @@
+"""The world probe of the host a job-wide verdict blames: that host and its neighbours, each
+alone and then in pairs, kept as a `blamed_host_probe` record that joins the verdict.
+
+Why the bisect and not one world: the question is which of host, link or peer is broken,
+and only the host-alone and host-pair runs answer it (gputui.probe.world.bisect). Why it
+never ends anything: a host whose GPUs a job still uses is refused by the world probe itself
+(its `busy` stage names the job); the person ends that job first, on that host, through the
+dashboard's way out. The judgement of the record is gputui.diagnose.merge.host_probe.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gputui.diagnose.merge.host_blame import HostBlame
+from gputui.probe.world.model import WorldOptions
+from gputui.probe.world.report import WorldReport
+
+KIND = "blamed_host_probe"
+
+
+def probe_blamed_host(
+    blame: HostBlame, opts: WorldOptions, on_stage: Callable[[str], None] | None = None
+) -> tuple[dict[str, Any], WorldReport | None]:
+    """(record, report); never raises for a failing host (the world probe bounds each one by
+    its --host-timeout); an error before anything ran is a `failed` record."""
+    from gputui.probe.world.check import check_world
+
+    t = time.time()
+    try:
+        rep = check_world(blame.hosts, opts, bisect=True, on_stage=on_stage)
+    except (OSError, ValueError) as e:
+        return {**_base(blame, t), "outcome": "failed", "ok": False, "error": str(e)}, None
+    return report_record(blame, rep, t), rep
+
+
+def report_record(blame: HostBlame, rep: WorldReport, t: float) -> dict[str, Any]:
+    """What the run found: the hosts it blames, the pairs, hosts refused as busy."""
+    busy = {r.host: r.why or "busy" for r in rep.world.results if r.stage == "busy" and not r.ok}
+    b = rep.bisect
+    bad_hosts = {h: why for h, why in rep.failed_hosts().items() if h not in busy}
+    bad_pairs = [[a, c, why] for (a, c), why in (b.bad_pairs.items() if b else {}.items())]
+    bw = rep.world.busbw()
+    rec = _base(blame, t)
+    rec.update(
+        outcome="refused" if blame.host in busy else "done",
+        ok=rep.ok,
+        bad_hosts=bad_hosts,
+        bad_pairs=bad_pairs,
+        busy=busy,
+        findings=rep.findings(),
+        busbw_gbps=bw[-1]["busbw_gbps"] if bw and rep.world.ok else None,
+        leftovers=dict(rep.leftovers),
+        wall_s=round(rep.wall_s, 3),
+        error=None,
+    )
+    return rec
+
+
+def _base(blame: HostBlame, t: float) -> dict[str, Any]:
+    return {"type": KIND, "t": round(t, 3), **blame.to_json(), "hosts": blame.hosts}

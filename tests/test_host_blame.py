@@ -1,0 +1,170 @@
+"""Which host a job-wide verdict blames, and what its world probe's answer adds to the verdict.
+
+`merge` and `fleet` blame a host's hardware in two cases: a node reports a sick GPU, or every
+GPU that answered spins while a host sent nothing. The verdict then offers the world probe's
+bisect over that host and its two nearest healthy neighbours, as a command to run as it is;
+`--probe-blamed` runs it (tests/test_host_blame_probe.py runs the real probe).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import run_cli
+
+from gputui.diagnose.merge.host_blame import neighbours
+from gputui.diagnose.merge.host_probe import explain_host_probe, join
+from gputui.diagnose.merge.join import line_from_json, merge, merged_to_json
+
+T = 1_795_338_000.0
+JOB = "master:10.0.0.1:29500"
+XID79 = {"gpus": {"1": {"health": "failed", "reason": "Xid 79: GPU has fallen off the bus"}}}
+
+
+def line(host: str, state: str = "stalled", **kw):
+    d = {"t": T, "state": state, "job_key": JOB, "world_size": 8, "since": T - 20, **kw}
+    return line_from_json(d, host)
+
+
+def spinning(host: str, rank: int, **kw):
+    return line(host, spinning=[0], ranks={"0": rank}, **kw)
+
+
+def test_a_sick_gpu_blames_its_host_and_offers_the_probe_with_two_neighbours():
+    lines = [spinning(h, i) for i, h in enumerate("abde")]
+    lines.append(spinning("c", 4, health=XID79))
+    m = merge(lines, expect="abcde")[-1]
+    b = m.blamed_host
+    assert b is not None and b.host == "c" and b.source == "sick"
+    assert "Xid 79" in b.why
+    assert b.neighbours == ("d", "b")  # the next one, then the one before
+    assert b.command() == ["gputui", "probe", "--hosts", "c,d,b", "--bisect"]
+    assert any("`gputui probe --hosts c,d,b --bisect`" in s for s in m.next_steps)
+    assert merged_to_json(m)["blamed_host"]["command"][-2:] == ["c,d,b", "--bisect"]
+
+
+def test_a_host_silent_while_every_answering_gpu_spins_is_blamed():
+    m = merge([spinning(h, i) for i, h in enumerate("abd")], expect="abcd")[-1]
+    assert m.silent_hosts == ("c",)
+    b = m.blamed_host
+    assert b is not None and (b.host, b.source) == ("c", "silent")
+    assert b.neighbours == ("d", "b") and "did not answer" in b.why
+
+
+def test_a_rank_that_does_not_spin_on_a_host_that_answered_blames_no_host():
+    """Its stack is the next step (gputui dump), not a probe: a silent host beside it too."""
+    lines = [spinning("a", 0), spinning("b", 1), line("d", "ok", ranks={"0": 3})]
+    m = merge(lines, expect="abcd")[-1]
+    assert m.suspects == ("d:0",) and m.silent_hosts == ("c",)
+    assert m.blamed_host is None
+    assert not any("--bisect" in s for s in m.next_steps)
+
+
+def test_a_healthy_job_blames_nothing():
+    m = merge([line(h, "ok", ranks={"0": i}) for i, h in enumerate("ab")])[-1]
+    assert m.blamed_host is None and "blamed_host" not in merged_to_json(m)
+
+
+@pytest.mark.parametrize(
+    ("host", "hosts", "skip", "want"),
+    [
+        ("c", "abcde", set(), ("d", "b")),
+        ("a", "abcde", set(), ("b", "c")),  # the first: both after it
+        ("e", "abcde", set(), ("d", "c")),  # the last: both before it
+        ("c", "abcde", {"d"}, ("b", "e")),  # a silent or sick peer is passed over
+        ("a", "ab", set(), ("b",)),  # fewer hosts than neighbours
+        ("a", "a", set(), ()),
+        ("x", "abc", set(), ()),  # not in the list
+    ],
+)
+def test_neighbours_are_the_nearest_healthy_hosts_in_list_order(host, hosts, skip, want):
+    assert neighbours(host, list(hosts), skip) == want
+
+
+def _blamed():
+    lines = [spinning(h, i) for i, h in enumerate("abd")]
+    lines.append(spinning("c", 4, health=XID79))
+    return merge(lines, expect="abcd")[-1]
+
+
+def _record(**kw):
+    rec = {"type": "blamed_host_probe", "host": "c", "hosts": ["c", "d", "b"]}
+    rec.update(outcome="done", bad_hosts={}, bad_pairs=[], busy={}, busbw_gbps=1.5)
+    return {**rec, **kw}
+
+
+def test_a_broken_host_joins_the_verdict_first_and_the_next_step_is_to_drain_it():
+    found = explain_host_probe(_record(bad_hosts={"c": "fails alone: rank 0 killed"}))
+    assert found.hardware
+    said = "world probe over c, d, b: host c is broken: fails alone: rank 0 killed"
+    assert found.lines == (said,)
+    m = join(_blamed(), found)
+    assert m.findings[0] == found.lines[0]
+    assert not any("--bisect" in s for s in m.next_steps)  # the offer is answered
+    assert any("scontrol update nodename=c state=drain" in s for s in m.next_steps)
+
+
+def test_a_broken_link_is_named_by_its_two_hosts():
+    found = explain_host_probe(_record(bad_pairs=[["c", "d", "0.2 GB/s (others 11)"]]))
+    assert found.hardware
+    assert found.lines == ("world probe over c, d, b: the link c<->d fails: 0.2 GB/s (others 11)",)
+
+
+def test_every_host_and_pair_passing_clears_the_host_and_points_at_the_job():
+    found = explain_host_probe(_record(ok=True))
+    assert not found.hardware
+    assert "every host and host pair passed (all_reduce 1.5 GB/s)" in found.lines[0]
+    assert "the cause is in the job" in found.lines[0]
+    m = join(_blamed(), found)
+    assert not any("drain" in s for s in m.next_steps)
+
+
+def test_a_host_whose_gpus_a_job_holds_is_refused_and_says_to_end_the_job_first():
+    why = "GPU 0 is in use by pid 77 (Slurm job 4242 rank 3); --force to probe anyway"
+    found = explain_host_probe(_record(outcome="refused", busy={"c": why}))
+    assert not found.hardware
+    assert found.lines[0].startswith(f"the world probe of c is refused: {why}")
+    assert "End the job's ranks there first" in found.lines[0]
+
+
+def test_a_neighbour_it_could_not_test_is_said():
+    found = explain_host_probe(_record(busy={"d": "GPU 0 is in use by pid 9"}))
+    assert found.lines[-1] == "world probe over c, d, b: d was not tested: GPU 0 is in use by pid 9"
+
+
+def test_a_probe_that_could_not_run_changes_nothing_but_says_why():
+    found = explain_host_probe(_record(outcome="failed", error="ssh is not installed"))
+    assert not found.hardware
+    assert found.lines == ("the world probe of c could not run: ssh is not installed",)
+
+
+def _write(tmp_path, lines):
+    f = tmp_path / "checks.jsonl"
+    f.write_text("".join(json.dumps(d) + "\n" for d in lines))
+    return str(f)
+
+
+def test_merge_without_a_blamed_host_says_so_and_runs_no_probe(tmp_path):
+    d = {"t": T, "state": "stalled", "job_key": JOB, "spinning": [0], "ranks": {"0": 0}}
+    ok = {"t": T, "state": "ok", "job_key": JOB, "ranks": {"0": 1}, "host": "b"}
+    f = _write(tmp_path, [{**d, "host": "a"}, ok])
+    r = run_cli("merge", f, "--probe-blamed", "--probe-launcher", "local")
+    assert r.returncode == 1, r.stderr
+    assert r.stderr == "--probe-blamed: the verdict blames no host's hardware; nothing to probe\n"
+    assert "world probe" not in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["fleet", "a,b", "--probe-blamed", "--", "dump", "1"], "follows a check"),
+        (["fleet", "--launcher", "kubectl", "--probe-blamed", "a,b", "--", "check"], "not kubectl"),
+        (["merge", "-", "--probe-blamed", "--probe-launcher", "mpirun"], "invalid choice"),
+        (["merge", "-", "--probe-blamed", "--probe-timeout", "-1"], "--probe-timeout"),
+    ],
+)
+def test_bad_probe_options_are_one_line_and_exit_2_before_anything_runs(args, said):
+    r = run_cli(*args, timeout=30)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and said in r.stderr, r.stderr
