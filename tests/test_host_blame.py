@@ -168,3 +168,24 @@ def test_bad_probe_options_are_one_line_and_exit_2_before_anything_runs(args, sa
     r = run_cli(*args, timeout=30)
     assert r.returncode == 2, r.stdout + r.stderr
     assert "Traceback" not in r.stderr and said in r.stderr, r.stderr
+
+
+def test_a_real_nccl_hang_watched_as_four_hosts_blames_the_silent_one(tmp_path):
+    """4 x H200, one rank per GPU, rank 2 stuck on the CPU; `check --gpus G --host H` on
+    GPUs 0, 1 and 3 as hosts a, b and d, host c (GPU 2) silent: its check never ran. The
+    merged verdict blames c, offering the probe with d and b (scripts/device/check_blamed_host.sh
+    ran it there: refused while the job held the GPUs, c cleared after, c named broken with
+    its rank killed)."""
+    from conftest import REPO
+
+    data = REPO / "tests" / "data" / "h200x4-blamed-host"
+    files = [str(data / f"bh_{h}.jsonl") for h in "abd"]
+    r = run_cli("merge", "--json", "--expect", "a,b,c,d", *files)
+    assert r.returncode == 1, r.stderr
+    last = json.loads(r.stdout.splitlines()[-1])
+    assert last["silent_hosts"] == ["c"] and last["unseen_ranks"] == [2]
+    blame = last["blamed_host"]
+    assert (blame["host"], blame["source"], blame["neighbours"]) == ("c", "silent", ["d", "b"])
+    text = run_cli("merge", "--expect", "a,b,c,d", *files).stdout
+    assert "blamed host: c (c did not answer" in text
+    assert "`gputui probe --hosts c,d,b --bisect`" in text
