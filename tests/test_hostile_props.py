@@ -128,10 +128,14 @@ def _apply(line: dict[str, Any], where: str, value: Any, raws: dict[str, str]) -
         token = f"__raw{len(raws)}__"
         raws[token] = value[4:]
         value = token
+    procs = line.get("procs")
+    first = procs[0] if isinstance(procs, list) and procs else None
+    if where.startswith(("procs.", "env.")) and not isinstance(first, dict):
+        return  # an earlier mutation of this line already replaced its process list
     if where.startswith("procs."):
-        line["procs"][0][where[6:]] = value
+        first[where[6:]] = value
     elif where.startswith("env."):
-        env = line["procs"][0]["env"]
+        env = first.get("env")
         if isinstance(env, dict):
             env[where[4:]] = value
     else:

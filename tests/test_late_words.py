@@ -279,6 +279,7 @@ def test_a_rank_nvml_saw_but_whose_outputs_were_never_read_is_quoted_from_its_pe
             stdin=subprocess.PIPE,
             stdout=f,
             env=env,
+            cwd=tmp_path,  # where the gone rank's core would be: not a checkout's stray core
         )
     try:
         deadline = time.monotonic() + 30

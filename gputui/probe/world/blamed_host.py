@@ -18,7 +18,9 @@ from gputui.diagnose.merge.host_blame import HostBlame
 from gputui.probe.world.model import WorldOptions
 from gputui.probe.world.report import WorldReport
 
-KIND = "blamed_host_probe"
+# The record's "type": a key of `merge --json`'s last line, never a recording's record (no
+# Watcher holds a merged verdict), so it has no shape in gputui.collect.trace.record_schema.
+RECORD_TYPE = "blamed_host_probe"
 
 
 def probe_blamed_host(
@@ -60,4 +62,4 @@ def report_record(blame: HostBlame, rep: WorldReport, t: float) -> dict[str, Any
 
 
 def _base(blame: HostBlame, t: float) -> dict[str, Any]:
-    return {"type": KIND, "t": round(t, 3), **blame.to_json(), "hosts": blame.hosts}
+    return {"type": RECORD_TYPE, "t": round(t, 3), **blame.to_json(), "hosts": blame.hosts}

@@ -195,6 +195,9 @@ def gdb_command(pid: int, frames: int = GDB_FRAMES) -> list[str]:
 
     Scripts beside the target's libraries (libpython's `-gdb.py`) are not auto-loaded: gdb
     declined them anyway outside its safe path, with a 10-line warning above the backtrace.
+    gdb's own internal errors write no core file: in batch mode gdb answers its "create a
+    core file of GDB?" with yes, into the person's working directory (a gdb stopped during
+    the test suite's Ctrl-C runs once left a 90 MB `core` in the checkout).
     """
     return [
         "-batch",
@@ -203,6 +206,10 @@ def gdb_command(pid: int, frames: int = GDB_FRAMES) -> list[str]:
         "set auto-load python-scripts off",
         "-iex",
         "set auto-load gdb-scripts off",
+        "-iex",
+        "maint set internal-error corefile no",
+        "-iex",
+        "maint set internal-warning corefile no",
         "-p",
         str(pid),
         "-ex",
