@@ -133,7 +133,7 @@ SLOW_MODULES = {
 # where the unit tests run at a lower priority beside the main run).
 PILOT_MODULES = {
     "test_app", "test_app_actions", "test_blamed_probe", "test_core_key", "test_demo_story",
-    "test_health_faces", "test_hostile_tui",
+    "test_health_faces", "test_hostile_tui", "test_host_blame_key",
     "test_lastwords_replay", "test_no_gpu", "test_probe_screen", "test_process_table",
     "test_replay_keys", "test_secrets_corpus", "test_straggler_app", "test_tool_pane",
     "test_way_out", "test_world_screen", "test_ui_escapes",
@@ -193,7 +193,7 @@ ONE_WORKER = {
 # no worker is left on any "host"): run on one worker together, so that one test never sees
 # another's workers.
 SHARED_GROUPS = {"test_world_probe": "world", "test_world_screen": "world"}
-SHARED_GROUPS |= {"test_host_blame_probe": "world"}
+SHARED_GROUPS |= {"test_host_blame_probe": "world", "test_host_blame_key": "world"}
 # ... and the rendezvous tests, which run a live `gputui check` on the host, with the module
 # whose rank jobs (ranks missing from a local world, one that cannot be dumped) such a check
 # rightly calls a rendezvous hang: beside each other, the check would name the other's job.

@@ -189,3 +189,78 @@ def test_a_real_nccl_hang_watched_as_four_hosts_blames_the_silent_one(tmp_path):
     text = run_cli("merge", "--expect", "a,b,c,d", *files).stdout
     assert "blamed host: c (c did not answer" in text
     assert "`gputui probe --hosts c,d,b --bisect`" in text
+
+
+# ---------------------------------------------------------------- from one node: NCCL RAS
+
+
+def ras(text: str, ranks: tuple[int, ...] = ()):
+    from gputui.diagnose.ranking import Finding, Strength
+
+    return Finding(text, Strength.RAS_BEHIND, "ras", ranks=ranks)
+
+
+DEAD3 = "NCCL RAS: rank 3 (10.0.0.2, pid 5151, GPU 1) is dead: unreachable for 60 s (its process exited, or its node is down)."  # noqa: E501
+
+
+def test_a_rank_ras_calls_dead_on_another_host_blames_that_host():
+    from gputui.diagnose.merge.host_blame import ras_blamed
+
+    b = ras_blamed([ras(DEAD3, (3,))], ["10.0.0.1", "10.0.0.2", "10.0.0.3"], "me")
+    assert b is not None and (b.host, b.source) == ("10.0.0.2", "ras")
+    assert b.neighbours == ("10.0.0.3", "10.0.0.1") and b.why == DEAD3
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "NCCL RAS: rank 5 (node-b, pid 42, GPU 1) does not answer (stopped, hung hard, or its "
+        "node is unreachable).",
+        "NCCL RAS: process 42 on node-b (GPU 1) is dead.",
+        "NCCL RAS: no answer from process 42 on node-b (GPU 1).",
+    ],
+)
+def test_each_way_ras_says_a_rank_is_gone_names_its_host(text):
+    from gputui.diagnose.merge.host_blame import ras_blamed
+
+    b = ras_blamed([ras(text)], [], "node-a")
+    assert b is not None and b.host == "node-b"
+    assert b.neighbours == ("node-a",)  # no host list: probed against this node
+    assert b.command() == ["gputui", "probe", "--hosts", "node-b,node-a", "--bisect"]
+
+
+def test_ras_blames_no_host_for_a_rank_here_behind_or_explained_by_its_last_words():
+    from gputui.diagnose.merge.host_blame import ras_blamed
+    from gputui.diagnose.ranking import Finding, Strength
+
+    here = "NCCL RAS: rank 1 (10.0.0.1, pid 7, GPU 1 on this node) is dead: unreachable."
+    behind = "NCCL RAS: rank 3 (10.0.0.2, pid 5151, GPU 1) is behind: AllReduce count 3271."
+    assert ras_blamed([ras(here, (1,)), ras(behind, (3,))], [], "me") is None
+    words = Finding("rank 3 died: CUDA error: an illegal memory access", Strength.RANK_GONE,
+                    "lastwords", ranks=(3,))  # fmt: skip
+    assert ras_blamed([words, ras(DEAD3, (3,))], [], "me") is None  # the program's fault
+    assert ras_blamed([ras(DEAD3, (3,))], [], "10.0.0.2") is None  # that host is this one
+
+
+def test_check_probe_blamed_names_the_host_ras_blames_and_the_probe_to_run(monkeypatch):
+    """`check` knows no launcher or host list: it says the command, runs nothing."""
+    import socket
+
+    from gputui.commands.check_after import After, _host
+    from gputui.diagnose.ranking import Finding, Strength
+    from gputui.diagnose.verdict import Verdict
+
+    monkeypatch.setattr(socket, "gethostname", lambda: "node-a")
+    found = (ras(DEAD3, (3,)), Finding("GPU 0 spins", Strength.NVML, "nvml"))
+    v = Verdict(t=1.0, state="stalled", reason="x", ranked=found)
+    out = After()
+    _host(v, lambda v: {"state": v.state}, out)
+    assert out.text == [
+        f"--probe-blamed: the verdict blames host 10.0.0.2 ({DEAD3}); probe it against this "
+        "node: `gputui probe --hosts 10.0.0.2,node-a --bisect`"
+    ]
+    (line,) = out.json
+    assert line["blamed_host"]["outcome"] == "not run" and line["state"] == "stalled"
+    quiet = After()
+    _host(Verdict(t=1.0, state="stalled", reason="x", ranked=found[1:]), lambda v: {}, quiet)
+    assert quiet.text == ["--probe-blamed: the verdict blames no GPU; nothing to probe"]

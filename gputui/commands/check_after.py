@@ -128,8 +128,7 @@ def _probe(
         sick = {h.gpu: f"GPU {h.gpu} is {h.word}: {h.reason}" for h in health.sick(snap.gpus)}
         blame = blamed(v, sick, health.links.findings())
     if blame is None:
-        out.text.append("--probe-blamed: the verdict blames no GPU; nothing to probe")
-        out.json.append({**line(v), "blamed_probe": {"outcome": "nothing blamed"}})
+        _host(v, line, out)
         return
     if not live:
         why = "a replay: its GPUs are the recorded node's, not this machine's"
@@ -145,6 +144,26 @@ def _probe(
     out.text += [f"probe of GPU {blame.gpu} ({blame.why}): {f}" for f in ev.findings]
     if any(f.strength == Strength.HARDWARE for f in ev.ranked):
         out.codes.add(SICK_GPU)
+
+
+def _host(v: Any, line: Callable, out: After) -> None:
+    """No GPU blamed: the host NCCL RAS blames (a rank there dead or silent), said with the
+    world probe to run; `check` runs no world probe itself (it knows no launcher or host list:
+    `gputui merge`/`fleet --probe-blamed` and the dashboard's B do)."""
+    import socket
+
+    from gputui.diagnose.merge.host_blame import ras_blamed
+
+    hb = ras_blamed(getattr(v, "ranked", ()) or (), [], socket.gethostname())
+    if hb is None:
+        out.text.append("--probe-blamed: the verdict blames no GPU; nothing to probe")
+        out.json.append({**line(v), "blamed_probe": {"outcome": "nothing blamed"}})
+        return
+    out.text.append(
+        f"--probe-blamed: the verdict blames host {hb.host} ({hb.why}); probe it against this "
+        f"node: `{hb.command_text()}`"
+    )
+    out.json.append({**line(v), "blamed_host": {**hb.to_json(), "outcome": "not run"}})
 
 
 def _run(args: argparse.Namespace, blame: Any, v: Any, snap: Any) -> dict[str, Any]:

@@ -33,7 +33,7 @@ BINDINGS: list[BindingType] = [
     Binding(
         "B",
         "probe_blamed",
-        "Probe the GPU the verdict blames, its pairs only",
+        "Probe what the verdict blames: its GPU's pairs, or its host and neighbours",
         key_display="B",
         id="probe_blamed",
     ),

@@ -13,6 +13,10 @@ told apart. This picks the host, strongest first:
 2. a stall in which every GPU that answered spins while a host sent nothing: the rank they
    wait for is on a host that did not answer (a crashed node, a dead NIC, a hung kernel).
 
+From one node (the dashboard), a host is blamed the same way through NCCL RAS (`ras_blamed`):
+a rank on another host that RAS calls dead or that does not answer, with no last words that
+explain it as the program's (a traceback, a CUDA error).
+
 A culprit on a host that answered (a rank that does not spin, its stack elsewhere) is the
 program's, not the host's: the next step there is its stack (`gputui dump`), not a probe.
 
@@ -25,8 +29,9 @@ Pure: the same steps blame the same host in a replay.
 
 from __future__ import annotations
 
+import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -58,7 +63,7 @@ class HostBlame:
 
     host: str
     why: str
-    source: str  # "sick" (a sick GPU on it) | "silent" (it sent nothing during the stall)
+    source: str  # "sick" (a sick GPU on it) | "silent" (nothing sent in the stall) | "ras"
     neighbours: tuple[str, ...] = ()
 
     @property
@@ -130,3 +135,38 @@ def _order(hosts: Sequence[str], m: Verdict) -> list[str]:
     named = {_host_of(s) for s in (*m.spinning, *m.suspects, *m.sick)} | set(m.silent_hosts)
     named |= set(m.waiting_hosts)
     return seen + sorted(named - set(seen))
+
+
+# RAS's sentences about a rank on another host (gputui.diagnose.nccl.ras): "rank 5 (node-b,
+# pid 42, GPU 1) is dead: ..." / "... does not answer ..." / "process 42 on node-b (GPU 1) is
+# dead." / "no answer from process 42 on node-b (GPU 1)." A rank "on this node" is not one.
+_RAS_RANK = re.compile(r"^NCCL RAS: rank (\d+) \(([^,()\s]+), [^)]*\) (?:is dead|does not answer)")
+_RAS_PROC = re.compile(
+    r"^NCCL RAS: (?:process \d+ on (\S+) \(GPU [^)]*\) is dead|no answer from process \d+ on "
+    r"(\S+) \()"
+)
+
+
+def ras_blamed(findings: Iterable[Any], hosts: Sequence[str], me: str) -> HostBlame | None:
+    """The host NCCL RAS names for a rank that is dead or does not answer, from one node's
+    verdict findings (gputui.diagnose.ranking.Finding); None when RAS names none or a rank's
+    last words explain its end (the program's fault, not the host's). Neighbours come from
+    `hosts` (the dashboard's --probe-hosts) when the host is there, else this host `me`."""
+    found = list(findings)
+    worded = {r for f in found if getattr(f, "source", "") == "lastwords" for r in f.ranks}
+    for f in found:
+        text = str(getattr(f, "text", ""))
+        if getattr(f, "source", "") != "ras" or " on this node" in text:
+            continue
+        m = _RAS_RANK.match(text)
+        if m is not None and int(m.group(1)) in worded:
+            continue
+        host = m.group(2) if m is not None else None
+        if host is None and (p := _RAS_PROC.match(text)) is not None:
+            host = p.group(1) or p.group(2)
+        if host is None or host == me:
+            continue
+        order = list(hosts)
+        near = neighbours(host, order, set()) if host in order else ((me,) if me else ())
+        return HostBlame(host, text, "ras", near)
+    return None

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gputui.diagnose.health.blame import Blame
+    from gputui.diagnose.merge.host_blame import HostBlame
     from gputui.ui.protocols import AppLike
 
 PROBE_OPTIONS = ("backend", "cpu", "timeout", "size", "save_dir")
@@ -38,19 +39,40 @@ def blame_of(app: Any) -> Blame | None:
     return blamed(v, sick, links)
 
 
+def host_blame_of(app: Any) -> HostBlame | None:
+    """The other host NCCL RAS blames during an alarm (a rank there dead or not answering,
+    no last words of its own), with its neighbours from --probe-hosts; None otherwise."""
+    import socket
+
+    from gputui.diagnose.merge.host_blame import ras_blamed
+
+    v = app.verdict
+    if v is None or not getattr(v, "alarm", False):
+        return None
+    hosts = (getattr(app, "probe_args", None) or {}).get("world_hosts") or []
+    return ras_blamed(getattr(v, "ranked", ()) or (), list(hosts), socket.gethostname())
+
+
 class BlamedProbeKey:
     """Mixin for GputuiApp: the `B` key and its offer in the key bar."""
 
     def _offer_blamed(self: AppLike) -> None:
         """Called with each drawn sample: the key bar offers B while a GPU is blamed."""
         b = blame_of(self)
-        self.keybar.offer_first((("B", f"probe GPU {b.gpu}"),) if b is not None else ())
+        if b is not None:
+            self.keybar.offer_first((("B", f"probe GPU {b.gpu}"),))
+            return
+        h = host_blame_of(self)
+        self.keybar.offer_first((("B", f"probe host {h.host}"),) if h is not None else ())
 
     def action_probe_blamed(self: AppLike) -> None:
         from gputui.probe.blamed import holders, refusal, refused_record
 
         b = blame_of(self)
         snap = self.snapshot
+        if b is None and (h := host_blame_of(self)) is not None:
+            probe_host(self, h)
+            return
         if b is None or snap is None:
             self.notify("B: the verdict blames no GPU; P probes every pair", timeout=5)
             return
@@ -77,3 +99,23 @@ class BlamedProbeKey:
         opts = {k: v for k, v in self.probe_args.items() if k in PROBE_OPTIONS}
         on_record = watcher.add_record if watcher is not None else None
         self.push_screen(ProbeScreen(**opts, blame=b, job=job, on_record=on_record))
+
+
+def probe_host(app: AppLike, h: HostBlame) -> None:
+    """The world probe's bisect over the host RAS blames and its neighbours. Its workers
+    refuse any host whose GPUs a job still holds (this one too, while the job's ranks live):
+    the screen then says so, naming them."""
+    if app.source.kind == "replay":
+        app.notify(
+            f"B: {h.host} is blamed ({h.why[:120]}); the probe reaches hosts from a live "
+            f"node: run `{h.command_text()}` there",
+            timeout=10,
+        )
+        return
+    from gputui.probe.world.model import WorldOptions
+    from gputui.ui.screens.world import WorldScreen
+
+    launcher = str(app.probe_args.get("launcher") or "ssh")
+    title = f"World probe of the blamed host {h.host} with {', '.join(h.neighbours) or '-'}"
+    opts = WorldOptions(launcher=launcher)
+    app.push_screen(WorldScreen(h.hosts, opts, bisect=True, title=title))

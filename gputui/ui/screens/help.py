@@ -35,7 +35,7 @@ LABELS = {
     "bundle": "write an incident bundle",
     "end_job": "end the stuck job, after b",
     "probe": "pairwise GPU probe",
-    "probe_blamed": "probe the blamed GPU",
+    "probe_blamed": "probe the blamed GPU/host",
     "profile": "where its time goes",
     "tree": "tree: jobs and their ranks",
     "filter": "filter processes",

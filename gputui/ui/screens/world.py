@@ -39,8 +39,11 @@ class WorldScreen(RunScreen):
 
     BINDINGS = run_bindings("world")
 
-    def __init__(self, hosts: list[str], opts: WorldOptions, *, bisect: bool = False) -> None:
+    def __init__(
+        self, hosts: list[str], opts: WorldOptions, *, bisect: bool = False, title: str = ""
+    ) -> None:
         super().__init__()
+        self.title_text = title or f"World probe: {len(hosts)} hosts"
         self.hosts = list(hosts)
         self.opts = opts
         self.bisect = bisect
@@ -51,8 +54,7 @@ class WorldScreen(RunScreen):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            title = f"World probe: {len(self.hosts)} hosts"
-            yield Static(title, id="world-title", classes="run-title", markup=False)
+            yield Static(self.title_text, id="world-title", classes="run-title", markup=False)
             yield Static(
                 "starting...  (c or escape cancels)",
                 id="world-stage",
