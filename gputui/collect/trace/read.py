@@ -56,6 +56,7 @@ from gputui.collect.model import ProcessInfo, Snapshot
 from gputui.collect.procs.jobs import group_jobs
 from gputui.collect.trace import record_schema, schema
 from gputui.collect.trace.schema import printable
+from gputui.collect.trace.template import LineTemplates
 from gputui.errors import GputuiError
 from gputui.redact.recorded import recorded_record
 
@@ -230,8 +231,11 @@ class _Sample:
 class TraceReader:
     """Folds validated lines into snapshots. One file, one reader, one pass."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, templates: bool = True) -> None:
         self.path = path
+        # GPU lines that repeat a checked line but for its readings are read from its
+        # template (gputui.collect.trace.template); False reads every line in full.
+        self.templates = LineTemplates() if templates else None
         self.snaps: list[Snapshot] = []
         self.cur: _Sample | None = None
         self.host: str | None = None
@@ -265,6 +269,10 @@ class TraceReader:
 
     def feed(self, data: bytes, ended: bool, where: str, n: int) -> bool:
         """One non-blank line; False when it is a last line cut short (the end)."""
+        row = self.templates.row(data) if self.templates is not None else None
+        if row is not None:
+            self._gpu_line(row, data, where, n)
+            return True
         try:
             d = schema.parse_line(data, where)
         except GputuiError:
@@ -313,6 +321,27 @@ class TraceReader:
                 f"(the first is on line {seen[1]})"
             )
         row = schema.gpu_row(d, t, gpu, where)
+        if self.templates is not None:
+            self.templates.learn(raw, d, row)
+        self._add(row, raw, where, n)
+
+    def _gpu_line(self, row: schema.GpuRow, raw: bytes, where: str, n: int) -> None:
+        """A GPU line read from its template: the same duplicate rule as line()."""
+        t, gpu = row.t, row.gpu.index
+        seen = self.recent.get((t, gpu)) or self.older.get((t, gpu))
+        if seen is not None:
+            if seen[0] == raw:
+                self.dropped += 1
+                return
+            raise GputuiError(
+                f"{where}: a second, different reading of GPU {gpu} at t={t:.3f} "
+                f"(the first is on line {seen[1]})"
+            )
+        self._add(row, raw, where, n)
+
+    def _add(self, row: schema.GpuRow, raw: bytes, where: str, n: int) -> None:
+        """A checked GPU line into its sample (or the next one)."""
+        t, gpu = row.t, row.gpu.index
         cur = self.cur
         if cur is not None and (gpu in cur.rows or abs(t - cur.t0) > _SAME_SAMPLE_S):
             self._finish_sample()
