@@ -258,7 +258,6 @@ def run(args: argparse.Namespace) -> int:
             last_alarm = v
         slow_seen = slow_seen or bool(v.stragglers)
         keys = report.keys(v, snap)
-        health = health_line(watcher.health, snap)
         prof = profiler.poll(v, snap) if profiler is not None else None
         key = (
             v.key(),
@@ -270,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
         if key != last_key:
             if args.json:
                 extra = {"profile": prof} if prof is not None else {}
+                health = health_line(watcher.health, snap)  # only for a line printed
                 print(dumps({**verdict_to_json(v), **keys, **health, **extra}), flush=True)
             elif first is not None and _said(v) + _profile_lines(prof) != last_said:
                 human.append(_line(v, first.t) + _profile_lines(prof))  # health: at the end
@@ -302,6 +302,10 @@ def run(args: argparse.Namespace) -> int:
         if profiler is not None:
             profiler.close()
         source.close()
+        if not live:
+            import gc
+
+            gc.unfreeze()  # see _read_recording: collectable again for a caller in-process
     if last is None or first is None:
         if interrupted:
             return 130  # Ctrl-C before the first verdict: nothing to report, quietly
@@ -359,7 +363,7 @@ def _read_recording(args: argparse.Namespace) -> Source:
     cycle, and each collection walked all those read so far (a third of a day-long
     replay's reading, issue 34). Paused while it reads (this thread is the only one), then
     the samples, which live to the end of the command, are frozen out of later
-    collections, so the Watcher's own short-lived objects are collected as usual."""
+    collections (until run() ends), so the Watcher's own objects are collected as usual."""
     import gc
 
     was = gc.isenabled()

@@ -89,6 +89,9 @@ class HealthTracker:
         # dashboard's) reads without a lock.
         self.marks: dict[int, GpuHealth] = {}
         self.links = LinkRates()  # NVLink and PCIe error rates, and the links that stand out
+        # words() of every GPU, with the versions it was judged at: `check` asks at every
+        # sample, and nothing it depends on changes without a version bump.
+        self._words: tuple[tuple[int, int], dict[int, GpuHealth]] | None = None
 
     def update(self, snap: Any) -> None:
         before = self.version
@@ -161,10 +164,15 @@ class HealthTracker:
         `gpus` when given (a snapshot's GPUs: `--gpus` watches some GPUs of the node)."""
         if gpus:
             idx = {g.index for g in gpus}
-        else:
-            idx = set(self.counters) | set(self.lost) | set(self.links.reads)
-            idx |= {e.gpu for e in self.events if e.gpu is not None}
-        return {i: self.word(i) for i in sorted(idx)}
+            return {i: self.word(i) for i in sorted(idx)}
+        at = (self.version, self.links.version)
+        if self._words is not None and self._words[0] == at:
+            return dict(self._words[1])
+        idx = set(self.counters) | set(self.lost) | set(self.links.reads)
+        idx |= {e.gpu for e in self.events if e.gpu is not None}
+        words = {i: self.word(i) for i in sorted(idx)}
+        self._words = (at, words)
+        return dict(words)
 
     def word(self, gpu: int) -> GpuHealth:
         failed: list[str] = []
