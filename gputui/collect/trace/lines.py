@@ -1,0 +1,171 @@
+"""A recording's lines, from disk: special files refused, gzip recognised, every line and
+byte counted against the reader's bounds (gputui.collect.trace.schema).
+
+Split from gputui.collect.trace.read (which folds the lines into samples and re-exports
+`iter_lines` and `shown`), so that each stays a module one can read at once; the rules are
+in read's docstring.
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import os
+import stat
+import zlib
+from collections.abc import Generator
+from pathlib import Path
+from typing import IO
+
+from gputui.collect.trace import schema
+from gputui.errors import GputuiError
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_BOM = b"\xef\xbb\xbf"
+
+
+def shown(path: str | Path) -> str:
+    """The path as an error message shows it: on one line, whatever bytes it holds."""
+    s = str(path)
+    return s if s.isprintable() else ascii(s)
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
+def _file_kind(mode: int) -> str | None:
+    """What a non-regular file is, in words; None for a regular file."""
+    for test, words in (
+        (stat.S_ISREG, None),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def open_untrusted(path: str | Path) -> IO[bytes]:
+    """Open a recording for reading, refusing anything but a regular file, without blocking.
+
+    O_NONBLOCK makes the open of a FIFO with no writer return at once; fstat on the open
+    descriptor then says what was opened, so a file swapped between a check and the open
+    cannot slip through.
+    """
+    name = shown(path)
+    if str(path) == "":
+        raise GputuiError("no recording named (empty file name)")
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except ValueError:  # a NUL byte in the name
+        raise GputuiError(f"{name}: not a valid file name") from None
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            raise GputuiError(f"{name}: no such file") from None
+        raise GputuiError(f"{name}: cannot open ({e.strerror or e})") from None
+    try:
+        kind = _file_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise GputuiError(f"{name}: is {kind}, not a recording (give a regular file)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class _Lines:
+    """Physical lines of a plain or gzip stream, each at most MAX_LINE_BYTES, counted."""
+
+    def __init__(self, path: str | Path, raw: IO[bytes]) -> None:
+        self.name = shown(path)
+        self.raw = raw
+        try:
+            head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+        except OSError as e:  # /proc/PID/mem and a failing disk: EIO on the first read
+            raise GputuiError(f"{self.name}: read failed ({e.strerror or e})") from None
+        self.gzip = head == _GZIP_MAGIC
+        if not self.gzip and str(path).endswith(".gz") and head:
+            raise GputuiError(f"{self.name}: not a gzip file (the name ends in .gz)")
+        self.f: IO[bytes] | gzip.GzipFile = (
+            gzip.GzipFile(fileobj=raw, mode="rb") if self.gzip else raw
+        )
+        self.n = 0  # number of the last line read
+        self.total = 0
+
+    def where(self, n: int | None = None) -> str:
+        return f"{self.name}:{self.n if n is None else n}"
+
+    def next(self) -> tuple[bytes, bool] | None:
+        """(line without its end, ended by a newline), or None at the end of the file.
+
+        A gzip stream cut short ends the file (its complete lines are kept).
+        """
+        try:
+            line = self.f.readline(schema.MAX_LINE_BYTES + 1)
+        except EOFError:
+            return None  # a gzip recording cut short, as by a kill: keep what came before
+        except (OSError, zlib.error) as e:  # BadGzipFile is an OSError
+            what = "not a readable gzip stream" if self.gzip else "read failed"
+            raise GputuiError(f"{self.where(self.n + 1)}: {what} ({e})") from None
+        if not line:
+            return None
+        self.n += 1
+        self.total += len(line)
+        if self.total > schema.MAX_TOTAL_BYTES:
+            raise GputuiError(
+                f"{self.where()}: more than {_size(schema.MAX_TOTAL_BYTES)} of data "
+                "(split long recordings into several files)"
+            )
+        ended = line.endswith(b"\n")
+        if not ended and len(line) > schema.MAX_LINE_BYTES:
+            raise GputuiError(
+                f"{self.where()}: line longer than {_size(schema.MAX_LINE_BYTES)} "
+                "(one line is one GPU of one sample)"
+            )
+        line = line.rstrip(b"\r\n")
+        if self.n == 1 and line.startswith(_BOM):
+            line = line[len(_BOM) :]
+        return line, ended
+
+    def close(self) -> None:
+        try:
+            if self.gzip:
+                self.f.close()
+        finally:
+            self.raw.close()
+
+
+def iter_lines(path: str | Path) -> Generator[tuple[bytes, bool, str, int], None, None]:
+    """(bytes, ended by a newline, FILE:LINE, line number) of every non-blank line of a
+    recording, within the file's bounds (blank lines, lines, bytes: trace_schema)."""
+    raw = open_untrusted(path)
+    try:
+        lines = _Lines(path, raw)
+    except BaseException:
+        raw.close()
+        raise
+    try:
+        blank = full = 0
+        while (got := lines.next()) is not None:
+            data, ended = got
+            if not data.strip():
+                blank += 1
+                if blank > schema.MAX_BLANK_LINES:
+                    raise GputuiError(
+                        f"{lines.where()}: more than {schema.MAX_BLANK_LINES} blank lines"
+                    )
+                continue
+            full += 1
+            if full > schema.MAX_LINES:
+                raise GputuiError(f"{lines.where()}: more than {schema.MAX_LINES} lines")
+            yield data, ended, lines.where(), lines.n
+    except MemoryError:
+        raise GputuiError(f"{lines.where()}: out of memory reading the recording") from None
+    finally:
+        lines.close()
