@@ -106,10 +106,25 @@ def _text(t: float, **changes: object) -> str:
     return json.dumps(d, separators=(",", ":"))
 
 
+def _moved(t: float) -> str:
+    """A line whose every reading moved: a template learned from it, after a first line
+    whose readings differ, has them all as slots."""
+    procs = json.loads(json.dumps(_LINE["procs"]))
+    procs[0].update(cpu=99.5, rss_mb=9045.5, gpu_mem_mb=40001.0)
+    return _text(
+        t, util=96.0, mem_util=34.0, power_w=250.5, power_limit_w=699.0, mem_used_mb=43357.0,
+        mem_total_mb=143770.0, temp=46, sm_mhz=1975, mem_mhz=3200, procs=procs,
+    )  # fmt: skip
+
+
+T_LAST = _LINE["t"] + 3
+
+
 def _recording(tmp_path: Path, last: str) -> Path:
-    """Two ordinary samples (the first is learned, the second read from its template),
-    then `last`: a line that matches the template everywhere but where it was changed."""
-    lines = [_text(_LINE["t"]), _text(_LINE["t"] + 1), last]
+    """Three ordinary samples (the first two are learned, the third is read from the
+    second's template), then `last`: a line that matches that template everywhere but where
+    it was changed."""
+    lines = [_text(_LINE["t"]), _moved(_LINE["t"] + 1), _text(_LINE["t"] + 2), last]
     path = tmp_path / "r.jsonl.gz"
     with gzip.open(path, "wt") as f:
         f.write("\n".join(lines) + "\n")
@@ -117,16 +132,16 @@ def _recording(tmp_path: Path, last: str) -> Path:
 
 
 def _swap(key: str, token: str, *, in_proc: bool = False) -> str:
-    """The third sample's line with the number of `key` spelled `token` (raw JSON text)."""
+    """The last sample's line with the number of `key` spelled `token` (raw JSON text)."""
     marker = 987654.25  # a number nothing else in the line holds
     if in_proc:
         procs = json.loads(json.dumps(_LINE["procs"]))
         procs[0][key] = marker
-        text = _text(_LINE["t"] + 2, procs=procs)
+        text = _text(T_LAST, procs=procs)
     elif key == "t":
         text = _text(marker)
     else:
-        text = _text(_LINE["t"] + 2, **{key: marker})
+        text = _text(T_LAST, **{key: marker})
     assert text.count(str(marker)) == 1
     return text.replace(str(marker), token)
 
@@ -157,16 +172,16 @@ def test_a_changed_reading_reads_as_the_full_reader_reads_it(
 @pytest.mark.parametrize(
     "last",
     [
-        _text(_LINE["t"] + 2, name="NVIDIA H200\u001b[31m"),  # an escape in a string
-        _text(_LINE["t"] + 2, uuid="GPU-\ud800"),  # a lone surrogate
-        _text(_LINE["t"] + 2).replace('"util":97.0', '"util":97.0,"util":"x"'),  # twice
-        _text(_LINE["t"] + 2).replace('"util":97.0', '"util": 97.0'),  # a space
-        _text(_LINE["t"] + 2).replace('"pids":[4000]', '"pids":[4000.0]'),  # a float pid
-        _text(_LINE["t"] + 2).replace('"RANK":"0"', '"RANK":0'),  # a number for a string
-        _text(_LINE["t"] + 2, procs=[_LINE["procs"][0], _LINE["procs"][0]]),  # a pid twice
-        _text(_LINE["t"] + 2)[:-1],  # cut short
-        _text(_LINE["t"]),  # the first line again: a duplicate, dropped
-        _text(_LINE["t"] + 1).replace('"util":97.0', '"util":96.0'),  # same t, different
+        _text(T_LAST, name="NVIDIA H200\u001b[31m"),  # an escape in a string
+        _text(T_LAST, uuid="GPU-\ud800"),  # a lone surrogate
+        _text(T_LAST).replace('"util":97.0', '"util":97.0,"util":"x"'),  # twice
+        _text(T_LAST).replace('"util":97.0', '"util": 97.0'),  # a space
+        _text(T_LAST).replace('"pids":[4000]', '"pids":[4000.0]'),  # a float pid
+        _text(T_LAST).replace('"RANK":"0"', '"RANK":0'),  # a number for a string
+        _text(T_LAST, procs=[_LINE["procs"][0], _LINE["procs"][0]]),  # a pid twice
+        _text(T_LAST)[:-1],  # cut short
+        _text(_LINE["t"] + 2),  # the last line again: a duplicate, dropped
+        _text(_LINE["t"] + 2).replace('"util":97.0', '"util":96.0'),  # same t, different
         _text(_LINE["t"] - 5),  # time goes backwards
     ],
     ids=[
@@ -185,7 +200,7 @@ def test_a_string_where_a_reading_was_is_still_an_error(tmp_path: Path) -> None:
     """The plainest case, said outright: the template's bytes all match but one reading
     is a string; the line is refused with the full reader's words."""
     path = _recording(tmp_path, _swap("util", '"97"'))
-    with pytest.raises(GputuiError, match=r"r\.jsonl\.gz:3: 'util' is a string, expected a number"):
+    with pytest.raises(GputuiError, match=r"r\.jsonl\.gz:4: 'util' is a string, expected a number"):
         TraceReader(path).read()
 
 
@@ -203,7 +218,7 @@ def test_an_out_of_range_reading_is_na_with_its_reason(tmp_path: Path) -> None:
 def test_a_new_reading_in_range_is_read_from_the_template(
     tmp_path: Path, key: str, token: str
 ) -> None:
-    """The fast path is taken where it should be: the second and third lines both."""
+    """The fast path is taken where it should be: the third and the last lines."""
     reader = TraceReader(_recording(tmp_path, _swap(key, token, in_proc=key in PROC_KEYS)))
     reader.read()
     assert reader.templates is not None and reader.templates.hits == 2

@@ -81,13 +81,17 @@ class Template:
         "phase",
         "proc_at",
         "procs",
+        "slotted",
         "t_at",
+        "texts",
     )
 
     def __init__(self, pattern: re.Pattern[bytes], row: GpuRow, slots: list[tuple]) -> None:
         # Slots in line order: ("t",), ("gpu", attr) or ("proc", pid, attr); the row's
         # readings are rebuilt from them as plain dicts of the dataclasses' fields.
         self.pattern = pattern
+        self.texts: dict[tuple[Any, ...], bytes] = {}  # every number's text, by its path
+        self.slotted: frozenset[tuple[Any, ...]] = frozenset()  # the paths of the slots
         self.los = tuple(s[-2] for s in slots)
         self.his = tuple(s[-1] for s in slots)
         self.t_at = next(k for k, s in enumerate(slots) if s[0] == "t")
@@ -124,12 +128,15 @@ def _fresh(
     """A copy of a frozen dataclass instance with the fields `at` names set from `vals`,
     without running its __init__ (dataclasses.replace costs microseconds; this is a dict
     copy). Only for the rows built here, before anyone else holds them."""
-    out = object.__new__(type(base))
-    d = out.__dict__
-    d.update(base.__dict__)
+    d = base.__dict__.copy()
     attrs, pick = at
     d.update(zip(attrs, pick(vals), strict=True))
+    out = _new(type(base))
+    _set(out, "__dict__", d)
     return out
+
+
+_new, _set = object.__new__, object.__setattr__
 
 
 def _at(slots: list[tuple[int, str]]) -> tuple[tuple[str, ...], Callable[[list[float]], Any]]:
@@ -185,15 +192,22 @@ class LineTemplates:
         self._misses[key] = missed
         if missed & (missed - 1):  # learn at the 1st, 2nd, 4th, 8th... miss in a row
             return
-        tpl = make_template(raw, d, row)
+        kept = self._by_gpu.setdefault(key, [])
+        tpl = make_template(raw, d, row, kept[0] if kept else None)
         if tpl is not None:
-            kept = self._by_gpu.setdefault(key, [])
             kept.insert(0, tpl)
             del kept[TEMPLATES_PER_GPU:]
 
 
-def make_template(raw: bytes, d: dict[str, Any], row: GpuRow) -> Template | None:
-    """The template of a checked GPU line, or None when it cannot safely be one."""
+def make_template(
+    raw: bytes, d: dict[str, Any], row: GpuRow, prev: Template | None = None
+) -> Template | None:
+    """The template of a checked GPU line, or None when it cannot safely be one.
+
+    Its slots are `t` and the readings that changed since `prev` (the GPU's last template)
+    or were slots there: a reading that stays put (a power limit, a clock, a process's GPU
+    memory) is compared as bytes, which costs nothing, instead of parsed, which costs a
+    float() and a range check on every line. The first template of a GPU has `t` alone."""
     if len(row.procs) != len(schema.bounded_list(d, "procs", "", schema.MAX_PROCS_PER_GPU)):
         return None  # a pid listed twice: which entry won is the full reader's business
     numbers = [m.span(1) for m in _TOKEN.finditer(raw) if m.group(1) is not None]
@@ -201,20 +215,28 @@ def make_template(raw: bytes, d: dict[str, Any], row: GpuRow) -> Template | None
     if paths is None:
         return None
     procs = schema.bounded_list(d, "procs", "", schema.MAX_PROCS_PER_GPU)
+    texts = {path: raw[start:end] for (start, end), path in zip(numbers, paths, strict=True)}
+    vary = {("t",)}
+    if prev is not None:
+        vary |= prev.slotted | {p for p, text in texts.items() if prev.texts.get(p) != text}
     parts: list[bytes] = []
     slots: list[tuple] = []
+    slotted = set()
     pos = 0
     for (start, end), path in zip(numbers, paths, strict=True):
-        slot = _slot(path, d, procs, row)
+        slot = _slot(path, d, procs, row) if path in vary else None
         if slot is None:
             continue
         parts += [re.escape(raw[pos:start]), _SLOT]
         slots.append(slot)
+        slotted.add(path)
         pos = end
-    if not any(s[0] == "t" for s in slots):
+    if ("t",) not in slotted:
         return None
     parts.append(re.escape(raw[pos:]))
-    return Template(re.compile(b"".join(parts), re.DOTALL), row, slots)
+    tpl = Template(re.compile(b"".join(parts), re.DOTALL), row, slots)
+    tpl.texts, tpl.slotted = texts, frozenset(slotted)
+    return tpl
 
 
 def _slot(path: tuple[Any, ...], d: dict[str, Any], procs: list[Any], row: GpuRow) -> tuple | None:
