@@ -6,6 +6,7 @@ same way. This script makes such a recording and times each face on it:
 
     python bench/day_recording.py                      # make it (once) and time everything
     python bench/day_recording.py --gpus 8 --samples 25000 --repeat 3 --json out.json
+    python bench/day_recording.py --before 86c70cf     # check --replay before issue 34's end
 
 The recording (8 GPUs x 25,000 samples = 200,000 GPU lines, 1 s apart, about 7 hours) is
 written by gputui's own TraceWriter from the shapes of the real recordings in tests/data:
@@ -19,7 +20,9 @@ What is timed, each in a fresh `python -m gputui` (start-up included):
 
 - `snapshot --replay F` (the end) and `snapshot --replay F --at S` (the middle);
 - `check --replay F`: the whole file replayed (samples/s: GPU lines per second, as the
-  issue counts them);
+  issue counts them), wall and CPU seconds (the child's user + system), and the rate once
+  the start-up is taken off (a `check --replay` of a one-sample file of the same shape);
+  `--before REV` times it with the code of git revision REV too, on the same file;
 - the dashboard's replay start: the time to its first frame (bench/first_frame.py's child).
 """
 
@@ -29,8 +32,10 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -132,10 +137,26 @@ def make(path: Path, gpus: int, samples: int) -> None:
     w.close()
 
 
-def _run(argv: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+def _run(
+    argv: list[str], cwd: Path = ROOT
+) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """(wall s, CPU s of the child: user + system, start-up included, the result)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    r = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=ROOT)
-    return time.perf_counter() - t, r
+    r = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=cwd)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, r
+
+
+def _checkout(rev: str, into: Path) -> Path:
+    """The source tree of git revision `rev` (its `python -m gputui` is that revision's)."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
 
 
 FIRST_FRAME = r"""
@@ -157,34 +178,73 @@ asyncio.run(main())
 """
 
 
-def run(path: Path, repeat: int, gpus: int, samples: int) -> dict[str, Any]:
+def _time(argv: list[str], repeat: int, cwd: Path = ROOT) -> tuple[list[float], list[float]]:
+    walls, cpus = [], []
+    for _ in range(repeat):
+        wall, cpu, r = _run(argv, cwd)
+        if r.returncode not in (0, 1):
+            raise SystemExit(f"{argv[3:]}: exit {r.returncode}: {r.stderr[-500:]}")
+        walls.append(wall)
+        cpus.append(cpu)
+    return walls, cpus
+
+
+def run(
+    path: Path, repeat: int, gpus: int, samples: int, before: str | None = None
+) -> dict[str, Any]:
     py = [sys.executable, "-m", "gputui"]
+    one = path.with_name(f"gputui-day-{gpus}x1.jsonl.gz")  # start-up: the same, one sample
+    if not one.exists():
+        make(one, gpus, 1)
     cases = {
-        "snapshot (end)": [*py, "snapshot", "--replay", str(path)],
-        "snapshot --at middle": [*py, "snapshot", "--replay", str(path), "--at", str(samples // 2)],
-        "check --replay": [*py, "check", "--replay", str(path)],
+        "snapshot (end)": ([*py, "snapshot", "--replay", str(path)], 0),
+        "snapshot --at middle": (
+            [*py, "snapshot", "--replay", str(path), "--at", str(samples // 2)],
+            0,
+        ),
+        "check --replay: start-up (1 sample)": ([*py, "check", "--replay", str(one)], gpus),
+        "check --replay": ([*py, "check", "--replay", str(path)], gpus * samples),
     }
+    trees = {"": ROOT}
+    tmp = None
+    if before:
+        tmp = tempfile.TemporaryDirectory(prefix="gputui-before-")
+        trees[f" (before: {before})"] = _checkout(before, Path(tmp.name))
     rows, out = [], {}
-    lines = gpus * samples
-    for name, argv in cases.items():
-        times = []
-        for _ in range(repeat):
-            secs, r = _run(argv)
-            if r.returncode not in (0, 1):
-                raise SystemExit(f"{name}: exit {r.returncode}: {r.stderr[-500:]}")
-            times.append(secs)
-        rate = lines / median(times) if name.startswith("check") else None
-        rows.append((name, median(times), max(times), rate))
-        out[name] = {"median_s": median(times), "max_s": max(times), "lines_per_s": rate}
+    for label, cwd in trees.items():
+        start_cpu = start_wall = 0.0
+        for name, (argv, lines) in cases.items():
+            if label and not name.startswith("check"):
+                continue
+            walls, cpus = _time(argv, repeat, cwd)
+            wall, cpu = median(walls), median(cpus)
+            if name.endswith("(1 sample)"):
+                start_wall, start_cpu = wall, cpu
+                rate = net = None
+            else:
+                rate = lines / wall if lines else None
+                net = lines / max(wall - start_wall, 1e-9) if lines else None
+            rows.append((name + label, wall, max(walls), cpu, rate, net))
+            out[name + label] = {
+                "median_s": wall, "max_s": max(walls), "median_cpu_s": cpu,
+                "lines_per_s": rate, "lines_per_s_after_startup": net,
+                "lines_per_cpu_s": lines / cpu if lines and cpu else None,
+                "lines_per_cpu_s_after_startup": (
+                    lines / max(cpu - start_cpu, 1e-9) if lines else None
+                ),
+            }  # fmt: skip
+    if tmp is not None:
+        tmp.cleanup()
     times = []
     for _ in range(repeat):
-        secs, r = _run([sys.executable, "-c", FIRST_FRAME, str(path), str(time.time())])
+        _w, _c, r = _run([sys.executable, "-c", FIRST_FRAME, str(path), str(time.time())])
         if r.returncode != 0:
             raise SystemExit(f"first frame: {r.stderr[-500:]}")
         times.append(float(r.stdout.strip().splitlines()[-1]))
-    rows.append(("dashboard replay: first frame", median(times), max(times), None))
+    rows.append(("dashboard replay: first frame", median(times), max(times), None, None, None))
     out["dashboard first frame"] = {"median_s": median(times), "max_s": max(times)}
-    print(table(rows, ["case", "median s", "max s", "GPU lines/s"]))
+    heads = ["case", "median s", "max s", "CPU s", "GPU lines/s", "lines/s after start-up"]
+    print(table(rows, heads))
     return out
 
 
@@ -195,6 +255,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--file", default=None, help="where the recording is (made if missing)")
     ap.add_argument("--json", default=None, metavar="PATH")
+    ap.add_argument("--before", default=None, metavar="REV", help="also time check at REV")
     args = ap.parse_args()
     path = Path(args.file or f"/tmp/gputui-day-{args.gpus}x{args.samples}.jsonl.gz")
     print(machine_line(machine()), f"load {os.getloadavg()[0]:.1f}")
@@ -203,7 +264,7 @@ def main() -> None:
         make(path, args.gpus, args.samples)
         print(f"made {path} in {time.perf_counter() - t:.0f} s")
     print(f"{path}: {path.stat().st_size / 2**20:.1f} MiB, {args.gpus * args.samples} GPU lines")
-    res = run(path, args.repeat, args.gpus, args.samples)
+    res = run(path, args.repeat, args.gpus, args.samples, args.before)
     res["file_mib"] = path.stat().st_size / 2**20
     write_json(args.json, "day_recording", res)
 
