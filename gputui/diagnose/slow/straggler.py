@@ -91,36 +91,40 @@ def is_waiting(g: GpuSample, ref: Ref | None = None) -> bool | None:
     Waiting is either the collective-wait pattern itself (a resident kernel that moves little
     memory and draws little power) or, given `ref` (the busiest readings of the GPU's job at
     this sample), a resident kernel clearly lighter than its busiest peer's."""
-    if g.util is None or g.util < BUSY_UTIL_MIN or not g.pids:
+    util, mem = g.util, g.mem_util
+    if util is None or util < BUSY_UTIL_MIN or not g.pids:
         return None
-    if g.mem_util is None and g.power_frac is None:
+    frac = g.power_frac  # a property: read once (this runs for every GPU of every sample)
+    if mem is None and frac is None:
         return None
-    if g.util < WAIT_UTIL_MIN:
+    if util < WAIT_UTIL_MIN:
         return BUSY
-    if _pattern(g) or (ref is not None and _lighter(g, ref)):
+    if _pattern(mem, frac) or (ref is not None and _lighter(g, ref, frac)):
         return WAIT
     return BUSY
 
 
-def _pattern(g: GpuSample) -> bool:
+def _pattern(mem: float | None, frac: float | None) -> bool:
     """The absolute wait levels: little memory traffic and little power for its limit."""
-    if g.mem_util is not None and g.mem_util > WAIT_MEM_UTIL_MAX:
+    if mem is not None and mem > WAIT_MEM_UTIL_MAX:
         return False
-    frac = g.power_frac
     return frac is None or frac <= WAIT_POWER_FRAC_MAX
 
 
-def _lighter(g: GpuSample, ref: Ref) -> bool:
+def _lighter(g: GpuSample, ref: Ref, frac: float | None = None) -> bool:
     """Clearly below the job's busiest GPU at the same sample: less power (when both read
-    it) and less memory traffic (when both read it); at least one of the two is compared."""
-    frac, mem = ref
+    it) and less memory traffic (when both read it); at least one of the two is compared.
+    `frac`: g's power fraction when the caller has read it already."""
+    frac = g.power_frac if frac is None else frac
+    mem = g.mem_util
+    top_frac, top_mem = ref
     compared = False
-    if g.power_frac is not None and frac is not None:
-        if g.power_frac > frac - REL_POWER_GAP:
+    if frac is not None and top_frac is not None:
+        if frac > top_frac - REL_POWER_GAP:
             return False
         compared = True
-    if g.mem_util is not None and mem is not None:
-        if g.mem_util > mem - REL_MEM_GAP:
+    if mem is not None and top_mem is not None:
+        if mem > top_mem - REL_MEM_GAP:
             return False
         compared = True
     return compared
@@ -130,15 +134,17 @@ def _refs(snap: Snapshot, groups: Iterable[Group]) -> dict[int, Ref]:
     """GPU -> the busiest readings of its job at this sample, for jobs of two GPUs or more
     with a kernel on them: the peers each rank is measured against."""
     out: dict[int, Ref] = {}
+    by_index = {g.index: g for g in snap.gpus}
     for group in groups:
         busy = [
             g
             for i in group.present(snap)
-            if (g := snap.gpu(i)) is not None and (g.util or 0.0) >= BUSY_UTIL_MIN and g.pids
+            if (g := by_index.get(i)) is not None and (g.util or 0.0) >= BUSY_UTIL_MIN and g.pids
         ]
         if len(busy) < 2:
             continue
-        frac = max((g.power_frac for g in busy if g.power_frac is not None), default=None)
+        fracs = [f for g in busy if (f := g.power_frac) is not None]
+        frac = max(fracs, default=None)
         mem = max((g.mem_util for g in busy if g.mem_util is not None), default=None)
         for g in busy:
             out[g.index] = (frac, mem)
