@@ -35,13 +35,20 @@ class NodeReport:
         self.seen: dict[int, _Seen] = {}  # GPU -> the rank last seen on it
 
     def update(self, snap: Snapshot) -> None:
+        if not snap.jobs:
+            return
+        # snap.process(pid) is a scan per pid; reversed: the first of a pid wins, as there
+        procs = {p.pid: p for p in reversed(snap.processes)}
         for job in snap.jobs:
             for pid in job.pids:
-                p = snap.process(pid)
+                p = procs.get(pid)
                 if p is None or p.rank is None or p.rank.rank is None:
                     continue
+                now = (p.rank.rank, job.key, job.world_size)
                 for g in p.gpus:
-                    self.seen[g] = _Seen(p.rank.rank, job.key, job.world_size)
+                    old = self.seen.get(g)  # the same as last sample, mostly: kept as it is
+                    if old is None or (old.rank, old.job_key, old.world_size) != now:
+                        self.seen[g] = _Seen(*now)
 
     def keys(self, v: Verdict, snap: Snapshot) -> dict[str, Any]:
         job_key: str | None = None
