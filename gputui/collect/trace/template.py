@@ -26,10 +26,12 @@ What keeps this exactly as safe as the full reader:
   the full reader turns into N/A), a line with no template, a template whose readings were
   N/A, a line of more than MAX_TEMPLATE_BYTES: all read as before, error for error.
 
-Slots are the fields that change from sample to sample and are plain numbers: `t`, the GPU's
-float readings (not `pstate` and `events`, whose whole numbers stay literal: a change is a
-new template), and each listed process's `cpu`, `rss_mb` and `gpu_mem_mb`. Pids, indices,
-`create_time` and `proc_mem` stay literal.
+Slots may be `t`, the GPU's float readings (not `pstate` and `events`, whose whole numbers
+stay literal: a change is a new template) and each listed process's `cpu`, `rss_mb` and
+`gpu_mem_mb`; pids, indices, `create_time` and `proc_mem` stay literal. A GPU's first
+template slots `t` alone; a line that misses it is read in full and learned again, its
+template slotting the readings that moved since (make_template), so after a few lines a
+GPU's template parses what changes from sample to sample and compares the rest as bytes.
 """
 
 from __future__ import annotations
@@ -87,8 +89,8 @@ class Template:
     )
 
     def __init__(self, pattern: re.Pattern[bytes], row: GpuRow, slots: list[tuple]) -> None:
-        # Slots in line order: ("t",), ("gpu", attr) or ("proc", pid, attr); the row's
-        # readings are rebuilt from them as plain dicts of the dataclasses' fields.
+        # Slots in line order, each ending in its range: ("t", lo, hi), ("gpu", attr, lo,
+        # hi) or ("proc", pid, attr, lo, hi); a line's row is rebuilt from them (_fresh).
         self.pattern = pattern
         self.texts: dict[tuple[Any, ...], bytes] = {}  # every number's text, by its path
         self.slotted: frozenset[tuple[Any, ...]] = frozenset()  # the paths of the slots
