@@ -42,6 +42,8 @@ def test_a_sick_gpu_blames_its_host_and_offers_the_probe_with_two_neighbours():
     assert b.command() == ["gputui", "probe", "--hosts", "c,d,b", "--bisect"]
     assert any("`gputui probe --hosts c,d,b --bisect`" in s for s in m.next_steps)
     assert merged_to_json(m)["blamed_host"]["command"][-2:] == ["c,d,b", "--bisect"]
+    assert m.reason.startswith(f"job {JOB}: GPU c:1 failed: Xid 79")
+    assert "did not answer" not in m.reason  # the sick GPU says where the culprit is
 
 
 def test_a_host_silent_while_every_answering_gpu_spins_is_blamed():

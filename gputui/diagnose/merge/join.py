@@ -274,7 +274,7 @@ def _phrase(m: Merged, members: list[NodeLine], t: float) -> Merged:
     if m.suspects:
         ranks = f" ({ranks_text(m.suspect_ranks)})" if m.suspect_ranks else ""
         text += f"; not spinning: {_hosts_text(list(m.suspects))}{ranks}"
-    else:
+    elif not (m.sick or m.odd):  # else a sick GPU or the stacks already say where it is
         text += "; every GPU that answered spins: the culprit is on a host that did not answer"
     if m.silent_hosts:
         text += f"; silent: {_hosts_text(list(m.silent_hosts))}"
