@@ -13,7 +13,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gputui.collect.model import GpuSample, Snapshot
 from gputui.collect.nvml.reader import (
@@ -97,8 +97,9 @@ class LiveSource:
         except Exception:  # noqa: S110 - a frame drawn early is a nicety, not the start
             pass
 
-    def _snapshot(self, t: float, gpus: tuple[GpuSample, ...]) -> Snapshot:
-        """GPUs alone (the early reading that `on_gpus` is given)."""
+    def _snapshot(self, t: float, gpus: tuple[GpuSample, ...], **more: Any) -> Snapshot:
+        """GPUs alone (the early reading that `on_gpus` is given), or with `more` (the
+        processes, jobs and records of a whole sample): one place that fills a Snapshot."""
         return Snapshot(
             t=t,
             gpus=gpus,
@@ -106,6 +107,7 @@ class LiveSource:
             gpu_error=self.nvml.error or unreadable_message(gpus),
             driver=self.nvml.driver,
             hostname=self.hostname,
+            **more,
         )
 
     def sample(self) -> Snapshot:
@@ -152,16 +154,8 @@ class LiveSource:
         )
         processes = tuple(gpu_procs + host)
         records = tuple(self.health.poll(t)) if self.health is not None else ()
-        return Snapshot(
-            t=t,
-            gpus=gpus,
-            processes=processes,
-            jobs=group_jobs(processes),
-            source=self.kind,
-            gpu_error=self.nvml.error or unreadable_message(gpus),
-            driver=self.nvml.driver,
-            hostname=self.hostname,
-            records=records,
+        return self._snapshot(
+            t, gpus, processes=processes, jobs=group_jobs(processes), records=records
         )
 
     def next_delay(self) -> float:

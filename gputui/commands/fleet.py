@@ -326,10 +326,10 @@ def _merge(
     lines = []
     answered: set[str] = set()
     unreadable: dict[str, tuple[int, str]] = {}  # host -> (lines, the first reason)
-    late: list[str] = []
+    late: set[str] = set()
     for r in runs:
         if time.monotonic() > deadline:
-            late.append(r.host)
+            late.add(r.host)
             continue
         prev = None
         for n, text in enumerate(r.stdout.splitlines(), 1):

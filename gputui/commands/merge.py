@@ -153,22 +153,19 @@ def run(args: argparse.Namespace) -> int:
     if args.probe_blamed:  # a launcher that is missing is said before anything is read
         opts = world_options(args.probe_launcher, timeout=args.probe_timeout, port=args.probe_port)
     steps = merge_inputs(args.files, args.expect, args.window)
-    return report(steps, exit_code(steps), args.json, opts if args.probe_blamed else None)
+    return report(steps, exit_code(steps), args.json, opts)
 
 
 def report(steps: list[Merged], code: int, as_json: bool, opts: WorldOptions | None) -> int:
     """Print the steps (JSON lines or text), after the blamed host's probe when `opts` is
     given (--probe-blamed); the exit code, joined with the probe's."""
     import json
-    import sys
 
-    from gputui.commands.merge_after import nothing_blamed_line, probe_blamed
+    from gputui.commands.merge_after import probe_blamed
     from gputui.diagnose.merge.join import merged_to_json
 
     rec = None
     if opts is not None:
-        if (said := nothing_blamed_line(steps)) is not None:
-            print(said, file=sys.stderr)
         steps, code, rec = probe_blamed(steps, opts, code, as_json)
     if as_json:
         for m in steps:

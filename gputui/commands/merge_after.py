@@ -12,18 +12,17 @@ seen; a probe refused or failing changes nothing.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from typing import TYPE_CHECKING, Any
 
 from gputui.commands.common import positive_float
+from gputui.commands.probe_world import LAUNCHERS as WORLD_LAUNCHERS
+from gputui.commands.probe_world import _port, require_launcher
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
     from gputui.diagnose.merge.join import Merged
     from gputui.probe.world.model import WorldOptions
-
-WORLD_LAUNCHERS = ("ssh", "srun", "pdsh", "local")
 
 
 def add_options(p: argparse.ArgumentParser, *, launcher: bool) -> None:
@@ -58,12 +57,6 @@ def add_options(p: argparse.ArgumentParser, *, launcher: bool) -> None:
         )
 
 
-def _port(text: str) -> int:
-    from gputui.commands.probe_world import _port as port
-
-    return port(text)
-
-
 def world_options(
     launcher: str,
     *,
@@ -82,8 +75,7 @@ def world_options(
         raise GputuiError(
             f"--probe-blamed: the world probe reaches hosts with ssh, srun or pdsh, not {launcher}"
         )
-    if launcher != "local" and shutil.which(launcher) is None:
-        raise GputuiError(f"--probe-blamed: the launcher {launcher} is not installed")
+    require_launcher(launcher, "--probe-blamed")
     return WorldOptions(
         launcher=launcher,
         remote_gputui=remote_gputui,
@@ -97,15 +89,18 @@ def world_options(
 
 
 def probe_blamed(
-    steps: list[Merged], opts: WorldOptions | None, code: int, as_json: bool
+    steps: list[Merged], opts: WorldOptions, code: int, as_json: bool
 ) -> tuple[list[Merged], int, dict[str, Any] | None]:
-    """(steps with the last one joined, exit code, the probe's record or None)."""
+    """(steps with the last one joined, exit code, the probe's record); when the verdict
+    blames no host, says so on stderr and returns them as they were (record None)."""
     from gputui.diagnose import exitcodes
     from gputui.diagnose.merge.host_probe import explain_host_probe, join
     from gputui.probe.world.blamed_host import probe_blamed_host
 
     blame = steps[-1].blamed_host
-    if blame is None or opts is None:
+    if blame is None:
+        said = "--probe-blamed: the verdict blames no host's hardware; nothing to probe"
+        print(said, file=sys.stderr)
         return steps, code, None
 
     def stage(what: str) -> None:
@@ -118,10 +113,3 @@ def probe_blamed(
     if found.hardware:
         code = exitcodes.worst(code, exitcodes.SICK_GPU)
     return steps, code, rec
-
-
-def nothing_blamed_line(steps: list[Merged]) -> str | None:
-    """What --probe-blamed says when the verdict blames no host (None: it blames one)."""
-    if steps[-1].blamed_host is not None:
-        return None
-    return "--probe-blamed: the verdict blames no host's hardware; nothing to probe"

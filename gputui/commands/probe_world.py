@@ -119,13 +119,18 @@ def _hosts(text: str) -> list[str]:
     return hosts
 
 
+def require_launcher(launcher: str, said: str) -> None:
+    """GputuiError (one line, exit 2, `said` first) when the launcher is not installed."""
+    if launcher != "local" and shutil.which(launcher) is None:
+        raise GputuiError(f"{said}: the launcher {launcher} is not installed")
+
+
 def _options(args: argparse.Namespace):
     from gputui.probe.world.model import WorldOptions
 
     if args.gpus is not None or args.cpu is not None:
         raise GputuiError("probe --hosts: --gpus and --cpu are for one node; use --gpus-per-host")
-    if args.launcher != "local" and shutil.which(args.launcher) is None:
-        raise GputuiError(f"probe --hosts: the launcher {args.launcher} is not installed")
+    require_launcher(args.launcher, "probe --hosts")
     opts = WorldOptions(
         launcher=args.launcher,
         remote_gputui=args.remote_gputui,

@@ -375,7 +375,6 @@ def _cmdline(d: dict[str, Any], where: str) -> tuple[str, ...]:
 # check would give the same answer.
 _PROCESS_CACHE: dict[tuple[Any, ...], ProcessInfo] = {}
 _PROCESS_CACHE_MAX = 4096
-_DYNAMIC = ("state", "cpu", "rss_mb", "gpu_mem_mb")
 
 
 def _static_key(d: dict[str, Any], gpu: int) -> tuple[Any, ...] | None:

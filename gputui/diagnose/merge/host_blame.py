@@ -77,6 +77,14 @@ class HostBlame:
     def command_text(self) -> str:
         return shlex.join(self.command())
 
+    def offer(self) -> str:
+        """The verdict's next step that offers this probe (answered once it ran)."""
+        return (
+            f"Test {self.host} and its neighbours with the world probe (each host alone, then "
+            f"host pairs), once the job's ranks are ended: `{self.command_text()}` (or add "
+            "--probe-blamed to this command)."
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "host": self.host,
@@ -106,10 +114,8 @@ def blamed_host(m: Verdict, hosts: Sequence[str]) -> HostBlame | None:
     return None
 
 
-def neighbours(
-    host: str, hosts: Sequence[str], skip: set[str], n: int = NEIGHBOURS
-) -> tuple[str, ...]:
-    """Up to `n` hosts nearest `host` in `hosts`, after it then before it, alternating;
+def neighbours(host: str, hosts: Sequence[str], skip: set[str]) -> tuple[str, ...]:
+    """Up to NEIGHBOURS hosts nearest `host` in `hosts`, after it then before it, alternating;
     hosts in `skip` (blamed or silent themselves) are passed over."""
     if host not in hosts:
         return ()
@@ -119,7 +125,7 @@ def neighbours(
         for j in (i + d, i - d):
             if 0 <= j < len(hosts) and hosts[j] not in skip and hosts[j] not in out:
                 out.append(hosts[j])
-                if len(out) == n:
+                if len(out) == NEIGHBOURS:
                     return tuple(out)
     return tuple(out)
 

@@ -65,8 +65,8 @@ def join(m: Merged, found: HostProbeFinding) -> Merged:
     """The verdict with the probe's lines among its findings (first: they answer its
     question), and its next step answered: the probe that was offered is replaced by what
     follows from it."""
-    steps = tuple(s for s in m.next_steps if "--bisect" not in s)
     b = m.blamed_host
+    steps = tuple(s for s in m.next_steps if b is None or s != b.offer())
     if found.hardware and b is not None:
         steps += (
             f"Take {b.host} out of the job (drain it in the scheduler, e.g. `scontrol update "

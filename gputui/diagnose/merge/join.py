@@ -343,17 +343,10 @@ def merge(
 
 def _with_blame(m: Merged, hosts: tuple[str, ...]) -> Merged:
     """The step with the host its verdict blames, and the probe of it as a next step."""
-    from dataclasses import replace
-
     b = blamed_host(m, hosts)
     if b is None:
         return m
-    step = (
-        f"Test {b.host} and its neighbours with the world probe (each host alone, then host "
-        f"pairs), once the job's ranks are ended: `{b.command_text()}` (or add --probe-blamed "
-        "to this command)."
-    )
-    return replace(m, blamed_host=b, next_steps=(*m.next_steps, step))
+    return _replace(m, blamed_host=b, next_steps=(*m.next_steps, b.offer()))
 
 
 def _passing_alarm(

@@ -43,7 +43,7 @@ def report_record(blame: HostBlame, rep: WorldReport, t: float) -> dict[str, Any
     busy = {r.host: r.why or "busy" for r in rep.world.results if r.stage == "busy" and not r.ok}
     b = rep.bisect
     bad_hosts = {h: why for h, why in rep.failed_hosts().items() if h not in busy}
-    bad_pairs = [[a, c, why] for (a, c), why in (b.bad_pairs.items() if b else {}.items())]
+    bad_pairs = [[a, c, why] for (a, c), why in (b.bad_pairs.items() if b else ())]
     bw = rep.world.busbw()
     rec = _base(blame, t)
     rec.update(

@@ -41,16 +41,21 @@ def blame_of(app: Any) -> Blame | None:
 
 def host_blame_of(app: Any) -> HostBlame | None:
     """The other host NCCL RAS blames during an alarm (a rank there dead or not answering,
-    no last words of its own), with its neighbours from --probe-hosts; None otherwise."""
-    import socket
-
-    from gputui.diagnose.merge.host_blame import ras_blamed
-
+    no last words of its own), with its neighbours from --probe-hosts; None otherwise.
+    Asked with every drawn sample: worked out once per verdict, not once per frame."""
     v = app.verdict
     if v is None or not getattr(v, "alarm", False):
         return None
-    hosts = (getattr(app, "probe_args", None) or {}).get("world_hosts") or []
-    return ras_blamed(getattr(v, "ranked", ()) or (), list(hosts), socket.gethostname())
+    seen = getattr(app, "_host_blame", None)  # (verdict, its answer)
+    if seen is None or seen[0] is not v:
+        import socket
+
+        from gputui.diagnose.merge.host_blame import ras_blamed
+
+        hosts = (getattr(app, "probe_args", None) or {}).get("world_hosts") or []
+        found = ras_blamed(getattr(v, "ranked", ()) or (), list(hosts), socket.gethostname())
+        seen = app._host_blame = (v, found)
+    return seen[1]
 
 
 class BlamedProbeKey:
@@ -112,10 +117,7 @@ def probe_host(app: AppLike, h: HostBlame) -> None:
             timeout=10,
         )
         return
-    from gputui.probe.world.model import WorldOptions
-    from gputui.ui.screens.world import WorldScreen
+    from gputui.ui.screens.world import open_world
 
-    launcher = str(app.probe_args.get("launcher") or "ssh")
     title = f"World probe of the blamed host {h.host} with {', '.join(h.neighbours) or '-'}"
-    opts = WorldOptions(launcher=launcher)
-    app.push_screen(WorldScreen(h.hosts, opts, bisect=True, title=title))
+    open_world(app, h.hosts, bisect=True, title=title)

@@ -264,11 +264,9 @@ class ProcessActions:
             return
         hosts = self.probe_args.get("world_hosts")
         if hosts:  # --probe-hosts: the whole world, not this node's pairs
-            from gputui.probe.world.model import WorldOptions
-            from gputui.ui.screens.world import WorldScreen
+            from gputui.ui.screens.world import open_world
 
-            launcher = str(self.probe_args.get("launcher") or "ssh")
-            self.push_screen(WorldScreen(list(hosts), WorldOptions(launcher=launcher)))
+            open_world(self, list(hosts))
             return
         try:
             from gputui.ui.screens.probe import ProbeScreen

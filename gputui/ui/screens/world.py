@@ -9,6 +9,8 @@ closes the screen once it is done. The answer is the CLI's text, so both read th
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
@@ -109,3 +111,11 @@ class WorldScreen(RunScreen):
 
     def stop_run(self) -> None:
         STOP.set()  # every launch in flight is killed; the hosts' workers kill their ranks
+
+
+def open_world(app: Any, hosts: list[str], *, bisect: bool = False, title: str = "") -> None:
+    """Push the world screen over `hosts`, reached with the dashboard's --probe-launcher
+    (P with --probe-hosts; B for a host the verdict blames)."""
+    launcher = str(app.probe_args.get("launcher") or "ssh")
+    opts = WorldOptions(launcher=launcher)
+    app.push_screen(WorldScreen(hosts, opts, bisect=bisect, title=title))
