@@ -122,6 +122,33 @@ def test_every_host_and_pair_passing_clears_the_host_and_points_at_the_job():
     assert not any("drain" in s for s in m.next_steps)
 
 
+def test_a_world_that_fails_only_whole_clears_no_one_and_drains_no_host():
+    found = explain_host_probe(_record(ok=False, world_ok=False))
+    assert found.hardware and not found.drain  # exit 3, but not c's fault alone
+    assert (
+        "every host and host pair passes alone, but the whole world of 3 hosts fails"
+        in (found.lines[0])
+    )
+    assert not any("the cause is in the job" in x for x in found.lines)
+    m = join(_blamed(), found)
+    assert not any("drain" in s for s in m.next_steps)
+
+
+def test_probe_workers_killed_after_the_run_are_said_and_clear_no_one():
+    found = explain_host_probe(_record(ok=False, world_ok=True, leftovers={"d": "pid 9"}))
+    assert not found.hardware
+    assert found.lines == (
+        "world probe over c, d, b: probe workers on d did not exit and were killed (pid 9): "
+        "a process stuck there in the GPU or the network",
+    )
+
+
+def test_a_broken_link_of_the_blamed_host_drains_it():
+    found = explain_host_probe(_record(bad_pairs=[["d", "c", "0.2 GB/s"]]))
+    assert found.drain
+    assert not explain_host_probe(_record(bad_pairs=[["d", "b", "0.2 GB/s"]])).drain
+
+
 def test_a_host_whose_gpus_a_job_holds_is_refused_and_says_to_end_the_job_first():
     why = "GPU 0 is in use by pid 77 (Slurm job 4242 rank 3); --force to probe anyway"
     found = explain_host_probe(_record(outcome="refused", busy={"c": why}))

@@ -49,6 +49,7 @@ def report_record(blame: HostBlame, rep: WorldReport, t: float) -> dict[str, Any
     rec.update(
         outcome="refused" if blame.host in busy else "done",
         ok=rep.ok,
+        world_ok=rep.world.ok,
         bad_hosts=bad_hosts,
         bad_pairs=bad_pairs,
         busy=busy,
