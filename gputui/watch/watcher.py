@@ -407,8 +407,9 @@ class Watcher:
                     continue
                 for g in p.gpus:
                     seen[g] = p
-        for key in [k for k in self._seen if k not in keys and k not in self._state]:
-            del self._seen[key]
+        if len(self._seen) > len(keys):  # a job remembered that is not here now
+            for key in [k for k in self._seen if k not in keys and k not in self._state]:
+                del self._seen[key]
 
     # ------------------------------------------------------------ for the faces
 
