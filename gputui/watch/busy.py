@@ -56,10 +56,11 @@ class BusyWatch:
         jobs = {j.key: (j, "spin") for j in snap.jobs if not spinning.isdisjoint(j.gpus)}
         if alarm is not None:
             jobs[alarm.key] = (alarm, v.state)
-        for key in [k for k in (*self._early, *self._named, *self._tried) if k not in jobs]:
-            self._early.discard(key)
-            self._named.pop(key, None)
-            self._tried.pop(key, None)
+        if self._early or self._named or self._tried:  # jobs followed that may have ended
+            for key in [k for k in (*self._early, *self._named, *self._tried) if k not in jobs]:
+                self._early.discard(key)
+                self._named.pop(key, None)
+                self._tried.pop(key, None)
         if not self.live or self.cancel.is_set():
             return
         if jobs and self.progress is None:

@@ -88,7 +88,7 @@ class Detector:
             [s for s in judged if stuck.isdisjoint(s.shares)] if stuck else judged
         )
         shares = {i: x for s in self.straggles for i, x in s.shares.items()}
-        waiting = tuple(sorted(i for s in self.straggles for i in s.waiting))
+        waiting = tuple(sorted([i for s in self.straggles for i in s.waiting]))
         slow = [s for s in self.straggles if s.stragglers]
         if not verdicts and slow:
             from gputui.diagnose.slow.why import slow_verdict
@@ -107,7 +107,8 @@ class Detector:
                 groups, snap
             )
             alike = [headline(s) for s in self.straggles if s.alike]
-            reason += "".join(f"; {a}" for a in alike)
+            if alike:
+                reason += "".join(f"; {a}" for a in alike)
             verdict = Verdict(
                 t=snap.t,
                 reason=reason,

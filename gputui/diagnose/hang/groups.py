@@ -16,11 +16,15 @@ rank is placed on the GPU of the same index and named, marked as inferred.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from gputui.collect.model import Job, ProcessInfo, Snapshot
 
 MAX_DEPARTED = 64  # departed pids remembered per job: bounded, whatever churns
 NODE_KEY = "~unclaimed"  # all GPUs with processes, when jobs cannot be told apart
+# What _plans reads of each GPU and each process, as one tuple each (made in C: every sample)
+_GPU_INPUTS = attrgetter("index", "pids")
+_PROCESS_INPUTS = attrgetter("pid", "rank")
 
 
 @dataclass
@@ -49,7 +53,8 @@ class Group:
 
     def present(self, snap: Snapshot) -> tuple[int, ...]:
         """GPUs where one of this group's processes is now."""
-        return tuple(sorted(i for i, m in self.members.items() if m.last_seen == snap.t))
+        t = snap.t
+        return tuple(sorted([i for i, m in self.members.items() if m.last_seen == t]))
 
     def vanished(self, snap: Snapshot) -> tuple[int, ...]:
         """GPUs this job used whose process is no longer there."""
@@ -159,10 +164,10 @@ def _inputs(snap: Snapshot) -> tuple[object, ...]:
     """Everything _plans reads of a snapshot, for an equality test: the jobs, each GPU's
     pids, and each process's rank (only read when there are jobs). Tuples compare their
     items by identity first, so the reader's shared objects make this cheap."""
-    gpus = tuple([(g.index, g.pids) for g in snap.gpus])
+    gpus = tuple(map(_GPU_INPUTS, snap.gpus))
     if not snap.jobs:
         return ((), gpus, ())
-    return (snap.jobs, gpus, tuple([(p.pid, p.rank) for p in snap.processes]))
+    return (snap.jobs, gpus, tuple(map(_PROCESS_INPUTS, snap.processes)))
 
 
 def _plans(

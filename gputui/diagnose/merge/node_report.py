@@ -14,10 +14,14 @@ GPUs of the largest job that has ranks here: a node whose rank sits idle on the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from gputui.collect.model import Snapshot
 from gputui.diagnose.verdict import Verdict
+
+# What update() reads of each process, as one tuple (attrgetter: made in C, every sample)
+_PROCESS_INPUTS = attrgetter("pid", "rank", "gpus")
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,7 @@ class NodeReport:
     def update(self, snap: Snapshot) -> None:
         if not snap.jobs:
             return
-        inputs = (snap.jobs, tuple([(p.pid, p.rank, p.gpus) for p in snap.processes]))
+        inputs = (snap.jobs, tuple(map(_PROCESS_INPUTS, snap.processes)))
         if inputs == self._inputs:
             return  # the same writes, in the same order, as last time: nothing would change
         self._inputs = inputs

@@ -195,6 +195,8 @@ class WaitShares:
         self.gpus: dict[int, GpuHistory] = {}
         self.waiting: set[int] = set()  # GPUs counted as waiting at the last judge()
         self._held: dict[str, _Hold] = {}
+        # job key -> (what _judge read, what it said): see _judge
+        self._memo: dict[str, tuple[tuple[object, ...], Straggle]] = {}
 
     def observe(self, snap: Snapshot, groups: Iterable[Group] = ()) -> None:
         """Account this sample's GPUs, each against the busiest GPU of its job in `groups`
@@ -260,6 +262,8 @@ class WaitShares:
         self.waiting = waiting
         for key in set(self._held) - judged:  # the job ended or left this node's GPUs
             del self._held[key]
+        for key in [k for k in self._memo if k not in judged]:
+            del self._memo[key]
         return out
 
     def _damp(self, key: str, s: Straggle | None, now: float) -> Straggle | None:
@@ -313,11 +317,23 @@ class WaitShares:
                 sparse.add(i)
         if not full or len(full) + len(sparse) < len(present):
             return None
+        # Every GPU judged on a full window (so `hist` covers `present`): the answer is a pure
+        # function of what is read below, which stays the same for long stretches (a job
+        # whose shares hold still), so the last answer is given again when it is the same.
+        read = None
+        if not sparse:
+            pids = tuple([group.members[i].pids for i in present])
+            ranks = tuple(group.ranks.values())
+            read = (present, *spans.values(), *shares.values(), *recent.values(), ranks, pids)
+            read += (group.label,)
+            memo = self._memo.get(group.key)
+            if memo is not None and memo[0] == read:
+                return memo[1]
         low, high, alike = split(shares, recent)
         if not sparse <= set(low):
             return None  # too few samples to say anything but "it holds the others back"
         # split names stragglers, or says alike, or neither (all three empty or False).
-        return Straggle(
+        said = Straggle(
             group.key,
             group.label,
             shares,
@@ -328,6 +344,9 @@ class WaitShares:
             ranks={gpu: r for r, gpu in group.ranks.values() if r is not None and gpu in shares},
             pids={i: group.members[i].pids for i in present},
         )
+        if read is not None:
+            self._memo[group.key] = (read, said)
+        return said
 
 
 def _bursts(items: Iterable[tuple[float, bool]]) -> int:
