@@ -53,13 +53,14 @@ class BusyWatch:
         """Follow the counters (and frames) of each spinning job's ranks that do not spin,
         and of those RAS names as behind, from the start of the spin."""
         spinning = set(detector.runs)
-        jobs = {j.key: (j, "spin") for j in snap.jobs if spinning & set(j.gpus)}
+        jobs = {j.key: (j, "spin") for j in snap.jobs if not spinning.isdisjoint(j.gpus)}
         if alarm is not None:
             jobs[alarm.key] = (alarm, v.state)
-        for key in [k for k in (*self._early, *self._named, *self._tried) if k not in jobs]:
-            self._early.discard(key)
-            self._named.pop(key, None)
-            self._tried.pop(key, None)
+        if self._early or self._named or self._tried:  # jobs followed that may have ended
+            for key in [k for k in (*self._early, *self._named, *self._tried) if k not in jobs]:
+                self._early.discard(key)
+                self._named.pop(key, None)
+                self._tried.pop(key, None)
         if not self.live or self.cancel.is_set():
             return
         if jobs and self.progress is None:
@@ -97,10 +98,12 @@ class BusyWatch:
         a local rank behind, its count unchanged across two answers, and that rank makes no
         progress (no bytes, no CPU with moving frames) in the newest progress record; the
         spin has lasted EARLY_S. Once called, the job stays called until its spin ends."""
+        d = detector
+        if not d.runs:
+            return None  # nothing spins (most samples): not even the import below
         from gputui.diagnose.hang.progress import EARLY_S, KIND, no_progress
 
-        d = detector
-        if "ras" not in explainers or KIND not in explainers or not d.runs:
+        if "ras" not in explainers or KIND not in explainers:
             return None
         for job in snap.jobs:
             runs = [d.runs[g] for g in job.gpus if g in d.runs]

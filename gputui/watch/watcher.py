@@ -185,6 +185,9 @@ class Watcher:
     def _start_helpers(self, snap: Snapshot) -> None:
         """The rank I/O tracker and the rendezvous watch, once there is work for them (never
         after close(): their threads would outlive the Watcher)."""
+        rankio_done = self.rankio is not None or not self._wants_rankio
+        if rankio_done and (self.rendezvous is not None or not self._wants_rendezvous):
+            return  # both made, or not wanted (every sample after the first few)
         if self._cancel.is_set():
             return
         if self.rankio is None and self._wants_rankio and snap.jobs:
@@ -407,8 +410,9 @@ class Watcher:
                     continue
                 for g in p.gpus:
                     seen[g] = p
-        for key in [k for k in self._seen if k not in keys and k not in self._state]:
-            del self._seen[key]
+        if len(self._seen) > len(keys):  # a job remembered that is not here now
+            for key in [k for k in self._seen if k not in keys and k not in self._state]:
+                del self._seen[key]
 
     # ------------------------------------------------------------ for the faces
 

@@ -33,6 +33,9 @@ from gputui.diagnose.slow.words import headline
 from gputui.diagnose.verdict import HUNG, STALLED, Verdict, next_steps, stall_reason
 
 MAX_GAP_S = 5.0  # spinning samples further apart than this do not make one run
+# Each state's word, looked up: str() of a state runs two Python-level calls, for every GPU
+# of every sample.
+_WORD = {s: str(s) for s in GpuState}
 
 
 class Detector:
@@ -58,25 +61,17 @@ class Detector:
     def update(self, snap: Snapshot) -> Verdict:
         states = {g.index: classify_gpu(g) for g in snap.gpus}
         self._states = states
-        for i, st in states.items():
-            run = advance_run(
-                self.runs.get(i), snap.t, st, stall_after=self.stall_after, max_gap=MAX_GAP_S
-            )
-            if run is None:
-                self.runs.pop(i, None)
-            else:
-                self.runs[i] = run
-        for i in set(self.runs) - set(states):  # a GPU no longer reported
-            del self.runs[i]
+        self._advance_runs(states, snap.t)
         groups = self.memory.update(snap)
         self.waits.observe(snap, groups)
         verdicts = []
         self.job_verdicts = {}
         claimed: set[int] = set()  # spinning GPUs already explained by a larger group
+        forget = snap.t - self.hang_after
         for g in groups:  # largest first
             found = self._stalled(g, snap) if self.runs else None
             if found is None:
-                g.forget_before(snap.t - self.hang_after)
+                g.forget_before(forget)
                 continue
             spinning, since = found
             # A small group (a notebook's context on a GPU where a rank spins) whose
@@ -85,15 +80,16 @@ class Detector:
                 claimed.update(spinning)
                 verdicts.append(self._judge(g, snap, states, spinning, since))
                 self.job_verdicts[g.key] = verdicts[-1]
-        words = {i: str(s) for i, s in states.items()}
+        words = {i: _WORD[s] for i, s in states.items()}
         stuck = {i for v in verdicts for i in v.spinning + v.suspects}
         spin = {i for i, r in self.runs.items() if r.length(snap.t) >= SPIN_BREAKS_HOLD_S}
-        self.straggles = [  # a stalled job has no stragglers: its culprit is a suspect
-            s for s in self.waits.judge(snap, groups, spin) if not set(s.shares) & stuck
-        ]
+        judged = self.waits.judge(snap, groups, spin)
+        self.straggles = (  # a stalled job has no stragglers: its culprit is a suspect
+            [s for s in judged if stuck.isdisjoint(s.shares)] if stuck else judged
+        )
         shares = {i: x for s in self.straggles for i, x in s.shares.items()}
-        waiting = tuple(sorted(i for s in self.straggles for i in s.waiting))
-        slow = [s for s in self.straggles if s.slow]
+        waiting = tuple(sorted([i for s in self.straggles for i in s.waiting]))
+        slow = [s for s in self.straggles if s.stragglers]
         if not verdicts and slow:
             from gputui.diagnose.slow.why import slow_verdict
 
@@ -104,12 +100,15 @@ class Detector:
             extra = {"reason": reason, "gpu_states": words, "waiting_gpus": waiting}
             verdict = Verdict(**{**verdict.__dict__, **extra})
         elif not verdicts:
-            reason = _ok_reason(snap, states, self.runs, self.stall_after) + _gone_note(
+            # Every GPU with a process reads its power and limit (else spinning is judged
+            # without them, and the reason says so).
+            power = all(g.power_frac is not None for g in snap.gpus if g.pids)
+            reason = _ok_reason(snap, states, self.runs, self.stall_after, power) + _gone_note(
                 groups, snap
             )
             alike = [headline(s) for s in self.straggles if s.alike]
-            reason += "".join(f"; {a}" for a in alike)
-            power = all(g.power_frac is not None for g in snap.gpus if g.pids)
+            if alike:
+                reason += "".join(f"; {a}" for a in alike)
             verdict = Verdict(
                 t=snap.t,
                 reason=reason,
@@ -130,6 +129,23 @@ class Detector:
             verdict = Verdict(**{**worst.__dict__, "reason": reason, "gpu_states": words})
         self.last = verdict
         return verdict
+
+    def _advance_runs(self, states: dict[int, GpuState], t: float) -> None:
+        """Each GPU's spinning run after this sample (runs.advance_run); a GPU no longer
+        reported has none."""
+        runs = self.runs
+        for i, st in states.items():
+            run = runs.get(i)
+            if run is None and st is not GpuState.SPINNING:
+                continue  # no run, and none starts: advance_run would say None (most GPUs)
+            run = advance_run(run, t, st, stall_after=self.stall_after, max_gap=MAX_GAP_S)
+            if run is None:
+                runs.pop(i, None)
+            else:
+                runs[i] = run
+        if runs:
+            for i in set(runs) - set(states):  # a GPU no longer reported
+                del runs[i]
 
     def judge_now(self, key: str, snap: Snapshot) -> Verdict | None:
         """The stalled verdict of job `key` at the last sample (`snap`), before it has spun
@@ -264,9 +280,14 @@ def _multi_gpu_process(snap: Snapshot, group: Group) -> bool:
 
 
 def _ok_reason(
-    snap: Snapshot, states: dict[int, GpuState], runs: dict[int, SpinRun], stall_after: float
+    snap: Snapshot,
+    states: dict[int, GpuState],
+    runs: dict[int, SpinRun],
+    stall_after: float,
+    power: bool,
 ) -> str:
-    """Why nothing is raised, so a quiet banner is still informative."""
+    """Why nothing is raised, so a quiet banner is still informative. `power`: every GPU
+    with a process reads its power and limit (the caller has worked it out already)."""
     if not snap.gpus:
         return "no GPUs to watch" + (f": {snap.gpu_error}" if snap.gpu_error else "")
     long = [i for i, r in sorted(runs.items()) if r.length(snap.t) >= stall_after]
@@ -279,9 +300,10 @@ def _ok_reason(
         short = [f"GPU {i} has spun {r.length(snap.t):.0f} s" for i, r in sorted(runs.items())]
         text = f"no hang yet: {', '.join(short)}; a stall is called at {stall_after:g} s"
     else:
-        busy = sum(s in (GpuState.COMPUTING, GpuState.COMMUNICATING) for s in states.values())
+        seen = list(states.values())
+        busy = seen.count(GpuState.COMPUTING) + seen.count(GpuState.COMMUNICATING)
         text = f"no hang: {busy} of {len(states)} GPUs busy, none spinning in a collective"
-    if any(g.pids and g.power_frac is None for g in snap.gpus):
+    if not power:
         text += "; power or its limit is not reported, so spinning is judged from util and memory"
     return text
 
@@ -292,13 +314,16 @@ def _gone_note(groups: list[Group], snap: Snapshot) -> str:
     moment a rank dies, its peers have not spun long enough for a stall (10 s by default),
     and an "OK" that does not say what changed reads as if nothing had."""
     gone = []
+    t = snap.t
     for g in groups:
-        if not any(m.last_seen == snap.t for m in g.members.values()):
+        members = g.members
+        left = [i for i, m in members.items() if m.last_seen < t and m.missing_rank is None]
+        if not left or not any(m.last_seen == t for m in members.values()):
             continue
-        for i, m in sorted(g.members.items()):
-            if m.last_seen < snap.t and m.missing_rank is None:
-                who = f"rank {m.rank}" if m.rank is not None else f"GPU {i}'s process"
-                gone.append(who + (f" (pid {', '.join(map(str, m.pids[:4]))})" if m.pids else ""))
+        for i in sorted(left):
+            m = members[i]
+            who = f"rank {m.rank}" if m.rank is not None else f"GPU {i}'s process"
+            gone.append(who + (f" (pid {', '.join(map(str, m.pids[:4]))})" if m.pids else ""))
     if not gone:
         return ""
     verb = "has" if len(gone) == 1 else "have"

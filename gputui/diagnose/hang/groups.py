@@ -16,11 +16,15 @@ rank is placed on the GPU of the same index and named, marked as inferred.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from gputui.collect.model import Job, ProcessInfo, Snapshot
 
 MAX_DEPARTED = 64  # departed pids remembered per job: bounded, whatever churns
 NODE_KEY = "~unclaimed"  # all GPUs with processes, when jobs cannot be told apart
+# What _plans reads of each GPU and each process, as one tuple each (made in C: every sample)
+_GPU_INPUTS = attrgetter("index", "pids")
+_PROCESS_INPUTS = attrgetter("pid", "rank")
 
 
 @dataclass
@@ -49,7 +53,8 @@ class Group:
 
     def present(self, snap: Snapshot) -> tuple[int, ...]:
         """GPUs where one of this group's processes is now."""
-        return tuple(sorted(i for i, m in self.members.items() if m.last_seen == snap.t))
+        t = snap.t
+        return tuple(sorted([i for i, m in self.members.items() if m.last_seen == t]))
 
     def vanished(self, snap: Snapshot) -> tuple[int, ...]:
         """GPUs this job used whose process is no longer there."""
@@ -63,21 +68,33 @@ class Group:
             del self.departed[pid]
 
     def note_departures(
-        self, job: Job, snap: Snapshot, procs: dict[int, ProcessInfo], gpu_of: dict[int, int]
+        self, now: set[int], fresh: tuple[tuple[int, tuple[int | None, int]], ...], t: float
     ) -> None:
         """Remember pids of this job that held a GPU and are gone from the job now. Only
-        GPU holders count: a data-loader worker that inherits RANK is no rank."""
-        now = set(job.pids)
+        GPU holders count: a data-loader worker that inherits RANK is no rank. `now`: the
+        job's pids; `fresh`: (pid, (rank or None, GPU)) of those on a GPU now (_JobPlan)."""
         for pid in [p for p in self.ranks if p not in now and p not in self.departed]:
             if len(self.departed) < MAX_DEPARTED:
-                self.departed[pid] = (snap.t, *self.ranks[pid])
+                self.departed[pid] = (t, *self.ranks[pid])
         for pid in now:
             self.departed.pop(pid, None)  # back (a pid seen again is not gone)
-            if pid in gpu_of:
-                p = procs.get(pid)
-                rank = p.rank.rank if p is not None and p.rank is not None else None
-                self.ranks[pid] = (rank, gpu_of[pid])
+        for pid, held in fresh:
+            self.ranks[pid] = held
         self.ranks = {p: r for p, r in self.ranks.items() if p in now}
+
+
+@dataclass(frozen=True)
+class _JobPlan:
+    """What one sample says of one job, before the group's memory is folded in: a pure
+    function of the job, the GPUs' pid lists and the processes' ranks (`_inputs`), so a
+    sample whose inputs equal the last one's reuses it (most samples: the same ranks on
+    the same GPUs) and only the fold (`GroupMemory._apply`) runs again."""
+
+    job: Job
+    now: set[int]  # the job's pids; never changed after it is made
+    fresh: tuple[tuple[int, tuple[int | None, int]], ...]  # pid -> (rank, GPU), on a GPU now
+    members: tuple[tuple[int, tuple[int, ...], int | None], ...]  # GPU, its pids, its rank
+    missing: tuple[int, ...]  # GPUs where a never-seen local rank is placed (if free)
 
 
 class GroupMemory:
@@ -85,50 +102,127 @@ class GroupMemory:
 
     def __init__(self) -> None:
         self.groups: dict[str, Group] = {}
+        # The last sample's inputs and what they gave (see _JobPlan): equal inputs (the
+        # same jobs, pid lists and ranks; the reader even hands back the same objects)
+        # give the same plans, so they are made once, not at every sample.
+        self._inputs: tuple[object, ...] | None = None
+        self._plans: tuple[tuple[_JobPlan, ...], tuple[tuple[int, tuple[int, ...]], ...]] = ((), ())
+        # job key -> (plan, group) whose departures were noted at the last update
+        self._noted: dict[str, tuple[_JobPlan, Group]] = {}
 
     def update(self, snap: Snapshot) -> list[Group]:
         """The groups at this sample, largest first. O(processes + GPUs)."""
-        on_gpu = {g.index: set(g.pids) for g in snap.gpus}
-        procs = {p.pid: p for p in snap.processes} if snap.jobs else {}
-        gpu_of = {p: g.index for g in snap.gpus for p in g.pids}
-        indices = set(on_gpu)
+        inputs = _inputs(snap)
+        if inputs != self._inputs:
+            self._plans = _plans(snap)
+            self._inputs = inputs
+        return self._apply(snap.t, *self._plans)
+
+    def _apply(
+        self,
+        t: float,
+        plans: tuple[_JobPlan, ...],
+        loose: tuple[tuple[int, tuple[int, ...]], ...],
+    ) -> list[Group]:
+        """Fold this sample's plans into the groups remembered."""
         seen: dict[str, Group] = {}
-        in_jobs: set[int] = set()
-        for job in snap.jobs:
+        noted: dict[str, tuple[_JobPlan, Group]] = {}
+        unique = len({p.job.key for p in plans}) == len(plans)
+        for plan in plans:
+            job = plan.job
             g = self.groups.get(job.key) or Group(job.key, job.label)
             g.label = job.label
-            g.note_departures(job, snap, procs, gpu_of)
-            for gpu in job.gpus:
-                there = on_gpu.get(gpu, set())
-                here = tuple(p for p in job.pids if p in there)
-                ranks = [r.rank for p in here if (r := getattr(procs.get(p), "rank", None))]
-                rank = ranks[0] if len(ranks) == 1 else None
-                g.members[gpu] = Member(here or tuple(sorted(job.pids)), snap.t, rank=rank)
-                in_jobs.add(gpu)
-            _infer_missing_ranks(g, job, gpu_of, procs, indices)
+            # The same plan noted into this same group at the last sample (and nothing but
+            # forget_before, which only deletes, touched it since): noting it again changes
+            # nothing, so it is skipped. Two jobs of one key note in turn: never skipped.
+            last = self._noted.get(job.key)
+            if not unique or last is None or last[0] is not plan or last[1] is not g:
+                g.note_departures(plan.now, plan.fresh, t)
+            noted[job.key] = (plan, g)
+            members = g.members
+            for gpu, pids, rank in plan.members:
+                m = members.get(gpu)
+                if m is not None and m.pids is pids and m.rank == rank and m.missing_rank is None:
+                    m.last_seen = t  # the same process seen again: no new Member to make
+                else:
+                    members[gpu] = Member(pids, t, rank=rank)
+            _place_missing(g, plan.missing)
             seen[job.key] = g
         # GPUs with processes that no job claims: one node-wide group, as when
         # environments cannot be read.
-        loose = [g for g in snap.gpus if g.pids and g.index not in in_jobs]
         if loose:
             g = self.groups.get(NODE_KEY) or Group(NODE_KEY, None)
-            for gs in loose:
-                g.members[gs.index] = Member(gs.pids, snap.t)
+            for index, pids in loose:
+                g.members[index] = Member(pids, t)
             seen[NODE_KEY] = g
         self.groups = seen
+        self._noted = noted
         return sorted(seen.values(), key=lambda g: -len(g.members))
 
 
-def _infer_missing_ranks(
-    group: Group, job: Job, gpu_of: dict[int, int], procs: dict[int, ProcessInfo], gpus: set[int]
-) -> None:
-    """Add a never-seen member for each local rank the job should have but does not.
+def _inputs(snap: Snapshot) -> tuple[object, ...]:
+    """Everything _plans reads of a snapshot, for an equality test: the jobs, each GPU's
+    pids, and each process's rank (only read when there are jobs). Tuples compare their
+    items by identity first, so the reader's shared objects make this cheap."""
+    gpus = tuple(map(_GPU_INPUTS, snap.gpus))
+    if not snap.jobs:
+        return ((), gpus, ())
+    return (snap.jobs, gpus, tuple(map(_PROCESS_INPUTS, snap.processes)))
+
+
+def _plans(
+    snap: Snapshot,
+) -> tuple[tuple[_JobPlan, ...], tuple[tuple[int, tuple[int, ...]], ...]]:
+    """Each job's plan, and the GPUs with processes that no job claims (index, pids)."""
+    on_gpu = {g.index: set(g.pids) for g in snap.gpus}
+    procs = {p.pid: p for p in snap.processes} if snap.jobs else {}
+    gpu_of = {p: g.index for g in snap.gpus for p in g.pids}
+    indices = set(on_gpu)
+    plans = []
+    in_jobs: set[int] = set()
+    for job in snap.jobs:
+        now = set(job.pids)
+        fresh = tuple(
+            (pid, (_rank_of(procs.get(pid)), gpu_of[pid])) for pid in now if pid in gpu_of
+        )
+        members = []
+        for gpu in job.gpus:
+            there = on_gpu.get(gpu, set())
+            here = tuple(p for p in job.pids if p in there)
+            ranks = [r.rank for p in here if (r := getattr(procs.get(p), "rank", None))]
+            rank = ranks[0] if len(ranks) == 1 else None
+            members.append((gpu, here or tuple(sorted(job.pids)), rank))
+            in_jobs.add(gpu)
+        missing = _missing_ranks(job, gpu_of, procs, indices)
+        plans.append(_JobPlan(job, now, fresh, tuple(members), missing))
+    loose = tuple((g.index, g.pids) for g in snap.gpus if g.pids and g.index not in in_jobs)
+    return tuple(plans), loose
+
+
+def _rank_of(p: ProcessInfo | None) -> int | None:
+    return p.rank.rank if p is not None and p.rank is not None else None
+
+
+def _place_missing(group: Group, missing: tuple[int, ...]) -> None:
+    """Replace the group's inferred members by a never-seen member on each GPU of `missing`
+    that no member holds (see _missing_ranks)."""
+    members = group.members
+    for i in [i for i, m in members.items() if m.missing_rank is not None]:
+        del members[i]
+    for lr in missing:
+        if lr not in members:
+            members[lr] = Member((), float("-inf"), missing_rank=lr)
+
+
+def _missing_ranks(
+    job: Job, gpu_of: dict[int, int], procs: dict[int, ProcessInfo], gpus: set[int]
+) -> tuple[int, ...]:
+    """The GPUs where a local rank the job should have but does not would sit (placed there
+    unless a member of the group holds it: _place_missing).
 
     Only when the convention local rank == GPU index holds for every rank that is here, so
     a job that maps ranks to GPUs some other way is never given a wrong GPU.
     """
-    for i in [i for i, m in group.members.items() if m.missing_rank is not None]:
-        del group.members[i]
     local: dict[int, int] = {}  # local rank -> GPU
     sizes: set[int] = set()
     for pid in job.pids:
@@ -138,16 +232,14 @@ def _infer_missing_ranks(
             continue
         gpu = gpu_of.get(pid)
         if gpu is not None and gpu != r.local_rank:
-            return  # ranks are mapped to GPUs some other way: infer nothing
+            return ()  # ranks are mapped to GPUs some other way: infer nothing
         if gpu is not None:
             local[r.local_rank] = gpu
         sizes.add(r.local_world_size)
     if len(sizes) != 1 or not local:
-        return
+        return ()
     size = sizes.pop()
     # A missing local rank r sits on GPU r, so only GPUs of this node can be one: walk them,
     # never range(LOCAL_WORLD_SIZE), whose value comes from a process's environment (or a
     # recording) and could be anything.
-    for lr in sorted(gpus):
-        if lr < size and lr not in local and lr not in group.members:
-            group.members[lr] = Member((), float("-inf"), missing_rank=lr)
+    return tuple(lr for lr in sorted(gpus) if lr < size and lr not in local)

@@ -92,6 +92,8 @@ class HealthTracker:
         # words() of every GPU, with the versions it was judged at: `check` asks at every
         # sample, and nothing it depends on changes without a version bump.
         self._words: tuple[tuple[int, int], dict[int, GpuHealth]] | None = None
+        # gputui.diagnose.health.report.health_key with the versions it was worked out at
+        self.key_memo: tuple[tuple[int, int], tuple[Any, ...]] | None = None
 
     def update(self, snap: Any) -> None:
         before = self.version
@@ -104,7 +106,10 @@ class HealthTracker:
             if isinstance(rec, dict) and rec.get("type") == "health":
                 self._record(rec)
         for g in getattr(snap, "gpus", ()):
-            why = g.na.get("gpu") if isinstance(g.na, dict) else None
+            na = g.na
+            if not na:
+                continue  # every reading there (most GPUs, most samples)
+            why = na.get("gpu") if isinstance(na, dict) else None
             if why and "lost" in why.lower() and g.index not in self.lost:
                 self.lost[g.index] = why
                 self.version += 1

@@ -14,10 +14,14 @@ GPUs of the largest job that has ranks here: a node whose rank sits idle on the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from gputui.collect.model import Snapshot
 from gputui.diagnose.verdict import Verdict
+
+# What update() reads of each process, as one tuple (attrgetter: made in C, every sample)
+_PROCESS_INPUTS = attrgetter("pid", "rank", "gpus")
 
 
 @dataclass(frozen=True)
@@ -33,10 +37,21 @@ class NodeReport:
     def __init__(self, host: str) -> None:
         self.host = host
         self.seen: dict[int, _Seen] = {}  # GPU -> the rank last seen on it
+        # What the last update read (the jobs, each process's pid, rank and GPUs): an
+        # update from equal inputs writes the same values again, so it is skipped.
+        self._inputs: tuple[object, ...] | None = None
+        self._version = 0  # bumped when `seen` changes
+        # The ok line's keys at (jobs, version): an ok line's keys read nothing else.
+        self._ok: tuple[tuple[object, ...], tuple[str | None, int | None, dict[str, int]]] | None
+        self._ok = None
 
     def update(self, snap: Snapshot) -> None:
         if not snap.jobs:
             return
+        inputs = (snap.jobs, tuple(map(_PROCESS_INPUTS, snap.processes)))
+        if inputs == self._inputs:
+            return  # the same writes, in the same order, as last time: nothing would change
+        self._inputs = inputs
         # snap.process(pid) is a scan per pid; reversed: the first of a pid wins, as there
         procs = {p.pid: p for p in reversed(snap.processes)}
         for job in snap.jobs:
@@ -49,6 +64,7 @@ class NodeReport:
                     old = self.seen.get(g)  # the same as last sample, mostly: kept as it is
                     if old is None or (old.rank, old.job_key, old.world_size) != now:
                         self.seen[g] = _Seen(*now)
+                        self._version += 1
 
     def keys(self, v: Verdict, snap: Snapshot) -> dict[str, Any]:
         job_key: str | None = None
@@ -68,11 +84,24 @@ class NodeReport:
                     if s is not None and s.job_key == job_key:
                         ranks[str(g)] = s.rank
         else:
-            for job in snap.jobs:  # largest first
-                here = {g: self.seen[g] for g in job.gpus if g in self.seen}
-                here = {g: s for g, s in here.items() if s.job_key == job.key}
-                if here:
-                    job_key, world = job.key, job.world_size
-                    ranks = {str(g): s.rank for g, s in sorted(here.items())}
-                    break
+            job_key, world, ranks = self._ok_keys(snap)
+            ranks = dict(ranks)  # the caller's own: the cached one stays as it is
         return {"host": self.host, "job_key": job_key, "world_size": world, "ranks": ranks}
+
+    def _ok_keys(self, snap: Snapshot) -> tuple[str | None, int | None, dict[str, int]]:
+        """An ok line's job key, world size and ranks: those of the largest job with ranks
+        here. They depend on the jobs and on `seen` only, so they are worked out again when
+        either changed (a job key or rank changes once in a long run; `check` asks at
+        every sample)."""
+        at = (snap.jobs, self._version)
+        if self._ok is not None and self._ok[0] == at:
+            return self._ok[1]
+        found: tuple[str | None, int | None, dict[str, int]] = (None, None, {})
+        for job in snap.jobs:  # largest first
+            here = {g: self.seen[g] for g in job.gpus if g in self.seen}
+            here = {g: s for g, s in here.items() if s.job_key == job.key}
+            if here:
+                found = (job.key, job.world_size, {str(g): s.rank for g, s in sorted(here.items())})
+                break
+        self._ok = (at, found)
+        return found

@@ -47,13 +47,13 @@ snapshots give the same answers), so replay and live agree.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from gputui.collect.model import GpuSample, Snapshot
 from gputui.diagnose.hang.groups import Group
+from gputui.diagnose.slow.history import GpuHistory
 
 WAIT_UTIL_MIN = 90.0  # a kernel is resident the whole sample (waiting ranks read 97-99)
 WAIT_MEM_UTIL_MAX = 14.0  # waiting ranks 2-8; the straggler and training 20-24; comm 35-36
@@ -144,46 +144,11 @@ def _refs(snap: Snapshot, groups: Iterable[Group]) -> dict[int, Ref]:
         if len(busy) < 2:
             continue
         fracs = [f for g in busy if (f := g.power_frac) is not None]
-        frac = max(fracs, default=None)
-        mem = max((g.mem_util for g in busy if g.mem_util is not None), default=None)
+        mems = [m for g in busy if (m := g.mem_util) is not None]
+        ref = (max(fracs, default=None), max(mems, default=None))
         for g in busy:
-            out[g.index] = (frac, mem)
+            out[g.index] = ref
     return out
-
-
-class _Counted:
-    """Busy samples (time, waiting?) over a time window, with a running count of waits."""
-
-    __slots__ = ("horizon", "items", "waits")
-
-    def __init__(self, horizon: float) -> None:
-        self.horizon = horizon
-        self.items: deque[tuple[float, bool]] = deque()
-        self.waits = 0
-
-    def add(self, t: float, waiting: bool) -> None:
-        self.items.append((t, waiting))
-        self.waits += waiting
-
-    def trim(self, now: float) -> None:
-        while self.items and self.items[0][0] < now - self.horizon:
-            self.waits -= self.items.popleft()[1]
-
-    @property
-    def share(self) -> float | None:
-        return self.waits / len(self.items) if self.items else None
-
-    @property
-    def span(self) -> float:
-        return self.items[-1][0] - self.items[0][0] if self.items else 0.0
-
-
-@dataclass
-class _GpuHistory:
-    pids: frozenset[int]
-    since: float  # first sample of this job on the GPU
-    window: _Counted = field(default_factory=lambda: _Counted(WINDOW_S))
-    recent: _Counted = field(default_factory=lambda: _Counted(RECENT_S))
 
 
 @dataclass(frozen=True)
@@ -227,30 +192,33 @@ class WaitShares:
     each job's Straggle."""
 
     def __init__(self) -> None:
-        self.gpus: dict[int, _GpuHistory] = {}
+        self.gpus: dict[int, GpuHistory] = {}
         self.waiting: set[int] = set()  # GPUs counted as waiting at the last judge()
         self._held: dict[str, _Hold] = {}
+        # job key -> (what _judge read, what it said): see _judge
+        self._memo: dict[str, tuple[tuple[object, ...], Straggle]] = {}
 
     def observe(self, snap: Snapshot, groups: Iterable[Group] = ()) -> None:
         """Account this sample's GPUs, each against the busiest GPU of its job in `groups`
         (without groups, by the wait levels alone): O(1) amortized per GPU."""
         refs = _refs(snap, groups)
+        t, hists = snap.t, self.gpus
         seen = set()
         for g in snap.gpus:
-            seen.add(g.index)
-            h = self.gpus.get(g.index)
-            if h is None or (g.pids and h.pids.isdisjoint(g.pids)):
-                h = self.gpus[g.index] = _GpuHistory(frozenset(g.pids), snap.t)  # a new job
-            elif g.pids and h.pids != g.pids:
-                h.pids = frozenset(g.pids)
-            waiting = is_waiting(g, refs.get(g.index))
-            if waiting is not None:
-                h.window.add(snap.t, waiting)
-                h.recent.add(snap.t, waiting)
-            h.window.trim(snap.t)
-            h.recent.trim(snap.t)
-        for i in set(self.gpus) - seen:
-            del self.gpus[i]
+            i, pids = g.index, g.pids
+            seen.add(i)
+            h = hists.get(i)
+            if h is None:
+                h = hists[i] = GpuHistory(pids, t, WINDOW_S, RECENT_S)
+            elif pids and not h.same_pids(pids):  # the same pids: h.pids holds them already
+                if h.pids.isdisjoint(pids):
+                    h = hists[i] = GpuHistory(pids, t, WINDOW_S, RECENT_S)  # a new job
+                else:
+                    h.set_pids(pids)
+            h.note(t, is_waiting(g, refs.get(i)))
+        if len(hists) > len(seen):  # a GPU no longer reported
+            for i in set(hists) - seen:
+                del hists[i]
 
     def judge(
         self, snap: Snapshot, groups: Iterable[Group], spinning: Collection[int] = ()
@@ -271,7 +239,7 @@ class WaitShares:
                 continue
             judged.add(group.key)
             s = self._judge(group, present, snap.t)
-            if set(present) & set(spinning):
+            if spinning and not set(spinning).isdisjoint(present):
                 self._held.pop(group.key, None)
                 if s is not None and s.alike:  # alike, or the onset of a hang: not said
                     s = Straggle(**{**s.__dict__, "alike": False})
@@ -281,15 +249,21 @@ class WaitShares:
                 # Hysteresis: a GPU starts to count as waiting at WAITER_SHARE_MIN and stops
                 # below WAITING_LEAVE, so a share near the line does not flap.
                 now = tuple(
-                    i
-                    for i, x in sorted(s.shares.items())
-                    if x >= WAITER_SHARE_MIN or (i in self.waiting and x >= WAITING_LEAVE)
+                    [
+                        i
+                        for i, x in sorted(s.shares.items())
+                        if x >= WAITER_SHARE_MIN or (i in self.waiting and x >= WAITING_LEAVE)
+                    ]
                 )
                 waiting.update(now)
-                out.append(Straggle(**{**s.__dict__, "waiting": now}))
+                # A copy only when it says more: the Straggle itself where it already has
+                # these GPUs waiting (a frozen value; its copy would be equal).
+                out.append(s if s.waiting == now else Straggle(**{**s.__dict__, "waiting": now}))
         self.waiting = waiting
         for key in set(self._held) - judged:  # the job ended or left this node's GPUs
             del self._held[key]
+        for key in [k for k in self._memo if k not in judged]:
+            del self._memo[key]
         return out
 
     def _damp(self, key: str, s: Straggle | None, now: float) -> Straggle | None:
@@ -320,39 +294,59 @@ class WaitShares:
 
     def _judge(self, group: Group, present: tuple[int, ...], now: float) -> Straggle | None:
         hist = {i: h for i in present if (h := self.gpus.get(i)) is not None}
-        full = {
-            i
-            for i, h in hist.items()
-            if h.window.span >= MIN_SPAN_S
-            and len(h.window.items) >= MIN_SAMPLES
-            and len(h.recent.items) >= MIN_RECENT
-        }
-        # A rank busy on its host CPU (its data loader, a CPU-bound step) launches few
-        # kernels: here for MIN_SPAN_S with a kernel in the last RECENT_S, it may still be
-        # the straggler, judged by its few busy samples. A rank with no kernel lately is not
-        # progressing: that is the hang detector's case, and nothing is said here.
-        sparse = {
-            i
-            for i, h in hist.items()
-            if i not in full
-            and now - h.since >= MIN_SPAN_S
-            and h.recent.items
-            and _bursts(h.window.items) >= 2  # it came back from idle: it runs in steps
-        }
+        full: set[int] = set()
+        sparse: set[int] = set()
+        spans: dict[int, float] = {}
+        shares: dict[int, float] = {}  # GPU -> its wait share over the window (0 if none)
+        recent: dict[int, float] = {}  # ...and over the recent part
+        for i, h in hist.items():
+            window, last = h.window.items, h.recent.items
+            spans[i] = span = window[-1][0] - window[0][0] if window else 0.0
+            shares[i], recent[i] = h.shares()
+            if span >= MIN_SPAN_S and len(window) >= MIN_SAMPLES and len(last) >= MIN_RECENT:
+                full.add(i)
+            # A rank busy on its host CPU (its data loader, a CPU-bound step) launches few
+            # kernels: here for MIN_SPAN_S with a kernel in the last RECENT_S, it may still be
+            # the straggler, judged by its few busy samples. A rank with no kernel lately is
+            # not progressing: that is the hang detector's case, and nothing is said here.
+            elif (
+                now - h.since >= MIN_SPAN_S
+                and last
+                and _bursts(window) >= 2  # it came back from idle: it runs in steps
+            ):
+                sparse.add(i)
         if not full or len(full) + len(sparse) < len(present):
             return None
-        shares = {i: h.window.share or 0.0 for i, h in hist.items()}
-        recent = {i: h.recent.share or 0.0 for i, h in hist.items()}
-        ranks = {gpu: r for r, gpu in group.ranks.values() if r is not None and gpu in shares}
-        pids = {i: group.members[i].pids for i in present}
-        span = max(hist[i].window.span for i in full)
-        base = Straggle(group.key, group.label, shares, window_s=span, ranks=ranks, pids=pids)
+        # Every GPU judged on a full window (so `hist` covers `present`): the answer is a pure
+        # function of what is read below, which stays the same for long stretches (a job
+        # whose shares hold still), so the last answer is given again when it is the same.
+        read = None
+        if not sparse:
+            pids = tuple([group.members[i].pids for i in present])
+            ranks = tuple(group.ranks.values())
+            read = (present, *spans.values(), *shares.values(), *recent.values(), ranks, pids)
+            read += (group.label,)
+            memo = self._memo.get(group.key)
+            if memo is not None and memo[0] == read:
+                return memo[1]
         low, high, alike = split(shares, recent)
         if not sparse <= set(low):
             return None  # too few samples to say anything but "it holds the others back"
-        if low:
-            return Straggle(**{**base.__dict__, "stragglers": low, "waiters": high})
-        return Straggle(**{**base.__dict__, "alike": True}) if alike else base
+        # split names stragglers, or says alike, or neither (all three empty or False).
+        said = Straggle(
+            group.key,
+            group.label,
+            shares,
+            stragglers=low,
+            waiters=high,
+            alike=alike,
+            window_s=max(spans[i] for i in full),
+            ranks={gpu: r for r, gpu in group.ranks.values() if r is not None and gpu in shares},
+            pids={i: group.members[i].pids for i in present},
+        )
+        if read is not None:
+            self._memo[group.key] = (read, said)
+        return said
 
 
 def _bursts(items: Iterable[tuple[float, bool]]) -> int:
@@ -372,8 +366,8 @@ def split(
     which must agree): the rule of this module, also used across nodes by `gputui merge`."""
     recent = recent if recent is not None else shares
     keys = list(shares)
-    low = tuple(k for k in keys if max(shares[k], recent[k]) <= STRAGGLER_SHARE_MAX)
-    high = tuple(k for k in keys if min(shares[k], recent[k]) >= WAITER_SHARE_MIN)
+    low = tuple([k for k in keys if max(shares[k], recent[k]) <= STRAGGLER_SHARE_MAX])
+    high = tuple([k for k in keys if min(shares[k], recent[k]) >= WAITER_SHARE_MIN])
     if low and high and len(low) <= len(high):
         if min(shares[k] for k in high) - max(shares[k] for k in low) >= GAP_MIN:
             return low, high, False
