@@ -326,6 +326,25 @@ def test_another_straggler_replaces_the_named_one_only_once_it_holds():
     assert all(st == (2,) for t, st in sets if t >= switched)
 
 
+def test_a_named_straggler_whose_rank_dies_is_dropped_not_held():
+    """The straggler's process leaves its GPU (it crashed: an OOM, a kill) while its peers
+    still wait: the hold lets go at once rather than name a rank the job no longer has (it
+    raised KeyError in the detector, and the dashboard stopped sampling)."""
+    from gputui.collect.procs.jobs import group_jobs
+    from gputui.diagnose.hang.detector import Detector
+
+    states = ["wait_4x", "wait_4x", "wait_4x", "compute"]
+    d = Detector()
+    for s in timeline((20, states)):
+        v = d.update(s)
+    assert v.state == "slow" and "rank 3 (GPU 3) is the straggler" in v.reason
+    for after in timeline((3, states), t0=v.t + 0.25):
+        left = after.processes[:-1]  # rank 3's process is gone from GPU 3's list
+        v = d.update(replace(after, processes=left, jobs=group_jobs(left)))
+        assert "is the straggler" not in v.reason, v.reason
+    assert v.state != "slow" and "rank 3 (pid 1003) has exited while its job runs on" in v.reason
+
+
 def test_ranks_that_spin_at_the_onset_of_a_hang_are_not_said_to_wait_alike():
     """Every rank computes between waits, then every rank spins without a break (a
     mismatch of collectives): "all ranks wait alike" is true of the first part only; once

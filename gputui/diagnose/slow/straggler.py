@@ -290,6 +290,11 @@ class WaitShares:
         else:
             h.other = ()
         base = s if s is not None else h.said
+        if not {*h.stragglers, *h.waiters} <= base.shares.keys():
+            # A held GPU left the job (its rank died, its process is gone): the hold would
+            # name a rank the job no longer has; what follows is the job's, judged afresh.
+            del self._held[key]
+            return s
         return Straggle(**{**base.__dict__, "stragglers": h.stragglers, "waiters": h.waiters})
 
     def _judge(self, group: Group, present: tuple[int, ...], now: float) -> Straggle | None:
