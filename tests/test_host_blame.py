@@ -229,13 +229,18 @@ def ras(text: str, ranks: tuple[int, ...] = ()):
     return Finding(text, Strength.RAS_BEHIND, "ras", ranks=ranks)
 
 
+def elsewhere(host: str) -> bool:
+    """No address is this node's (the tests' hosts are all other machines)."""
+    return False
+
+
 DEAD3 = "NCCL RAS: rank 3 (10.0.0.2, pid 5151, GPU 1) is dead: unreachable for 60 s (its process exited, or its node is down)."  # noqa: E501
 
 
 def test_a_rank_ras_calls_dead_on_another_host_blames_that_host():
     from gputui.diagnose.merge.host_blame import ras_blamed
 
-    b = ras_blamed([ras(DEAD3, (3,))], ["10.0.0.1", "10.0.0.2", "10.0.0.3"], "me")
+    b = ras_blamed([ras(DEAD3, (3,))], ["10.0.0.1", "10.0.0.2", "10.0.0.3"], "me", elsewhere)
     assert b is not None and (b.host, b.source) == ("10.0.0.2", "ras")
     assert b.neighbours == ("10.0.0.3", "10.0.0.1") and b.why == DEAD3
 
@@ -252,7 +257,7 @@ def test_a_rank_ras_calls_dead_on_another_host_blames_that_host():
 def test_each_way_ras_says_a_rank_is_gone_names_its_host(text):
     from gputui.diagnose.merge.host_blame import ras_blamed
 
-    b = ras_blamed([ras(text)], [], "node-a")
+    b = ras_blamed([ras(text)], [], "node-a", elsewhere)
     assert b is not None and b.host == "node-b"
     assert b.neighbours == ("node-a",)  # no host list: probed against this node
     assert b.command() == ["gputui", "probe", "--hosts", "node-b,node-a", "--bisect"]
@@ -264,11 +269,25 @@ def test_ras_blames_no_host_for_a_rank_here_behind_or_explained_by_its_last_word
 
     here = "NCCL RAS: rank 1 (10.0.0.1, pid 7, GPU 1 on this node) is dead: unreachable."
     behind = "NCCL RAS: rank 3 (10.0.0.2, pid 5151, GPU 1) is behind: AllReduce count 3271."
-    assert ras_blamed([ras(here, (1,)), ras(behind, (3,))], [], "me") is None
+    assert ras_blamed([ras(here, (1,)), ras(behind, (3,))], [], "me", elsewhere) is None
     words = Finding("rank 3 died: CUDA error: an illegal memory access", Strength.RANK_GONE,
                     "lastwords", ranks=(3,))  # fmt: skip
-    assert ras_blamed([words, ras(DEAD3, (3,))], [], "me") is None  # the program's fault
-    assert ras_blamed([ras(DEAD3, (3,))], [], "10.0.0.2") is None  # that host is this one
+    assert ras_blamed([words, ras(DEAD3, (3,))], [], "me", elsewhere) is None  # the program's fault
+    assert ras_blamed([ras(DEAD3, (3,))], [], "10.0.0.2", elsewhere) is None  # this host's name
+    assert ras_blamed([ras(DEAD3, (3,))], [], "me", {"10.0.0.2"}.__contains__) is None  # address
+
+
+def test_a_rank_that_died_here_blames_no_host_though_ras_names_this_nodes_address():
+    """Seen on 4 x H200: rank 2 died with a traceback; RAS named it by this node's address,
+    and the process sentence, once its pid had left, read like another host's. The process
+    is now said once (as the rank), "on this node", and this node's addresses blame nothing."""
+    from gputui.diagnose.merge.host_blame import ras_blamed
+
+    rank = "NCCL RAS: rank 2 (192.0.2.2, pid 916, GPU 2 on this node) does not answer."
+    proc = "NCCL RAS: no answer from process 916 on 192.0.2.2 (GPU 2)."
+    here = {"192.0.2.2"}.__contains__
+    assert ras_blamed([ras(rank, (2,)), ras(proc)], [], "vm", here) is None
+    assert ras_blamed([ras(proc)], [], "vm", elsewhere) is not None  # as it was
 
 
 def test_check_probe_blamed_names_the_host_ras_blames_and_the_probe_to_run(monkeypatch):

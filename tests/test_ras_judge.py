@@ -84,6 +84,20 @@ def test_a_dead_rank_comes_first(form):
     ]
 
 
+def test_a_process_that_a_missing_rank_names_is_said_once_and_one_here_is_said_to_be_here():
+    """RAS lists a silent process twice (as a communicator's missing rank and among the
+    processes it had no data from): said once, as the rank. A listed process of this node
+    is said to be on it, so that its address never reads as another host's."""
+    from gputui.collect.nccl.ras_model import RasProcess
+
+    a = answer("dead-4rank.json")
+    twice = RasProcess(pid=5151, host="10.0.0.2", gpus="1")
+    local = RasProcess(pid=77, host="10.0.0.1", gpus="0")
+    found, _ = judge_ras(None, replace(a, missing_processes=(twice, local)), None, {77})
+    assert not any("process 5151" in f for f in found), found
+    assert "NCCL RAS: no answer from process 77 on 10.0.0.1 (GPU 0 on this node)." in found
+
+
 @pytest.mark.parametrize("form", ["txt", "json"])
 def test_an_asynchronous_error_is_said_with_ncclss_words(form):
     a = answer(f"asyncerror-4rank.{form}")

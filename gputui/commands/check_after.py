@@ -152,9 +152,10 @@ def _host(v: Any, line: Callable, out: After) -> None:
     `gputui merge`/`fleet --probe-blamed` and the dashboard's B do)."""
     import socket
 
+    from gputui.collect.nccl.debugserver_find import is_local_host
     from gputui.diagnose.merge.host_blame import ras_blamed
 
-    hb = ras_blamed(getattr(v, "ranked", ()) or (), [], socket.gethostname())
+    hb = ras_blamed(getattr(v, "ranked", ()) or (), [], socket.gethostname(), is_local_host)
     if hb is None:
         out.text.append("--probe-blamed: the verdict blames no GPU; nothing to probe")
         out.json.append({**line(v), "blamed_probe": {"outcome": "nothing blamed"}})

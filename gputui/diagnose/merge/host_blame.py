@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -153,11 +153,14 @@ _RAS_PROC = re.compile(
 )
 
 
-def ras_blamed(findings: Iterable[Any], hosts: Sequence[str], me: str) -> HostBlame | None:
+def ras_blamed(
+    findings: Iterable[Any], hosts: Sequence[str], me: str, is_here: Callable[[str], bool]
+) -> HostBlame | None:
     """The host NCCL RAS names for a rank that is dead or does not answer, from one node's
-    verdict findings (gputui.diagnose.ranking.Finding); None when RAS names none or a rank's
-    last words explain its end (the program's fault, not the host's). Neighbours come from
-    `hosts` (the dashboard's --probe-hosts) when the host is there, else this host `me`."""
+    verdict findings (gputui.diagnose.ranking.Finding); None when RAS names none, when it is
+    this node (`is_here`: RAS names hosts by address, not by `me`, the hostname), or when a
+    rank's last words explain its end (the program's fault, not the host's). Neighbours come
+    from `hosts` (the dashboard's --probe-hosts) when the host is there, else `me`."""
     found = list(findings)
     worded = {r for f in found if getattr(f, "source", "") == "lastwords" for r in f.ranks}
     for f in found:
@@ -170,7 +173,7 @@ def ras_blamed(findings: Iterable[Any], hosts: Sequence[str], me: str) -> HostBl
         host = m.group(2) if m is not None else None
         if host is None and (p := _RAS_PROC.match(text)) is not None:
             host = p.group(1) or p.group(2)
-        if host is None or host == me:
+        if host is None or host == me or is_here(host):
             continue
         order = list(hosts)
         near = neighbours(host, order, set()) if host in order else ((me,) if me else ())

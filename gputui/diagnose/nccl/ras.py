@@ -266,11 +266,19 @@ def judge_ras(
     """Findings from two answers a few seconds apart (or one), and their JSON summary."""
     out: dict[str, Any] = {"behind": [], "missing": [], "mismatch": False}
     found: list[str] = []
+    # A process that a communicator's missing rank already names is said once, as that
+    # rank; one of this node's is said to be here (its address is not "another host").
+    named = {m.pid for c in second.comms for m in c.missing}
     for p in second.dead_processes:
-        if not any(m.pid == p.pid for c in second.comms for m in c.missing):
-            found.append(f"NCCL RAS: process {p.pid} on {p.host} (GPU {p.gpus}) is dead.")
+        if p.pid not in named:
+            here = " on this node" if p.pid in local_pids else ""
+            found.append(f"NCCL RAS: process {p.pid} on {p.host} (GPU {p.gpus}{here}) is dead.")
     for p in second.missing_processes:
-        found.append(f"NCCL RAS: no answer from process {p.pid} on {p.host} (GPU {p.gpus}).")
+        if p.pid not in named:
+            here = " on this node" if p.pid in local_pids else ""
+            found.append(
+                f"NCCL RAS: no answer from process {p.pid} on {p.host} (GPU {p.gpus}{here})."
+            )
     for c in second.comms:
         old = first.comm(c.hash) if first is not None else None
         found += _comm_findings(c, old, dt, local_pids, out)

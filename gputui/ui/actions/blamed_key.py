@@ -50,10 +50,13 @@ def host_blame_of(app: Any) -> HostBlame | None:
     if seen is None or seen[0] is not v:
         import socket
 
+        from gputui.collect.nccl.debugserver_find import is_local_host
         from gputui.diagnose.merge.host_blame import ras_blamed
 
         hosts = (getattr(app, "probe_args", None) or {}).get("world_hosts") or []
-        found = ras_blamed(getattr(v, "ranked", ()) or (), list(hosts), socket.gethostname())
+        found = ras_blamed(
+            getattr(v, "ranked", ()) or (), list(hosts), socket.gethostname(), is_local_host
+        )
         seen = app._host_blame = (v, found)
     return seen[1]
 
