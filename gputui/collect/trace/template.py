@@ -63,11 +63,7 @@ _SENTINEL = "\ue000"  # a private-use character: marks a number's place in the p
 # File key -> (GpuSample attribute, low, high) of the readings that may be slots.
 _GPU_SLOTS = {key: (attr, lo, hi) for key, attr, lo, hi, integral in schema.GPU_READINGS
               if not integral}  # fmt: skip
-_PROC_SLOTS = {
-    "cpu": ("cpu_percent", 0, 100 * 8192),
-    "rss_mb": ("rss_mb", 0, schema.MIB_MAX),
-    "gpu_mem_mb": ("gpu_mem_mb", 0, schema.MIB_MAX),
-}
+_PROC_SLOTS = schema.PROC_READINGS  # the full reader's ranges: one table
 
 
 class Template:
@@ -94,7 +90,10 @@ class Template:
         self.pattern = pattern
         self.texts: dict[tuple[Any, ...], bytes] = {}  # every number's text, by its path
         self.slotted: frozenset[tuple[Any, ...]] = frozenset()  # the paths of the slots
-        self.los = tuple(s[-2] for s in slots)
+        # A slot's pattern has no sign, so its value is >= 0: only a range that starts
+        # above 0 needs its low end checked (none does today).
+        los = tuple(s[-2] for s in slots)
+        self.los = los if any(lo > 0 for lo in los) else None
         self.his = tuple(s[-1] for s in slots)
         self.t_at = next(k for k, s in enumerate(slots) if s[0] == "t")
         self.gpu = row.gpu
@@ -115,13 +114,23 @@ class Template:
         if m is None:
             return None
         vals = list(map(float, m.groups()))
-        if not (all(map(le, self.los, vals)) and all(map(le, vals, self.his))):
+        if not all(map(le, vals, self.his)) or (
+            self.los is not None and not all(map(le, self.los, vals))
+        ):
             return None  # the full reader says N/A (or, for `t`, an error)
-        gpu = _fresh(self.gpu, self.gpu_at, vals)
         procs = self.procs.copy()
         for pid, base, at in self.proc_at:
             procs[pid] = _fresh(base, at, vals)
-        return GpuRow(t=vals[self.t_at], gpu=gpu, phase=self.phase, procs=procs, mem=self.mem)
+        row = _new(GpuRow)  # a plain dataclass, its __init__ skipped: this is a dict
+        row.__dict__ = {
+            "t": vals[self.t_at],
+            "gpu": _fresh(self.gpu, self.gpu_at, vals),
+            "phase": self.phase,
+            "procs": procs,
+            "mem": self.mem,
+            "source": self,
+        }
+        return row
 
 
 def _fresh(
@@ -172,9 +181,11 @@ class LineTemplates:
 
     def row(self, raw: bytes) -> GpuRow | None:
         """The checked row of a line that matches a template; None: read it in full."""
-        key = self._key(raw)
-        if key is None:
+        i = raw.find(_GPU_KEY, 0, 64)  # _key, inline: this runs once per line
+        if i < 0:
             return None
+        i += len(_GPU_KEY)
+        key = raw[i : raw.find(b",", i, i + 8)]
         for tpl in self._by_gpu.get(key, ()):
             row = tpl.row(raw)
             if row is not None:
