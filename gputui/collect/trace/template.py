@@ -41,6 +41,7 @@ from collections.abc import Callable
 from operator import itemgetter, le
 from typing import Any
 
+from gputui.collect.model import GpuSample, ProcessInfo
 from gputui.collect.trace import schema
 from gputui.collect.trace.schema import GpuRow
 
@@ -86,7 +87,7 @@ class Template:
 
     def __init__(self, pattern: re.Pattern[bytes], row: GpuRow, slots: list[tuple]) -> None:
         # Slots in line order, each ending in its range: ("t", lo, hi), ("gpu", attr, lo,
-        # hi) or ("proc", pid, attr, lo, hi); a line's row is rebuilt from them (_fresh).
+        # hi) or ("proc", pid, attr, lo, hi); a line's row is rebuilt from them (row).
         self.pattern = pattern
         self.texts: dict[tuple[Any, ...], bytes] = {}  # every number's text, by its path
         self.slotted: frozenset[tuple[Any, ...]] = frozenset()  # the paths of the slots
@@ -119,12 +120,20 @@ class Template:
         ):
             return None  # the full reader says N/A (or, for `t`, an error)
         procs = self.procs.copy()
-        for pid, base, at in self.proc_at:
-            procs[pid] = _fresh(base, at, vals)
+        for pid, base, (attrs, pick) in self.proc_at:
+            d = base.__dict__.copy()
+            d.update(zip(attrs, pick(vals), strict=True))
+            procs[pid] = p = _new(ProcessInfo)
+            _set(p, "__dict__", d)
+        attrs, pick = self.gpu_at
+        d = self.gpu.__dict__.copy()
+        d.update(zip(attrs, pick(vals), strict=True))
+        gpu = _new(GpuSample)
+        _set(gpu, "__dict__", d)
         row = _new(GpuRow)  # a plain dataclass, its __init__ skipped: this is a dict
         row.__dict__ = {
             "t": vals[self.t_at],
-            "gpu": _fresh(self.gpu, self.gpu_at, vals),
+            "gpu": gpu,
             "phase": self.phase,
             "procs": procs,
             "mem": self.mem,
@@ -133,20 +142,9 @@ class Template:
         return row
 
 
-def _fresh(
-    base: Any, at: tuple[tuple[str, ...], Callable[[list[float]], Any]], vals: list[float]
-) -> Any:
-    """A copy of a frozen dataclass instance with the fields `at` names set from `vals`,
-    without running its __init__ (dataclasses.replace costs microseconds; this is a dict
-    copy). Only for the rows built here, before anyone else holds them."""
-    d = base.__dict__.copy()
-    attrs, pick = at
-    d.update(zip(attrs, pick(vals), strict=True))
-    out = _new(type(base))
-    _set(out, "__dict__", d)
-    return out
-
-
+# A row's GpuSample and ProcessInfo are copies of the template's with the slots' readings
+# put in, made without running their __init__ (dataclasses.replace costs microseconds; this
+# is a dict copy); only for the rows built here, before anyone else holds them.
 _new, _set = object.__new__, object.__setattr__
 
 
