@@ -7,10 +7,12 @@ the sample itself and the history its verdict depends on, which is bounded:
 - an index pass reads the file once (the bounded stream of gputui.collect.trace.read:
   special files, gzip, sizes, line and blank-line counts) and groups its lines into samples
   by the time and GPU at the start of each line (`{"t":...,"gpu":N,` as the recorder writes
-  them; any other line is parsed to find them), checking the time order and the duplicate
-  lines as the full reader does, without parsing the rest of any GPU line;
+  them; any other line is parsed to find them), by the full reader's own rules and words
+  (gputui.collect.trace.grouping: time order, duplicate lines, bounds), without parsing
+  the rest of any GPU line;
 - typed records (few) are all read and checked (gputui.collect.trace.record_schema);
-- only the samples of the window are parsed and validated in full: from `before_s` seconds
+- only the samples of the window are parsed and validated in full (its parts share their
+  templates, gputui.collect.trace.template): from `before_s` seconds
   before the moment (the detector's longest memory: a hang is called after 60 s, departed
   ranks are remembered that long, wait shares span 30 s), moved further back to the last
   sample where `calm(snapshot)` holds (no GPU spinning: no spin run is in progress), so a
