@@ -100,7 +100,7 @@ class TraceReader:
         self._jobs_of: tuple[tuple[Any, ...], tuple[Any, ...]] = ((None,), ())
         # The last sample's row sources (templates) and where its processes were in its
         # rows: a sample of rows from the same templates is built from them (_build).
-        self._shape: tuple[tuple[Any, ...], list[tuple[int, int]] | tuple[()]] = ((), ())
+        self._shape: tuple[tuple[Any, ...], list[tuple[int, int]]] = ((), [])
 
     # ------------------------------------------------------------ reading
 
@@ -241,16 +241,16 @@ class TraceReader:
 
     def _build(self, cur: _Sample) -> Snapshot:
         rows = [cur.rows[i] for i in sorted(cur.rows)]
-        shape = tuple(r.source for r in rows)
+        shape = tuple([r.source for r in rows])
         if shape == self._shape[0]:
             # Every row read from the templates the last sample's rows were read from: the
             # same processes on the same GPUs, in the same order, with the same jobs; only
             # their readings differ, and those are in the rows.
-            processes = tuple(rows[k].procs[pid] for k, pid in self._shape[1])
+            processes = tuple([rows[k].procs[pid] for k, pid in self._shape[1]])
         else:
             processes, order = self._processes(rows, cur.line)
-            reuse = order is not None and None not in shape
-            self._shape = (shape, order) if reuse and order is not None else ((), ())
+            fits = order is not None and None not in shape  # every row from a template
+            self._shape = (shape, order) if fits and order is not None else ((), [])
             # The jobs depend on who the processes are, not on their readings: the same
             # processes as the last sample's have its jobs (group_jobs is most of a sample).
             who = tuple(
@@ -261,7 +261,7 @@ class TraceReader:
                 self._jobs_of = (who, group_jobs(processes))
         return Snapshot(
             t=cur.t0,
-            gpus=tuple(r.gpu for r in rows),
+            gpus=tuple([r.gpu for r in rows]),
             processes=processes,
             jobs=self._jobs_of[1],
             source="replay",
