@@ -91,6 +91,7 @@ class TraceReader:
         self.host: str | None = None
         self.saw_meta = False
         self.grouping = Grouping(shown(path))  # which sample each GPU line belongs to
+        self._close = self.close_sample  # bound once: handed to Grouping.place every line
         self.recent_records: deque[bytes] = deque(maxlen=_RECENT_RECORDS)
         self.pending: list[tuple[float, dict[str, Any]]] = []  # records after the last sample
         self.n_records = 0
@@ -184,7 +185,7 @@ class TraceReader:
     def _gpu_line(self, row: schema.GpuRow, raw: bytes, n: int) -> None:
         """A checked GPU line into its sample, or the next one (gputui.collect.trace.grouping);
         an exact repeat is dropped (see the module docstring)."""
-        got = self.grouping.place(row.t, row.gpu.index, raw, n, self.close_sample)
+        got = self.grouping.place(row.t, row.gpu.index, raw, n, self._close)
         if got == REPEAT:
             self.dropped += 1
         elif got == OPENED or self.cur is None:

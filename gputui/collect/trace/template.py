@@ -71,7 +71,6 @@ class Template:
     """One checked line's bytes with slots where its readings were, and what it gave."""
 
     __slots__ = (
-        "gpu",
         "gpu_at",
         "his",
         "los",
@@ -97,17 +96,21 @@ class Template:
         self.los = los if any(lo > 0 for lo in los) else None
         self.his = tuple(s[-1] for s in slots)
         self.t_at = next(k for k, s in enumerate(slots) if s[0] == "t")
-        self.gpu = row.gpu
-        self.gpu_at = _at([(k, s[1]) for k, s in enumerate(slots) if s[0] == "gpu"])
+        # (the checked GpuSample's fields, its slots' attributes, their values' picker)
+        self.gpu_at = (
+            row.gpu.__dict__,
+            *_at([(k, s[1]) for k, s in enumerate(slots) if s[0] == "gpu"]),
+        )
         self.phase = row.phase
         self.mem = row.mem
         self.procs = dict(row.procs)  # copied per line; those with slots replaced
-        # (pid, checked process, its slots) for each process with readings in slots
+        # (pid, the checked process's fields, its slots' attributes, their values' picker)
+        # for each process with readings in slots
         by_pid: dict[int, list[tuple[int, str]]] = {}
         for k, s in enumerate(slots):
             if s[0] == "proc":
                 by_pid.setdefault(s[1], []).append((k, s[2]))
-        self.proc_at = [(pid, row.procs[pid], _at(at)) for pid, at in by_pid.items()]
+        self.proc_at = [(pid, row.procs[pid].__dict__, *_at(at)) for pid, at in by_pid.items()]
 
     def row(self, raw: bytes) -> GpuRow | None:
         """The row of `raw`, or None when it does not match or a reading is out of range."""
@@ -120,13 +123,13 @@ class Template:
         ):
             return None  # the full reader says N/A (or, for `t`, an error)
         procs = self.procs.copy()
-        for pid, base, (attrs, pick) in self.proc_at:
-            d = base.__dict__.copy()
+        for pid, fields, attrs, pick in self.proc_at:
+            d = fields.copy()
             d.update(zip(attrs, pick(vals), strict=True))
             procs[pid] = p = _new(ProcessInfo)
             _set(p, "__dict__", d)
-        attrs, pick = self.gpu_at
-        d = self.gpu.__dict__.copy()
+        fields, attrs, pick = self.gpu_at
+        d = fields.copy()
         d.update(zip(attrs, pick(vals), strict=True))
         gpu = _new(GpuSample)
         _set(gpu, "__dict__", d)
