@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from gputui.collect.trace import schema
 from gputui.collect.trace.read import TraceReader
 from gputui.errors import GputuiError
 
@@ -222,3 +223,20 @@ def test_a_new_reading_in_range_is_read_from_the_template(
     reader = TraceReader(_recording(tmp_path, _swap(key, token, in_proc=key in PROC_KEYS)))
     reader.read()
     assert reader.templates is not None and reader.templates.hits == 2
+
+
+@pytest.mark.parametrize("key", sorted(schema.PROC_READINGS))
+def test_a_process_reading_at_its_bound_reads_as_the_full_reader_reads_it(
+    tmp_path: Path, key: str
+) -> None:
+    """A process's reading bounds are one table (schema.PROC_READINGS) that the full reader
+    and the templates both read: its high end is kept from the template, a little past it
+    is N/A, exactly as the full reader has them."""
+    attr, _, hi = schema.PROC_READINGS[key]
+    for token, kept in ((f"{hi:.1f}", True), (f"{hi + 0.5:.1f}", False)):
+        path = _recording(tmp_path, _swap(key, token, in_proc=True))
+        fast, full, reader = read_both(path)
+        assert fast == full
+        snaps = TraceReader(path).read()
+        assert getattr(snaps[-1].processes[0], attr) == (float(token) if kept else None)
+        assert reader.templates is not None and reader.templates.hits == (2 if kept else 1)

@@ -9,6 +9,7 @@ are compared with those of the full replay. bench/day_recording.py times the day
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,44 @@ def test_a_spin_that_began_long_before_the_window_keeps_its_start():
     m = read_moment(demo_path(), at, 1.0, calm)
     assert len(m.snaps) > 4  # moved back from a 1 s window to where the spin began
     assert verdicts(m.snaps)[-1].since == whole[i].since
+
+
+# ---------------------------------------------------------------- the same words
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    "util, dt, said",
+    [
+        (1.0, 0, "a second, different reading of GPU 0 at t={t:.3f} (the first is on line {n})"),
+        (None, -10, "time goes backwards (t={t:.3f} after a sample at t={last:.3f})"),
+    ],
+    ids=["a different reading", "a clock gone back"],
+)
+def test_the_window_refuses_a_file_in_the_full_readers_words(tmp_path, util, dt, said):
+    """`snapshot --replay` groups lines without parsing them (its index pass) by the full
+    reader's rules (gputui.collect.trace.grouping), so a damaged file is refused in the
+    words `check --replay` uses, line number and all (it said `on 12`, not `on line 12`)."""
+    from gputui.errors import GputuiError
+
+    lines = recordings()["comm"]  # one GPU: a sample is one line
+    n = max(k for k, x in enumerate(lines) if x.startswith('{"t":')) + 1  # the last GPU line
+    d = json.loads(lines[n - 1])
+    last = d["t"]
+    d.update(t=last + dt, util=util)
+    lines.insert(n, json.dumps(d, separators=(",", ":")))  # line n + 1
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(GputuiError) as full:
+        read_trace(path)
+    with pytest.raises(GputuiError) as window:
+        read_moment(path, None, 5.0, calm)
+    assert str(full.value).endswith(
+        f"r.jsonl:{n + 1}: "
+        + said.format(t=d["t"], n=n, last=last)
+        + ("; samples must be in time order" if dt else "")
+    )
+    assert str(window.value) == str(full.value)
 
 
 # ---------------------------------------------------------------- the dashboard's replay

@@ -22,6 +22,7 @@ from gputui.errors import GputuiError
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
+_SPACE = b" \t\n\r\x0b\x0c"  # what bytes.strip() strips
 
 
 def shown(path: str | Path) -> str:
@@ -96,42 +97,55 @@ class _Lines:
             gzip.GzipFile(fileobj=raw, mode="rb") if self.gzip else raw
         )
         self.n = 0  # number of the last line read
-        self.total = 0
 
     def where(self, n: int | None = None) -> str:
         return f"{self.name}:{self.n if n is None else n}"
 
-    def next(self) -> tuple[bytes, bool] | None:
-        """(line without its end, ended by a newline), or None at the end of the file.
+    def numbered(self) -> Generator[tuple[bytes, bool, int], None, None]:
+        """(line without its end, ended by a newline, its number) of every non-blank line.
 
-        A gzip stream cut short ends the file (its complete lines are kept).
-        """
-        try:
-            line = self.f.readline(schema.MAX_LINE_BYTES + 1)
-        except EOFError:
-            return None  # a gzip recording cut short, as by a kill: keep what came before
-        except (OSError, zlib.error) as e:  # BadGzipFile is an OSError
-            what = "not a readable gzip stream" if self.gzip else "read failed"
-            raise GputuiError(f"{self.where(self.n + 1)}: {what} ({e})") from None
-        if not line:
-            return None
-        self.n += 1
-        self.total += len(line)
-        if self.total > schema.MAX_TOTAL_BYTES:
-            raise GputuiError(
-                f"{self.where()}: more than {_size(schema.MAX_TOTAL_BYTES)} of data "
-                "(split long recordings into several files)"
-            )
-        ended = line.endswith(b"\n")
-        if not ended and len(line) > schema.MAX_LINE_BYTES:
-            raise GputuiError(
-                f"{self.where()}: line longer than {_size(schema.MAX_LINE_BYTES)} "
-                "(one line is one GPU of one sample)"
-            )
-        line = line.rstrip(b"\r\n")
-        if self.n == 1 and line.startswith(_BOM):
-            line = line[len(_BOM) :]
-        return line, ended
+        One loop with its names bound locally: it runs once per line of a day-long
+        recording (200,000 lines), where each attribute look-up and call is paid again.
+        A gzip stream cut short ends the file (its complete lines are kept)."""
+        readline, limit = self.f.readline, schema.MAX_LINE_BYTES + 1
+        n = total = blank = full = 0
+        while True:
+            try:
+                line = readline(limit)
+            except EOFError:
+                return  # a gzip recording cut short, as by a kill: keep what came before
+            except (OSError, zlib.error) as e:  # BadGzipFile is an OSError
+                what = "not a readable gzip stream" if self.gzip else "read failed"
+                raise GputuiError(f"{self.where(n + 1)}: {what} ({e})") from None
+            if not line:
+                return
+            self.n = n = n + 1
+            total += len(line)
+            if total > schema.MAX_TOTAL_BYTES:
+                raise GputuiError(
+                    f"{self.where()}: more than {_size(schema.MAX_TOTAL_BYTES)} of data "
+                    "(split long recordings into several files)"
+                )
+            ended = line.endswith(b"\n")
+            if not ended and len(line) > schema.MAX_LINE_BYTES:
+                raise GputuiError(
+                    f"{self.where()}: line longer than {_size(schema.MAX_LINE_BYTES)} "
+                    "(one line is one GPU of one sample)"
+                )
+            line = line.rstrip(b"\r\n")
+            if n == 1 and line.startswith(_BOM):
+                line = line[len(_BOM) :]
+            if not line or (line[0] in _SPACE and not line.strip()):  # `{` starts a line
+                blank += 1
+                if blank > schema.MAX_BLANK_LINES:
+                    raise GputuiError(
+                        f"{self.where()}: more than {schema.MAX_BLANK_LINES} blank lines"
+                    )
+                continue
+            full += 1
+            if full > schema.MAX_LINES:
+                raise GputuiError(f"{self.where()}: more than {schema.MAX_LINES} lines")
+            yield line, ended, n
 
     def close(self) -> None:
         try:
@@ -141,9 +155,10 @@ class _Lines:
             self.raw.close()
 
 
-def iter_lines(path: str | Path) -> Generator[tuple[bytes, bool, str, int], None, None]:
-    """(bytes, ended by a newline, FILE:LINE, line number) of every non-blank line of a
-    recording, within the file's bounds (blank lines, lines, bytes: trace_schema)."""
+def iter_lines(path: str | Path) -> Generator[tuple[bytes, bool, int], None, None]:
+    """(bytes, ended by a newline, line number) of every non-blank line of a recording,
+    within the file's bounds (blank lines, lines, bytes: trace_schema). An error message
+    names a line as `shown(path):N`, made only when one is raised (200,000 a day)."""
     raw = open_untrusted(path)
     try:
         lines = _Lines(path, raw)
@@ -151,20 +166,7 @@ def iter_lines(path: str | Path) -> Generator[tuple[bytes, bool, str, int], None
         raw.close()
         raise
     try:
-        blank = full = 0
-        while (got := lines.next()) is not None:
-            data, ended = got
-            if not data.strip():
-                blank += 1
-                if blank > schema.MAX_BLANK_LINES:
-                    raise GputuiError(
-                        f"{lines.where()}: more than {schema.MAX_BLANK_LINES} blank lines"
-                    )
-                continue
-            full += 1
-            if full > schema.MAX_LINES:
-                raise GputuiError(f"{lines.where()}: more than {schema.MAX_LINES} lines")
-            yield data, ended, lines.where(), lines.n
+        yield from lines.numbered()
     except MemoryError:
         raise GputuiError(f"{lines.where()}: out of memory reading the recording") from None
     finally:

@@ -15,7 +15,8 @@ The file itself is read by gputui.collect.trace.lines:
   (MAX_LINE_BYTES), so a huge line is refused after that many bytes; gzip is recognised by
   its magic bytes and decompressed as it is read, counting every byte (MAX_TOTAL_BYTES).
   Grouping lines into samples costs O(1) per line.
-- **Samples.** Consecutive lines with times within _SAME_SAMPLE_S of the sample's first line
+- **Samples** (gputui.collect.trace.grouping, shared with the window of `snapshot`).
+  Consecutive lines with times within SAME_SAMPLE_S of the sample's first line
   and distinct GPU indices form one sample; a repeated GPU index or a larger gap starts the
   next. Samples must be in time order: a sample whose time is not after the previous one is
   an error naming the line (a backwards clock could make a hang look over, or invent one).
@@ -51,16 +52,13 @@ from typing import Any
 from gputui.collect.model import ProcessInfo, Snapshot
 from gputui.collect.procs.jobs import group_jobs
 from gputui.collect.trace import record_schema, schema
+from gputui.collect.trace.grouping import OPENED, REPEAT, Grouping
 from gputui.collect.trace.lines import iter_lines, shown
 from gputui.collect.trace.schema import printable
 from gputui.collect.trace.template import LineTemplates
 from gputui.errors import GputuiError
 from gputui.redact.recorded import recorded_record
 
-# Lines of one sample share a time; a gap larger than this starts a new sample even when
-# the GPU index does not repeat (a file with one GPU). The recorder writes one time per
-# sample; the calibration recorder's lines of one sample are a few milliseconds apart.
-_SAME_SAMPLE_S = 0.2
 # How many recent typed records are remembered to drop exact duplicates.
 _RECENT_RECORDS = 64
 # How many skipped records are named, each with its line and reason; the rest are counted.
@@ -79,18 +77,21 @@ class _Sample:
 class TraceReader:
     """Folds validated lines into snapshots. One file, one reader, one pass."""
 
-    def __init__(self, path: str | Path, *, templates: bool = True) -> None:
+    def __init__(self, path: str | Path, *, templates: bool | LineTemplates = True) -> None:
         self.path = path
         # GPU lines that repeat a checked line but for its readings are read from its
-        # template (gputui.collect.trace.template); False reads every line in full.
-        self.templates = LineTemplates() if templates else None
+        # template (gputui.collect.trace.template); False reads every line in full. Readers
+        # of parts of one file may share their templates (gputui.collect.trace.window).
+        if isinstance(templates, LineTemplates):
+            self.templates: LineTemplates | None = templates
+        else:
+            self.templates = LineTemplates() if templates else None
         self.snaps: list[Snapshot] = []
         self.cur: _Sample | None = None
         self.host: str | None = None
         self.saw_meta = False
-        # (t, gpu) -> (bytes, line) of the current and the previous sample's lines
-        self.recent: dict[tuple[float, int], tuple[bytes, int]] = {}
-        self.older: dict[tuple[float, int], tuple[bytes, int]] = {}
+        self.grouping = Grouping(shown(path))  # which sample each GPU line belongs to
+        self._close = self.close_sample  # bound once: handed to Grouping.place every line
         self.recent_records: deque[bytes] = deque(maxlen=_RECENT_RECORDS)
         self.pending: list[tuple[float, dict[str, Any]]] = []  # records after the last sample
         self.n_records = 0
@@ -98,6 +99,9 @@ class TraceReader:
         self.skipped = 0  # typed records of the wrong shape (gputui.collect.trace.record_schema)
         self.skip_notes: list[str] = []  # where the first SKIP_NOTES of them were, and why
         self._jobs_of: tuple[tuple[Any, ...], tuple[Any, ...]] = ((None,), ())
+        # The last sample's row sources (templates) and where its processes were in its
+        # rows: a sample of rows from the same templates is built from them (_build).
+        self._shape: tuple[tuple[Any, ...], list[tuple[int, int]]] = ((), [])
 
     # ------------------------------------------------------------ reading
 
@@ -105,9 +109,15 @@ class TraceReader:
         """Every sample (`self.snaps` grows as they are read: a replay may start on them);
         `stop` set ends the reading early, with what was read."""
         lines = iter_lines(self.path)
+        # feed(), unrolled: this loop runs once per line (200,000 in a day-long recording)
+        row_of = self.templates.row if self.templates is not None else None
+        gpu_line = self._gpu_line
         try:
-            for data, ended, where, n in lines:
-                if not self.feed(data, ended, where, n):
+            for data, ended, n in lines:
+                row = row_of(data) if row_of is not None else None
+                if row is not None:
+                    gpu_line(row, data, n)
+                elif not self._full(data, ended, n):
                     break  # a last line cut short by a kill: keep the samples before it
                 if stop is not None and n % 1024 == 0 and stop.is_set():
                     break
@@ -115,12 +125,17 @@ class TraceReader:
             lines.close()
         return self.finish()
 
-    def feed(self, data: bytes, ended: bool, where: str, n: int) -> bool:
-        """One non-blank line; False when it is a last line cut short (the end)."""
+    def feed(self, data: bytes, ended: bool, n: int) -> bool:
+        """Line `n`, not blank; False when it is a last line cut short (the end)."""
         row = self.templates.row(data) if self.templates is not None else None
         if row is not None:
-            self._gpu_line(row, data, where, n)
+            self._gpu_line(row, data, n)
             return True
+        return self._full(data, ended, n)
+
+    def _full(self, data: bytes, ended: bool, n: int) -> bool:
+        """A line no template reads, read in full; False when it is a last line cut short."""
+        where = self.grouping.where(n)
         try:
             d = schema.parse_line(data, where)
         except GputuiError:
@@ -132,7 +147,7 @@ class TraceReader:
 
     def finish(self) -> list[Snapshot]:
         """The samples read, the last one completed (GputuiError when there are none)."""
-        self._finish_sample()
+        self.close_sample()
         if not self.snaps:
             raise GputuiError(f"{shown(self.path)}: no samples in file")
         if self.pending:  # records after the last sample belong to it
@@ -159,60 +174,27 @@ class TraceReader:
             return
         t = schema.sample_time(d.get("t"), where)
         gpu = schema.gpu_index(d.get("gpu"), where)
-        if self._seen(t, gpu, raw, where):
+        if self.grouping.repeat(t, gpu, raw, n):
+            self.dropped += 1
             return
         row = schema.gpu_row(d, t, gpu, where)
         if self.templates is not None:
             self.templates.learn(raw, d, row)
-        self._add(row, raw, where, n)
+        self._gpu_line(row, raw, n)
 
-    def _gpu_line(self, row: schema.GpuRow, raw: bytes, where: str, n: int) -> None:
-        """A GPU line read from its template (gputui.collect.trace.template)."""
-        if not self._seen(row.t, row.gpu.index, raw, where):
-            self._add(row, raw, where, n)
-
-    def _seen(self, t: float, gpu: int, raw: bytes, where: str) -> bool:
-        """True for an exact repeat of a line of this or the last sample (dropped: see the
-        module docstring); an error for a different line with the same `t` and `gpu`."""
-        seen = self.recent.get((t, gpu)) or self.older.get((t, gpu))
-        if seen is None:
-            return False
-        if seen[0] == raw:  # the line itself is kept (two samples' worth) to compare
+    def _gpu_line(self, row: schema.GpuRow, raw: bytes, n: int) -> None:
+        """A checked GPU line into its sample, or the next one (gputui.collect.trace.grouping);
+        an exact repeat is dropped (see the module docstring)."""
+        got = self.grouping.place(row.t, row.gpu.index, raw, n, self._close)
+        if got == REPEAT:
             self.dropped += 1
-            return True
-        raise GputuiError(
-            f"{where}: a second, different reading of GPU {gpu} at t={t:.3f} "
-            f"(the first is on line {seen[1]})"
-        )
-
-    def _add(self, row: schema.GpuRow, raw: bytes, where: str, n: int) -> None:
-        """A checked GPU line into its sample (or the next one)."""
-        t, gpu = row.t, row.gpu.index
-        cur = self.cur
-        if cur is not None and (gpu in cur.rows or abs(t - cur.t0) > _SAME_SAMPLE_S):
-            self._finish_sample()
-            cur = None
-        if cur is None:
-            if self.snaps and t <= self.snaps[-1].t:
-                prev = self.snaps[-1].t
-                how = "goes backwards" if t < prev else "does not advance"
-                raise GputuiError(
-                    f"{where}: time {how} (t={t:.3f} after a sample at t={prev:.3f}); "
-                    "samples must be in time order"
-                )
-            if len(self.snaps) >= schema.MAX_SAMPLES:
-                raise GputuiError(f"{where}: more than {schema.MAX_SAMPLES} samples in one file")
+        elif got == OPENED or self.cur is None:
             self.cur = _Sample(row, n)
         else:
-            if len(cur.rows) >= schema.MAX_GPUS_PER_SAMPLE:
-                raise GputuiError(
-                    f"{where}: more than {schema.MAX_GPUS_PER_SAMPLE} GPUs in one sample"
-                )
-            cur.rows[gpu] = row
-        self.recent[(t, gpu)] = (raw, n)
+            self.cur.rows[row.gpu.index] = row
 
     def _record(self, d: dict[str, Any], raw: bytes, where: str) -> None:
-        kind, t = schema.record(d, where)
+        kind, t = record_schema.record(d, where)
         digest = hashlib.blake2b(raw, digest_size=16).digest()
         if digest in self.recent_records:
             self.dropped += 1
@@ -229,7 +211,7 @@ class TraceReader:
         if b"\\ud" in raw or b"\\uD" in raw:  # a \uD800-style escape: maybe a lone surrogate
             d = schema.without_surrogates(d)
         if kind == "meta":
-            self.host = schema.meta(d, where).host
+            self.host = record_schema.meta(d, where).host
             self.saw_meta = True
             return
         self.n_records += 1
@@ -245,7 +227,8 @@ class TraceReader:
         else:
             self.pending.append((t, d))
 
-    def _finish_sample(self) -> None:
+    def close_sample(self) -> None:
+        """Make the open sample a snapshot (a part of a file read by window ends here)."""
         cur = self.cur
         if cur is None:
             return
@@ -256,45 +239,68 @@ class TraceReader:
             self.pending = [(t, r) for t, r in self.pending if t > snap.t]
             snap = replace(snap, records=tuple(take))
         self.snaps.append(snap)
-        self.older, self.recent = self.recent, {}
 
     def _build(self, cur: _Sample) -> Snapshot:
         rows = [cur.rows[i] for i in sorted(cur.rows)]
-        procs: dict[int, ProcessInfo] = {}
-        for row in rows:
-            gi = row.gpu.index
-            listed = row.procs
-            bare = [p for p in row.gpu.pids if p not in listed]
-            for pid in [*listed, *bare]:
-                p = listed.get(pid) or ProcessInfo(
-                    pid=pid, gpus=(gi,), gpu_mem_mb=row.mem.get(pid), live=False
-                )
-                if pid in procs:  # one process on several GPUs
-                    p = _merge_gpus(procs[pid], p)
-                elif len(procs) >= schema.MAX_PROCS_PER_SAMPLE:
-                    raise GputuiError(
-                        f"{shown(self.path)}:{cur.line}: more than "
-                        f"{schema.MAX_PROCS_PER_SAMPLE} processes in one sample"
-                    )
-                procs[pid] = p
-        processes = tuple(sorted(procs.values(), key=lambda p: (p.gpus, p.pid)))
-        # The jobs depend on who the processes are, not on their readings: the same
-        # processes as the last sample's have its jobs (group_jobs is most of a sample).
-        who = tuple(
-            (p.pid, p.gpus, p.rank, p.ppid, p.parent_cmd, bool(p.cmdline), p.env_error)
-            for p in processes
-        )
-        if who != self._jobs_of[0]:
-            self._jobs_of = (who, group_jobs(processes))
+        shape = tuple([r.source for r in rows])
+        if shape == self._shape[0]:
+            # Every row read from the templates the last sample's rows were read from: the
+            # same processes on the same GPUs, in the same order, with the same jobs; only
+            # their readings differ, and those are in the rows.
+            processes = tuple([rows[k].procs[pid] for k, pid in self._shape[1]])
+        else:
+            processes, order = self._processes(rows, cur.line)
+            fits = order is not None and None not in shape  # every row from a template
+            self._shape = (shape, order) if fits and order is not None else ((), [])
+            # The jobs depend on who the processes are, not on their readings: the same
+            # processes as the last sample's have its jobs (group_jobs is most of a sample).
+            who = tuple(
+                (p.pid, p.gpus, p.rank, p.ppid, p.parent_cmd, bool(p.cmdline), p.env_error)
+                for p in processes
+            )
+            if who != self._jobs_of[0]:
+                self._jobs_of = (who, group_jobs(processes))
         return Snapshot(
             t=cur.t0,
-            gpus=tuple(r.gpu for r in rows),
+            gpus=tuple([r.gpu for r in rows]),
             processes=processes,
             jobs=self._jobs_of[1],
             source="replay",
             phase=next(iter(cur.rows.values())).phase,  # the sample's first line
             hostname=self.host,
         )
+
+    def _processes(
+        self, rows: list[schema.GpuRow], line: int
+    ) -> tuple[tuple[ProcessInfo, ...], list[tuple[int, int]] | None]:
+        """The sample's processes in order (by GPUs, then pid), and where each is in the
+        rows as (row, pid); None when one was built here (merged from several GPUs, or
+        listed only in `pids`): then the next sample cannot be built from the rows alone."""
+        procs: dict[int, ProcessInfo] = {}
+        at: dict[int, int] | None = {}
+        for k, row in enumerate(rows):
+            gi = row.gpu.index
+            listed = row.procs
+            bare = [p for p in row.gpu.pids if p not in listed]
+            if bare:
+                at = None
+            for pid in [*listed, *bare]:
+                p = listed.get(pid) or ProcessInfo(
+                    pid=pid, gpus=(gi,), gpu_mem_mb=row.mem.get(pid), live=False
+                )
+                if pid in procs:  # one process on several GPUs
+                    p = _merge_gpus(procs[pid], p)
+                    at = None
+                elif len(procs) >= schema.MAX_PROCS_PER_SAMPLE:
+                    raise GputuiError(
+                        f"{shown(self.path)}:{line}: more than "
+                        f"{schema.MAX_PROCS_PER_SAMPLE} processes in one sample"
+                    )
+                elif at is not None:
+                    at[pid] = k
+                procs[pid] = p
+        processes = tuple(sorted(procs.values(), key=lambda p: (p.gpus, p.pid)))
+        return processes, None if at is None else [(at[p.pid], p.pid) for p in processes]
 
 
 def _merge_gpus(a: ProcessInfo, b: ProcessInfo) -> ProcessInfo:

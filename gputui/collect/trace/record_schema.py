@@ -20,6 +20,7 @@ list`), or None.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from gputui.collect.frames import MAX_RANKS as MAX_STACK_RANKS
@@ -38,6 +39,8 @@ from gputui.collect.trace.record_spec import (
     Str,
     Tuple,
 )
+from gputui.collect.trace.schema import RECORD_TYPE, reading, sample_time, text
+from gputui.errors import GputuiError
 
 T_MAX = 4_102_444_800.0  # 2100-01-01, as trace_schema.T_MAX (a time formatted as a date)
 PID = Int(1, 4_194_304)  # PID_MAX_LIMIT on 64-bit Linux
@@ -301,4 +304,34 @@ def problem(kind: str, record: dict[str, Any]) -> str | None:
     return None if schema is None else schema.problem(record)
 
 
-__all__ = ["KINDS", "SCHEMAS", "problem"]
+# ---------------------------------------------------------------- the envelope
+
+
+def record(d: dict[str, Any], where: str) -> tuple[str, float]:
+    """Check a typed record's envelope: (type, t). The body's shape is checked by the reader
+    against SCHEMAS (`problem`); a body that does not fit is skipped, not fatal."""
+    kind = d.get("type")
+    if not isinstance(kind, str) or not RECORD_TYPE.fullmatch(kind):
+        raise GputuiError(f"{where}: record 'type' must be a short lower-case word")
+    return kind, sample_time(d.get("t"), where)
+
+
+@dataclass(frozen=True)
+class Meta:
+    """The `meta` record `gputui record` writes first: where and how it was recorded."""
+
+    host: str | None
+    version: str | None
+    interval: float | None
+
+
+def meta(d: dict[str, Any], where: str) -> Meta:
+    interval, _ = reading(d, "interval", where, 0, 366 * 86400)
+    return Meta(
+        host=text(d, "host", where, 255),
+        version=text(d, "gputui", where, 64),
+        interval=interval,
+    )
+
+
+__all__ = ["KINDS", "SCHEMAS", "Meta", "meta", "problem", "record"]

@@ -130,6 +130,14 @@ GPU_READINGS: tuple[tuple[str, str, float, float, bool], ...] = (
     ("events", "events", 0, 2**64 - 1, True),  # a 64-bit bitmask
 )
 
+# Ranges of a process's readings: a value outside becomes None. file key -> (ProcessInfo
+# attribute, low, high); the full reader and the templates (template.py) both read this.
+PROC_READINGS: dict[str, tuple[str, float, float]] = {
+    "cpu": ("cpu_percent", 0, 100 * 8192),  # 100 per CPU
+    "rss_mb": ("rss_mb", 0, MIB_MAX),
+    "gpu_mem_mb": ("gpu_mem_mb", 0, MIB_MAX),
+}
+
 
 # ---------------------------------------------------------------- parsing a line
 
@@ -327,11 +335,19 @@ class GpuRow:
     phase: str | None
     procs: dict[int, ProcessInfo] = field(default_factory=dict)  # listed in `procs`
     mem: dict[int, float | None] = field(default_factory=dict)  # `proc_mem` pid -> MiB
+    # The template the line was read from (gputui.collect.trace.template), None when it was
+    # read in full: rows of one template differ in their readings only.
+    source: Any = field(default=None, compare=False, repr=False)
 
 
 def _optional_reading(
     d: dict[str, Any], key: str, where: str, lo: float, hi: float
 ) -> float | None:
+    return reading(d, key, where, lo, hi)[0]
+
+
+def _proc_reading(d: dict[str, Any], key: str, where: str) -> float | None:
+    _, lo, hi = PROC_READINGS[key]
     return reading(d, key, where, lo, hi)[0]
 
 
@@ -415,9 +431,8 @@ def _with_readings(base: ProcessInfo, d: dict[str, Any], where: str) -> ProcessI
     out = copy.copy(base)
     set_ = object.__setattr__  # a frozen dataclass: a fresh copy is filled in here only
     set_(out, "state", text(d, "state", where))
-    set_(out, "cpu_percent", _optional_reading(d, "cpu", where, 0, 100 * 8192))
-    set_(out, "rss_mb", _optional_reading(d, "rss_mb", where, 0, MIB_MAX))
-    set_(out, "gpu_mem_mb", _optional_reading(d, "gpu_mem_mb", where, 0, MIB_MAX))
+    for key, (attr, lo, hi) in PROC_READINGS.items():
+        set_(out, attr, _optional_reading(d, key, where, lo, hi))
     return out
 
 
@@ -431,14 +446,14 @@ def _process(d: dict[str, Any], gpu: int, where: str) -> ProcessInfo:
         name=name,
         cmdline=recorded_argv(_cmdline(d, where), name),  # a recording is anyone's file
         state=text(d, "state", where),
-        cpu_percent=_optional_reading(d, "cpu", where, 0, 100 * 8192),  # 100 per CPU
-        rss_mb=_optional_reading(d, "rss_mb", where, 0, MIB_MAX),
+        cpu_percent=_proc_reading(d, "cpu", where),
+        rss_mb=_proc_reading(d, "rss_mb", where),
         ppid=int(ppid)
         if ppid is not None and in_range(ppid, 0, PID_MAX_LIMIT, True) is None
         else None,
         parent_cmd=recorded_text(text(d, "parent_cmd", where, MAX_CMDLINE_CHARS)),
         gpus=(gpu,),
-        gpu_mem_mb=_optional_reading(d, "gpu_mem_mb", where, 0, MIB_MAX),
+        gpu_mem_mb=_proc_reading(d, "gpu_mem_mb", where),
         rank=rank_from_env(_env(d, where)),
         env_error=text(d, "env_error", where),
         live=False,
@@ -480,33 +495,3 @@ def gpu_row(d: dict[str, Any], t: float, index: int, where: str) -> GpuRow:
         **kw,
     )
     return GpuRow(t=t, gpu=gpu, phase=text(d, "phase", where), procs=procs, mem=mem)
-
-
-# ---------------------------------------------------------------- typed records
-
-
-def record(d: dict[str, Any], where: str) -> tuple[str, float]:
-    """Check a typed record's envelope: (type, t). The body's shape is checked by the reader
-    against gputui.collect.trace.record_schema; a body that does not fit is skipped, not fatal."""
-    kind = d.get("type")
-    if not isinstance(kind, str) or not RECORD_TYPE.fullmatch(kind):
-        raise GputuiError(f"{where}: record 'type' must be a short lower-case word")
-    return kind, sample_time(d.get("t"), where)
-
-
-@dataclass(frozen=True)
-class Meta:
-    """The `meta` record `gputui record` writes first: where and how it was recorded."""
-
-    host: str | None
-    version: str | None
-    interval: float | None
-
-
-def meta(d: dict[str, Any], where: str) -> Meta:
-    interval, _ = reading(d, "interval", where, 0, 366 * 86400)
-    return Meta(
-        host=text(d, "host", where, 255),
-        version=text(d, "gputui", where, 64),
-        interval=interval,
-    )

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from operator import itemgetter, le
 from typing import Any
 
+from gputui.collect.model import GpuSample, ProcessInfo
 from gputui.collect.trace import schema
 from gputui.collect.trace.schema import GpuRow
 
@@ -63,18 +64,13 @@ _SENTINEL = "\ue000"  # a private-use character: marks a number's place in the p
 # File key -> (GpuSample attribute, low, high) of the readings that may be slots.
 _GPU_SLOTS = {key: (attr, lo, hi) for key, attr, lo, hi, integral in schema.GPU_READINGS
               if not integral}  # fmt: skip
-_PROC_SLOTS = {
-    "cpu": ("cpu_percent", 0, 100 * 8192),
-    "rss_mb": ("rss_mb", 0, schema.MIB_MAX),
-    "gpu_mem_mb": ("gpu_mem_mb", 0, schema.MIB_MAX),
-}
+_PROC_SLOTS = schema.PROC_READINGS  # the full reader's ranges: one table
 
 
 class Template:
     """One checked line's bytes with slots where its readings were, and what it gave."""
 
     __slots__ = (
-        "gpu",
         "gpu_at",
         "his",
         "los",
@@ -90,24 +86,31 @@ class Template:
 
     def __init__(self, pattern: re.Pattern[bytes], row: GpuRow, slots: list[tuple]) -> None:
         # Slots in line order, each ending in its range: ("t", lo, hi), ("gpu", attr, lo,
-        # hi) or ("proc", pid, attr, lo, hi); a line's row is rebuilt from them (_fresh).
+        # hi) or ("proc", pid, attr, lo, hi); a line's row is rebuilt from them (row).
         self.pattern = pattern
         self.texts: dict[tuple[Any, ...], bytes] = {}  # every number's text, by its path
         self.slotted: frozenset[tuple[Any, ...]] = frozenset()  # the paths of the slots
-        self.los = tuple(s[-2] for s in slots)
+        # A slot's pattern has no sign, so its value is >= 0: only a range that starts
+        # above 0 needs its low end checked (none does today).
+        los = tuple(s[-2] for s in slots)
+        self.los = los if any(lo > 0 for lo in los) else None
         self.his = tuple(s[-1] for s in slots)
         self.t_at = next(k for k, s in enumerate(slots) if s[0] == "t")
-        self.gpu = row.gpu
-        self.gpu_at = _at([(k, s[1]) for k, s in enumerate(slots) if s[0] == "gpu"])
+        # (the checked GpuSample's fields, its slots' attributes, their values' picker)
+        self.gpu_at = (
+            row.gpu.__dict__,
+            *_at([(k, s[1]) for k, s in enumerate(slots) if s[0] == "gpu"]),
+        )
         self.phase = row.phase
         self.mem = row.mem
         self.procs = dict(row.procs)  # copied per line; those with slots replaced
-        # (pid, checked process, its slots) for each process with readings in slots
+        # (pid, the checked process's fields, its slots' attributes, their values' picker)
+        # for each process with readings in slots
         by_pid: dict[int, list[tuple[int, str]]] = {}
         for k, s in enumerate(slots):
             if s[0] == "proc":
                 by_pid.setdefault(s[1], []).append((k, s[2]))
-        self.proc_at = [(pid, row.procs[pid], _at(at)) for pid, at in by_pid.items()]
+        self.proc_at = [(pid, row.procs[pid].__dict__, *_at(at)) for pid, at in by_pid.items()]
 
     def row(self, raw: bytes) -> GpuRow | None:
         """The row of `raw`, or None when it does not match or a reading is out of range."""
@@ -115,29 +118,36 @@ class Template:
         if m is None:
             return None
         vals = list(map(float, m.groups()))
-        if not (all(map(le, self.los, vals)) and all(map(le, vals, self.his))):
+        if not all(map(le, vals, self.his)) or (
+            self.los is not None and not all(map(le, self.los, vals))
+        ):
             return None  # the full reader says N/A (or, for `t`, an error)
-        gpu = _fresh(self.gpu, self.gpu_at, vals)
         procs = self.procs.copy()
-        for pid, base, at in self.proc_at:
-            procs[pid] = _fresh(base, at, vals)
-        return GpuRow(t=vals[self.t_at], gpu=gpu, phase=self.phase, procs=procs, mem=self.mem)
+        for pid, fields, attrs, pick in self.proc_at:
+            d = fields.copy()
+            d.update(zip(attrs, pick(vals), strict=True))
+            procs[pid] = p = _new(ProcessInfo)
+            _set(p, "__dict__", d)
+        fields, attrs, pick = self.gpu_at
+        d = fields.copy()
+        d.update(zip(attrs, pick(vals), strict=True))
+        gpu = _new(GpuSample)
+        _set(gpu, "__dict__", d)
+        row = _new(GpuRow)  # a plain dataclass, its __init__ skipped: this is a dict
+        row.__dict__ = {
+            "t": vals[self.t_at],
+            "gpu": gpu,
+            "phase": self.phase,
+            "procs": procs,
+            "mem": self.mem,
+            "source": self,
+        }
+        return row
 
 
-def _fresh(
-    base: Any, at: tuple[tuple[str, ...], Callable[[list[float]], Any]], vals: list[float]
-) -> Any:
-    """A copy of a frozen dataclass instance with the fields `at` names set from `vals`,
-    without running its __init__ (dataclasses.replace costs microseconds; this is a dict
-    copy). Only for the rows built here, before anyone else holds them."""
-    d = base.__dict__.copy()
-    attrs, pick = at
-    d.update(zip(attrs, pick(vals), strict=True))
-    out = _new(type(base))
-    _set(out, "__dict__", d)
-    return out
-
-
+# A row's GpuSample and ProcessInfo are copies of the template's with the slots' readings
+# put in, made without running their __init__ (dataclasses.replace costs microseconds; this
+# is a dict copy); only for the rows built here, before anyone else holds them.
 _new, _set = object.__new__, object.__setattr__
 
 
@@ -172,9 +182,11 @@ class LineTemplates:
 
     def row(self, raw: bytes) -> GpuRow | None:
         """The checked row of a line that matches a template; None: read it in full."""
-        key = self._key(raw)
-        if key is None:
+        i = raw.find(_GPU_KEY, 0, 64)  # _key, inline: this runs once per line
+        if i < 0:
             return None
+        i += len(_GPU_KEY)
+        key = raw[i : raw.find(b",", i, i + 8)]
         for tpl in self._by_gpu.get(key, ()):
             row = tpl.row(raw)
             if row is not None:

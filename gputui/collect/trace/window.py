@@ -7,10 +7,12 @@ the sample itself and the history its verdict depends on, which is bounded:
 - an index pass reads the file once (the bounded stream of gputui.collect.trace.read:
   special files, gzip, sizes, line and blank-line counts) and groups its lines into samples
   by the time and GPU at the start of each line (`{"t":...,"gpu":N,` as the recorder writes
-  them; any other line is parsed to find them), checking the time order and the duplicate
-  lines as the full reader does, without parsing the rest of any GPU line;
+  them; any other line is parsed to find them), by the full reader's own rules and words
+  (gputui.collect.trace.grouping: time order, duplicate lines, bounds), without parsing
+  the rest of any GPU line;
 - typed records (few) are all read and checked (gputui.collect.trace.record_schema);
-- only the samples of the window are parsed and validated in full: from `before_s` seconds
+- only the samples of the window are parsed and validated in full (its parts share their
+  templates, gputui.collect.trace.template): from `before_s` seconds
   before the moment (the detector's longest memory: a hang is called after 60 s, departed
   ranks are remembered that long, wait shares span 30 s), moved further back to the last
   sample where `calm(snapshot)` holds (no GPU spinning: no spin run is in progress), so a
@@ -36,7 +38,9 @@ from typing import Any
 
 from gputui.collect.model import Snapshot
 from gputui.collect.trace import schema
-from gputui.collect.trace.read import _SAME_SAMPLE_S, TraceReader, iter_lines, shown
+from gputui.collect.trace.grouping import OPENED, REPEAT, Grouping
+from gputui.collect.trace.read import TraceReader, iter_lines, shown
+from gputui.collect.trace.template import LineTemplates
 from gputui.errors import GputuiError
 
 _PREFIX = re.compile(rb'\{"t":(-?[0-9][0-9.eE+-]{0,30}),"gpu":([0-9]{1,3})[,}]')
@@ -45,11 +49,13 @@ _META = b'{"type":"meta"'
 CHUNK = 64  # samples parsed at a time when the window is moved back to a calm sample
 
 
+_Line = tuple[bytes, bool, int]  # (bytes, ended by a newline, line number): iter_lines
+
+
 @dataclass
 class _IndexedSample:
     t: float
-    gpus: set[int]
-    lines: list[tuple[bytes, bool, str, int]] = field(default_factory=list)
+    lines: list[_Line] = field(default_factory=list)
 
 
 @dataclass
@@ -63,65 +69,42 @@ class Moment:
 
 
 class _Index:
-    """Samples and records of a file, from one pass that parses no GPU line it can avoid."""
+    """Samples and records of a file, from one pass that parses no GPU line it can avoid;
+    the lines are grouped by the full reader's rules (gputui.collect.trace.grouping)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = path
         self.samples: list[_IndexedSample] = []
-        self.records: list[tuple[bytes, bool, str, int]] = []
-        self.seen: dict[tuple[float, int], tuple[bytes, str]] = {}  # this sample's and last
+        self.records: list[_Line] = []
+        self.grouping = Grouping(shown(path))
 
     def read(self) -> None:
-        older: dict[tuple[float, int], tuple[bytes, str]] = {}
         lines = iter_lines(self.path)
         try:
-            for data, ended, where, n in lines:
-                got = self._where_in_time(data, ended, where)
+            for data, ended, n in lines:
+                got = self._where_in_time(data, ended, n)
                 if got is None:
                     if not ended and not data.startswith(_RECORD):
                         break  # a last line cut short: its sample is not kept
                     if data.startswith(_META) and self.samples:
-                        raise GputuiError(f"{where}: a 'meta' record may only come first")
-                    self.records.append((data, ended, where, n))
+                        raise GputuiError(
+                            f"{self.grouping.where(n)}: a 'meta' record may only come first"
+                        )
+                    self.records.append((data, ended, n))
                     continue
                 t, gpu = got
-                key = (t, gpu)
-                seen = self.seen.get(key) or older.get(key)
-                if seen is not None:
-                    if seen[0] == data:
-                        continue  # the same line again, as the full reader drops it
-                    raise GputuiError(
-                        f"{where}: a second, different reading of GPU {gpu} at t={t:.3f} "
-                        f"(the first is on {seen[1].rsplit(':', 1)[-1]})"
-                    )
-                cur = self.samples[-1] if self.samples else None
-                if cur is None or gpu in cur.gpus or abs(t - cur.t) > _SAME_SAMPLE_S:
-                    if cur is not None and t <= cur.t:
-                        how = "goes backwards" if t < cur.t else "does not advance"
-                        raise GputuiError(
-                            f"{where}: time {how} (t={t:.3f} after a sample at "
-                            f"t={cur.t:.3f}); samples must be in time order"
-                        )
-                    if len(self.samples) >= schema.MAX_SAMPLES:
-                        raise GputuiError(
-                            f"{where}: more than {schema.MAX_SAMPLES} samples in one file"
-                        )
-                    cur = _IndexedSample(t, set())
-                    self.samples.append(cur)
-                    older, self.seen = self.seen, {}
-                elif len(cur.gpus) >= schema.MAX_GPUS_PER_SAMPLE:
-                    raise GputuiError(
-                        f"{where}: more than {schema.MAX_GPUS_PER_SAMPLE} GPUs in one sample"
-                    )
-                cur.gpus.add(gpu)
-                cur.lines.append((data, ended, where, n))
-                self.seen[key] = (data, where)
+                placed = self.grouping.place(t, gpu, data, n, close=_nothing)
+                if placed == REPEAT:
+                    continue  # the same line again, as the full reader drops it
+                if placed == OPENED:
+                    self.samples.append(_IndexedSample(t))
+                self.samples[-1].lines.append((data, ended, n))
         finally:
             lines.close()
         if not self.samples:
             raise GputuiError(f"{shown(self.path)}: no samples in file")
 
-    def _where_in_time(self, data: bytes, ended: bool, where: str) -> tuple[float, int] | None:
+    def _where_in_time(self, data: bytes, ended: bool, n: int) -> tuple[float, int] | None:
         """(t, gpu) of a GPU line, None for a record (or a cut last line): from the prefix
         the recorder writes, else by parsing the line."""
         if data.startswith(_RECORD):
@@ -134,6 +117,7 @@ class _Index:
                 t = float("nan")
             if 0 <= t <= schema.T_MAX and int(m.group(2)) <= schema.MAX_GPU_INDEX:
                 return t, int(m.group(2))
+        where = self.grouping.where(n)
         try:
             d = schema.parse_line(data, where)
         except GputuiError:
@@ -147,23 +131,31 @@ class _Index:
         return schema.sample_time(d.get("t"), where), schema.gpu_index(d.get("gpu"), where)
 
 
+def _nothing() -> None:
+    """The index keeps no sample to finish when the next one opens."""
+
+
 def _parse(
-    path: str | Path, samples: list[_IndexedSample], records: list[tuple[bytes, bool, str, int]]
-) -> tuple[list[Snapshot], TraceReader]:
-    """The samples, parsed and validated in full, with the records (in file order)."""
-    reader = TraceReader(path)
-    for data, ended, where, n in records:  # meta first: every sample gets the host
+    path: str | Path,
+    samples: list[_IndexedSample],
+    records: list[_Line],
+    templates: LineTemplates,
+) -> list[Snapshot]:
+    """The samples, parsed and validated in full, with the file's `meta` record (the other
+    records are attached by _attach). `templates` are shared by the window's parts: a
+    template learned from any line of the file reads a later part's lines too."""
+    reader = TraceReader(path, templates=templates)
+    for data, ended, n in records:  # meta first: every sample gets the host
         if data.startswith(_META):
-            reader.feed(data, ended, where, n)
+            reader.feed(data, ended, n)
             break
-    reader.saw_meta = True  # a later meta line is the full reader's error, not the window's
     for s in samples:
-        for data, ended, where, n in s.lines:
-            reader.feed(data, ended, where, n)
-    reader._finish_sample()
+        for data, ended, n in s.lines:
+            reader.feed(data, ended, n)
+    reader.close_sample()
     if not reader.snaps:
         raise GputuiError(f"{shown(path)}: no readable sample at the moment asked for")
-    return reader.snaps, reader
+    return reader.snaps
 
 
 def _safe_start(
@@ -212,7 +204,8 @@ def read_moment(
         i = min(i, len(samples) - 1)
     end_t = samples[i].t
     j = bisect.bisect_left([s.t for s in samples], end_t - before_s)
-    snaps, _ = _parse(path, samples[j : i + 1], index.records)
+    templates = LineTemplates()
+    snaps = _parse(path, samples[j : i + 1], index.records, templates)
     mark = 0  # where the window would start, in `snaps`
     while True:  # a spin in progress at the window's start: move back to where it began
         k = _safe_start(snaps, mark, calm, calm_s, at_file_start=j == 0)
@@ -222,7 +215,7 @@ def read_moment(
             snaps = snaps[k:]
             break
         lo = max(0, j - CHUNK)
-        more, _ = _parse(path, samples[lo:j], index.records)
+        more = _parse(path, samples[lo:j], index.records, templates)
         snaps, mark, j = more + snaps, len(more), lo
     records = _records(path, index.records)
     last_of_file = i == len(samples) - 1
@@ -235,12 +228,12 @@ def read_moment(
 
 
 def _records(
-    path: str | Path, lines: list[tuple[bytes, bool, str, int]]
+    path: str | Path, lines: list[_Line]
 ) -> tuple[list[tuple[float, dict[str, Any]]], TraceReader]:
     """Every typed record of the file, checked as the full reader checks them."""
     reader = TraceReader(path)
-    for data, ended, where, n in lines:
-        if not reader.feed(data, ended, where, n):
+    for data, ended, n in lines:
+        if not reader.feed(data, ended, n):
             break
     return sorted(reader.pending, key=lambda p: p[0]), reader
 
