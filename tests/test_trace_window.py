@@ -166,6 +166,48 @@ def test_a_damaged_line_found_while_playing_ends_the_replay_said_once(tmp_path):
     assert got and src.finished  # the samples before it were played
 
 
+def test_a_real_time_replay_that_catches_up_with_the_reader_waits_for_the_next_sample(
+    tmp_path, monkeypatch
+):
+    """The dashboard plays in real time while the file is still read: the delay after a
+    sample is the time to the next one, so a player that has caught up with the reader waits
+    for it (it raised IndexError past the end of the list read so far: bench/day_recording.py's
+    first frame). The reader here holds back all but the first sample until the player asks."""
+    import threading
+
+    from gputui.collect.source import ReplaySource
+    from gputui.collect.trace import read
+
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps({"t": 1000.0 + 1.5 * k, "gpu": 0}) + "\n" for k in range(3)))
+    whole = read_trace(path)
+    asked, more = threading.Event(), threading.Event()
+
+    class Asked(list):
+        def __len__(self) -> int:
+            asked.set()  # someone counts the samples read so far
+            return super().__len__()
+
+    class Held(read.TraceReader):
+        def read(self, stop=None):
+            self.snaps = Asked(whole[:1])
+            more.wait(30)
+            self.snaps.extend(whole[1:])
+            return self.snaps
+
+    monkeypatch.setattr(read, "TraceReader", Held)
+    src = ReplaySource.from_file(path, realtime=True, lazy=True)
+    asked.clear()
+    played: list[object] = []
+    player = threading.Thread(target=lambda: played.append(src.sample()))
+    player.start()
+    asked.wait(30)  # the player has caught up with the reader
+    more.set()
+    player.join(timeout=30)
+    assert played == whole[:1] and src.next_delay() == 1.5
+    assert [src.sample(), src.sample(), src.sample()] == [*whole[1:], None]
+
+
 @pytest.mark.pilot
 async def test_the_dashboard_says_a_damaged_line_found_while_playing_and_ends_the_replay(tmp_path):
     from screen import run_to_end

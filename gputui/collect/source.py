@@ -156,7 +156,9 @@ class ReplaySource:
     def sample(self) -> Snapshot | None:
         lazy = self._lazy
         if lazy is not None:
-            lazy.wait_for(self.pos + 1)
+            # This sample, and in real time the next as well: its time is this one's delay
+            # (a player that catches up with the reader waits for it, not past the list).
+            lazy.wait_for(self.pos + (2 if self.realtime else 1))
             if self.pos >= len(self.snaps) and lazy.error is not None:
                 err, lazy.error = lazy.error, None
                 raise err  # said once (the sampler tells it); the replay ends here
@@ -166,7 +168,7 @@ class ReplaySource:
             return None
         snap = self.snaps[self.pos]
         self.pos += 1
-        if not self.finished and self.realtime:
+        if self.realtime and self.pos < len(self.snaps):
             gap = (self.snaps[self.pos].t - snap.t) / self.speed
             self._delay = min(MAX_REPLAY_DELAY_S, max(0.0, gap))
         else:
