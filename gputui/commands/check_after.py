@@ -150,12 +150,9 @@ def _host(v: Any, line: Callable, out: After) -> None:
     """No GPU blamed: the host NCCL RAS blames (a rank there dead or silent), said with the
     world probe to run; `check` runs no world probe itself (it knows no launcher or host list:
     `gputui merge`/`fleet --probe-blamed` and the dashboard's B do)."""
-    import socket
+    from gputui.probe.world.blamed_host import ras_blamed_here
 
-    from gputui.collect.nccl.debugserver_find import is_local_host
-    from gputui.diagnose.merge.host_blame import ras_blamed
-
-    hb = ras_blamed(getattr(v, "ranked", ()) or (), [], socket.gethostname(), is_local_host)
+    hb = ras_blamed_here(v.ranked)
     if hb is None:
         out.text.append("--probe-blamed: the verdict blames no GPU; nothing to probe")
         out.json.append({**line(v), "blamed_probe": {"outcome": "nothing blamed"}})

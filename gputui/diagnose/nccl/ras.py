@@ -83,9 +83,15 @@ def _secs(dt: float | None) -> str:
     return f"{dt or 0:.1f}".removesuffix(".0")
 
 
+def _here(pid: int | None, local: set[int]) -> str:
+    """ " on this node" for a process of this node (a host RAS names by address is not
+    "another host" then: gputui.diagnose.merge.host_blame reads these words)."""
+    return " on this node" if pid is not None and pid in local else ""
+
+
 def _who(r: RasRank, local: set[int]) -> str:
     where = r.where()
-    here = " on this node" if r.pid is not None and r.pid in local else ""
+    here = _here(r.pid, local)
     return f"rank {r.rank}" + (f" ({where}{here})" if where else here)
 
 
@@ -271,11 +277,11 @@ def judge_ras(
     named = {m.pid for c in second.comms for m in c.missing}
     for p in second.dead_processes:
         if p.pid not in named:
-            here = " on this node" if p.pid in local_pids else ""
+            here = _here(p.pid, local_pids)
             found.append(f"NCCL RAS: process {p.pid} on {p.host} (GPU {p.gpus}{here}) is dead.")
     for p in second.missing_processes:
         if p.pid not in named:
-            here = " on this node" if p.pid in local_pids else ""
+            here = _here(p.pid, local_pids)
             found.append(
                 f"NCCL RAS: no answer from process {p.pid} on {p.host} (GPU {p.gpus}{here})."
             )

@@ -11,7 +11,7 @@ dashboard's way out. The judgement of the record is gputui.diagnose.merge.host_p
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from gputui.diagnose.merge.host_blame import HostBlame
@@ -60,6 +60,19 @@ def report_record(blame: HostBlame, rep: WorldReport, t: float) -> dict[str, Any
         error=None,
     )
     return rec
+
+
+def ras_blamed_here(ranked: Iterable[Any], hosts: Sequence[str] = ()) -> HostBlame | None:
+    """The host NCCL RAS blames (gputui.diagnose.merge.host_blame.ras_blamed), as seen from
+    this machine: its hostname is the neighbour when `hosts` does not hold the host, and its
+    own names and addresses are never "another host". The one impure caller of the pure
+    rule, for `check --probe-blamed` and the dashboard's B."""
+    import socket
+
+    from gputui.collect.nccl.debugserver_find import is_local_host
+    from gputui.diagnose.merge.host_blame import ras_blamed
+
+    return ras_blamed(ranked, list(hosts), socket.gethostname(), is_local_host)
 
 
 def _base(blame: HostBlame, t: float) -> dict[str, Any]:

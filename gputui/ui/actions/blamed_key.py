@@ -42,22 +42,19 @@ def blame_of(app: Any) -> Blame | None:
 def host_blame_of(app: Any) -> HostBlame | None:
     """The other host NCCL RAS blames during an alarm (a rank there dead or not answering,
     no last words of its own), with its neighbours from --probe-hosts; None otherwise.
-    Asked with every drawn sample: worked out once per verdict, not once per frame."""
+    Asked with every drawn sample, and every sample brings a new Verdict object: worked out
+    again only when what it reads changes (the findings, the host list), since asking this
+    machine's addresses is a system call."""
     v = app.verdict
     if v is None or not getattr(v, "alarm", False):
         return None
-    seen = getattr(app, "_host_blame", None)  # (verdict, its answer)
-    if seen is None or seen[0] is not v:
-        import socket
+    hosts = tuple((getattr(app, "probe_args", None) or {}).get("world_hosts") or ())
+    key = (v.ranked, hosts)
+    seen = getattr(app, "_host_blame", None)  # (key, its answer)
+    if seen is None or seen[0] != key:
+        from gputui.probe.world.blamed_host import ras_blamed_here
 
-        from gputui.collect.nccl.debugserver_find import is_local_host
-        from gputui.diagnose.merge.host_blame import ras_blamed
-
-        hosts = (getattr(app, "probe_args", None) or {}).get("world_hosts") or []
-        found = ras_blamed(
-            getattr(v, "ranked", ()) or (), list(hosts), socket.gethostname(), is_local_host
-        )
-        seen = app._host_blame = (v, found)
+        seen = app._host_blame = (key, ras_blamed_here(v.ranked, hosts))
     return seen[1]
 
 
