@@ -250,6 +250,8 @@ def test_a_rank_ras_calls_dead_on_another_host_blames_that_host():
     [
         "NCCL RAS: rank 5 (node-b, pid 42, GPU 1) does not answer (stopped, hung hard, or its "
         "node is unreachable).",
+        "NCCL RAS: rank 5 (node-b) is dead: unreachable for 60 s (its process exited, or its "
+        "node is down).",
         "NCCL RAS: process 42 on node-b (GPU 1) is dead.",
         "NCCL RAS: no answer from process 42 on node-b (GPU 1).",
     ],

@@ -144,9 +144,12 @@ def _order(hosts: Sequence[str], m: Verdict) -> list[str]:
 
 
 # RAS's sentences about a rank on another host (gputui.diagnose.nccl.ras): "rank 5 (node-b,
-# pid 42, GPU 1) is dead: ..." / "... does not answer ..." / "process 42 on node-b (GPU 1) is
-# dead." / "no answer from process 42 on node-b (GPU 1)." A rank "on this node" is not one.
-_RAS_RANK = re.compile(r"^NCCL RAS: rank (\d+) \(([^,()\s]+), [^)]*\) (?:is dead|does not answer)")
+# pid 42, GPU 1) is dead: ..." (or "(node-b)" alone, when RAS knew no pid or GPU) / "... does
+# not answer ..." / "process 42 on node-b (GPU 1) is dead." / "no answer from process 42 on
+# node-b (GPU 1)." A rank "on this node" is not one.
+_RAS_RANK = re.compile(
+    r"^NCCL RAS: rank (\d+) \(([^,()\s]+)(?:, [^)]*)?\) (?:is dead|does not answer)"
+)
 _RAS_PROC = re.compile(
     r"^NCCL RAS: (?:process \d+ on (\S+) \(GPU [^)]*\) is dead|no answer from process \d+ on "
     r"(\S+) \()"
