@@ -44,6 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import ROOT, machine, machine_line, median, table, write_json  # noqa: E402
+from health_cost import extract  # noqa: E402  (gputui at a revision: `python -m gputui` there)
 
 DATA = ROOT / "tests" / "data"
 T0 = 1_795_400_000.0
@@ -150,15 +151,6 @@ def _run(
     return wall, cpu, r
 
 
-def _checkout(rev: str, into: Path) -> Path:
-    """The source tree of git revision `rev` (its `python -m gputui` is that revision's)."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True
-    )
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
-    return into
-
-
 FIRST_FRAME = r"""
 import sys, time, asyncio
 t0 = float(sys.argv[2])
@@ -205,36 +197,32 @@ def run(
         "check --replay: start-up (1 sample)": ([*py, "check", "--replay", str(one)], gpus),
         "check --replay": ([*py, "check", "--replay", str(path)], gpus * samples),
     }
-    trees = {"": ROOT}
-    tmp = None
-    if before:
-        tmp = tempfile.TemporaryDirectory(prefix="gputui-before-")
-        trees[f" (before: {before})"] = _checkout(before, Path(tmp.name))
     rows, out = [], {}
-    for label, cwd in trees.items():
-        start_cpu = start_wall = 0.0
-        for name, (argv, lines) in cases.items():
-            if label and not name.startswith("check"):
-                continue
-            walls, cpus = _time(argv, repeat, cwd)
-            wall, cpu = median(walls), median(cpus)
-            if name.endswith("(1 sample)"):
-                start_wall, start_cpu = wall, cpu
-                rate = net = None
-            else:
-                rate = lines / wall if lines else None
-                net = lines / max(wall - start_wall, 1e-9) if lines else None
-            rows.append((name + label, wall, max(walls), cpu, rate, net))
-            out[name + label] = {
-                "median_s": wall, "max_s": max(walls), "median_cpu_s": cpu,
-                "lines_per_s": rate, "lines_per_s_after_startup": net,
-                "lines_per_cpu_s": lines / cpu if lines and cpu else None,
-                "lines_per_cpu_s_after_startup": (
-                    lines / max(cpu - start_cpu, 1e-9) if lines else None
-                ),
-            }  # fmt: skip
-    if tmp is not None:
-        tmp.cleanup()
+    with tempfile.TemporaryDirectory(prefix="gputui-before-") as tmp:
+        trees = {"": ROOT}
+        if before:
+            trees[f" (before: {before})"] = extract(before, Path(tmp))
+        for label, cwd in trees.items():
+            start_cpu = start_wall = 0.0
+            for name, (argv, lines) in cases.items():
+                if label and not name.startswith("check"):
+                    continue
+                walls, cpus = _time(argv, repeat, cwd)
+                wall, cpu = median(walls), median(cpus)
+                if name.endswith("(1 sample)"):  # the start-up itself: no rates
+                    start_wall, start_cpu = wall, cpu
+                    rate = net = cpu_rate = cpu_net = None
+                else:
+                    rate = lines / wall if lines else None
+                    net = lines / max(wall - start_wall, 1e-9) if lines else None
+                    cpu_rate = lines / cpu if lines and cpu else None
+                    cpu_net = lines / max(cpu - start_cpu, 1e-9) if lines else None
+                rows.append((name + label, wall, max(walls), cpu, rate, net))
+                out[name + label] = {
+                    "median_s": wall, "max_s": max(walls), "median_cpu_s": cpu,
+                    "lines_per_s": rate, "lines_per_s_after_startup": net,
+                    "lines_per_cpu_s": cpu_rate, "lines_per_cpu_s_after_startup": cpu_net,
+                }  # fmt: skip
     times = []
     for _ in range(repeat):
         _w, _c, r = _run([sys.executable, "-c", FIRST_FRAME, str(path), str(time.time())])

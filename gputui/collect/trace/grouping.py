@@ -51,8 +51,11 @@ class Grouping:
         """True for an exact repeat of a line of this or the last sample (to be dropped);
         an error for a different line with the same `t` and `gpu`."""
         seen = self.recent.get((t, gpu)) or self.older.get((t, gpu))
-        if seen is None:
-            return False
+        return seen is not None and self._same(seen, t, gpu, raw, n)
+
+    def _same(self, seen: tuple[bytes, int], t: float, gpu: int, raw: bytes, n: int) -> bool:
+        """True when `raw` is the line `seen` (the one kept for its `t` and `gpu`) again; an
+        error when it is a different line."""
         if seen[0] == raw:
             return True
         raise GputuiError(
@@ -67,7 +70,7 @@ class Grouping:
         errors can be raised. One call per line: a day-long recording has 200,000."""
         key = (t, gpu)
         seen = self.recent.get(key) or self.older.get(key)
-        if seen is not None and self.repeat(t, gpu, raw, n):
+        if seen is not None and self._same(seen, t, gpu, raw, n):
             return REPEAT
         t0 = self.t0
         if t0 is None or gpu in self.gpus or abs(t - t0) > SAME_SAMPLE_S:

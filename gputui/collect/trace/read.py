@@ -188,9 +188,10 @@ class TraceReader:
         got = self.grouping.place(row.t, row.gpu.index, raw, n, self._close)
         if got == REPEAT:
             self.dropped += 1
-        elif got == OPENED or self.cur is None:
+        elif got == OPENED:
             self.cur = _Sample(row, n)
-        else:
+        else:  # JOINED: the open sample's first line set self.cur
+            assert self.cur is not None
             self.cur.rows[row.gpu.index] = row
 
     def _record(self, d: dict[str, Any], raw: bytes, where: str) -> None:
@@ -251,7 +252,7 @@ class TraceReader:
         else:
             processes, order = self._processes(rows, cur.line)
             fits = order is not None and None not in shape  # every row from a template
-            self._shape = (shape, order) if fits and order is not None else ((), [])
+            self._shape = (shape, order) if fits else ((), [])
             # The jobs depend on who the processes are, not on their readings: the same
             # processes as the last sample's have its jobs (group_jobs is most of a sample).
             who = tuple(
@@ -293,7 +294,7 @@ class TraceReader:
                     at = None
                 elif len(procs) >= schema.MAX_PROCS_PER_SAMPLE:
                     raise GputuiError(
-                        f"{shown(self.path)}:{line}: more than "
+                        f"{self.grouping.where(line)}: more than "
                         f"{schema.MAX_PROCS_PER_SAMPLE} processes in one sample"
                     )
                 elif at is not None:

@@ -347,8 +347,7 @@ def _optional_reading(
 
 
 def _proc_reading(d: dict[str, Any], key: str, where: str) -> float | None:
-    _, lo, hi = PROC_READINGS[key]
-    return reading(d, key, where, lo, hi)[0]
+    return _optional_reading(d, key, where, *PROC_READINGS[key][1:])
 
 
 def _env(d: dict[str, Any], where: str) -> dict[str, str]:
@@ -431,8 +430,8 @@ def _with_readings(base: ProcessInfo, d: dict[str, Any], where: str) -> ProcessI
     out = copy.copy(base)
     set_ = object.__setattr__  # a frozen dataclass: a fresh copy is filled in here only
     set_(out, "state", text(d, "state", where))
-    for key, (attr, lo, hi) in PROC_READINGS.items():
-        set_(out, attr, _optional_reading(d, key, where, lo, hi))
+    for key, (attr, _lo, _hi) in PROC_READINGS.items():
+        set_(out, attr, _proc_reading(d, key, where))
     return out
 
 

@@ -65,6 +65,10 @@ _SENTINEL = "\ue000"  # a private-use character: marks a number's place in the p
 _GPU_SLOTS = {key: (attr, lo, hi) for key, attr, lo, hi, integral in schema.GPU_READINGS
               if not integral}  # fmt: skip
 _PROC_SLOTS = schema.PROC_READINGS  # the full reader's ranges: one table
+# A slot's pattern has no sign, so Template.row checks only the high end of a range: a range
+# starting above 0 (`t`'s is 0) would need its low end checked too.
+if any(lo > 0 for _attr, lo, _hi in (*_GPU_SLOTS.values(), *_PROC_SLOTS.values())):
+    raise AssertionError("template.py: a slot range starts above 0; Template.row must check it")
 
 
 class Template:
@@ -73,7 +77,6 @@ class Template:
     __slots__ = (
         "gpu_at",
         "his",
-        "los",
         "mem",
         "pattern",
         "phase",
@@ -84,16 +87,21 @@ class Template:
         "texts",
     )
 
-    def __init__(self, pattern: re.Pattern[bytes], row: GpuRow, slots: list[tuple]) -> None:
+    def __init__(
+        self,
+        pattern: re.Pattern[bytes],
+        row: GpuRow,
+        slots: list[tuple],
+        texts: dict[tuple[Any, ...], bytes],
+        slotted: frozenset[tuple[Any, ...]],
+    ) -> None:
         # Slots in line order, each ending in its range: ("t", lo, hi), ("gpu", attr, lo,
         # hi) or ("proc", pid, attr, lo, hi); a line's row is rebuilt from them (row).
         self.pattern = pattern
-        self.texts: dict[tuple[Any, ...], bytes] = {}  # every number's text, by its path
-        self.slotted: frozenset[tuple[Any, ...]] = frozenset()  # the paths of the slots
-        # A slot's pattern has no sign, so its value is >= 0: only a range that starts
-        # above 0 needs its low end checked (none does today).
-        los = tuple(s[-2] for s in slots)
-        self.los = los if any(lo > 0 for lo in los) else None
+        self.texts = texts  # every number's text, by its path
+        self.slotted = slotted  # the paths of the slots
+        # A slot's pattern has no sign, so its value is >= 0: no low end is checked, every
+        # range starting at or below 0 (checked at import, below _PROC_SLOTS).
         self.his = tuple(s[-1] for s in slots)
         self.t_at = next(k for k, s in enumerate(slots) if s[0] == "t")
         # (the checked GpuSample's fields, its slots' attributes, their values' picker)
@@ -118,9 +126,7 @@ class Template:
         if m is None:
             return None
         vals = list(map(float, m.groups()))
-        if not all(map(le, vals, self.his)) or (
-            self.los is not None and not all(map(le, self.los, vals))
-        ):
+        if not all(map(le, vals, self.his)):
             return None  # the full reader says N/A (or, for `t`, an error)
         procs = self.procs.copy()
         for pid, fields, attrs, pick in self.proc_at:
@@ -222,13 +228,13 @@ def make_template(
     or were slots there: a reading that stays put (a power limit, a clock, a process's GPU
     memory) is compared as bytes, which costs nothing, instead of parsed, which costs a
     float() and a range check on every line. The first template of a GPU has `t` alone."""
-    if len(row.procs) != len(schema.bounded_list(d, "procs", "", schema.MAX_PROCS_PER_GPU)):
+    procs = schema.bounded_list(d, "procs", "", schema.MAX_PROCS_PER_GPU)
+    if len(row.procs) != len(procs):
         return None  # a pid listed twice: which entry won is the full reader's business
     numbers = [m.span(1) for m in _TOKEN.finditer(raw) if m.group(1) is not None]
     paths = _paths(raw, d, numbers)
     if paths is None:
         return None
-    procs = schema.bounded_list(d, "procs", "", schema.MAX_PROCS_PER_GPU)
     texts = {path: raw[start:end] for (start, end), path in zip(numbers, paths, strict=True)}
     vary = {("t",)}
     if prev is not None:
@@ -248,9 +254,7 @@ def make_template(
     if ("t",) not in slotted:
         return None
     parts.append(re.escape(raw[pos:]))
-    tpl = Template(re.compile(b"".join(parts), re.DOTALL), row, slots)
-    tpl.texts, tpl.slotted = texts, frozenset(slotted)
-    return tpl
+    return Template(re.compile(b"".join(parts), re.DOTALL), row, slots, texts, frozenset(slotted))
 
 
 def _slot(path: tuple[Any, ...], d: dict[str, Any], procs: list[Any], row: GpuRow) -> tuple | None:
