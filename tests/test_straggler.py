@@ -285,7 +285,11 @@ def test_a_waiting_rank_over_the_old_power_cut_is_not_named_beside_the_straggler
 def test_a_gap_smaller_than_the_margins_is_silent_and_one_past_them_is_named():
     """The relative margins, stated: a rank REL_POWER_GAP of its limit and REL_MEM_GAP
     points of memory traffic below its busiest peer waits; one just inside them does not."""
-    from gputui.diagnose.slow.straggler import REL_MEM_GAP, REL_POWER_GAP, _lighter
+    from gputui.diagnose.slow.straggler import REL_MEM_GAP, REL_POWER_GAP
+    from gputui.diagnose.slow.straggler import _lighter as lighter
+
+    def _lighter(g, ref):  # the readings is_waiting hands it
+        return lighter(g.power_frac, g.mem_util, ref)
 
     busiest = (0.98, 23.0)
     at = GpuSample(0, util=98.0, mem_util=23.0 - REL_MEM_GAP, power_w=700 * (0.98 - REL_POWER_GAP),

@@ -99,7 +99,7 @@ def is_waiting(g: GpuSample, ref: Ref | None = None) -> bool | None:
         return None
     if util < WAIT_UTIL_MIN:
         return BUSY
-    if _pattern(mem, frac) or (ref is not None and _lighter(g, ref, frac)):
+    if _pattern(mem, frac) or (ref is not None and _lighter(frac, mem, ref)):
         return WAIT
     return BUSY
 
@@ -111,12 +111,10 @@ def _pattern(mem: float | None, frac: float | None) -> bool:
     return frac is None or frac <= WAIT_POWER_FRAC_MAX
 
 
-def _lighter(g: GpuSample, ref: Ref, frac: float | None = None) -> bool:
-    """Clearly below the job's busiest GPU at the same sample: less power (when both read
-    it) and less memory traffic (when both read it); at least one of the two is compared.
-    `frac`: g's power fraction when the caller has read it already."""
-    frac = g.power_frac if frac is None else frac
-    mem = g.mem_util
+def _lighter(frac: float | None, mem: float | None, ref: Ref) -> bool:
+    """A GPU reading `frac` (power fraction) and `mem` (mem_util) is clearly below its job's
+    busiest GPU at the same sample: less power (when both read it) and less memory traffic
+    (when both read it); at least one of the two is compared."""
     top_frac, top_mem = ref
     compared = False
     if frac is not None and top_frac is not None:
@@ -136,6 +134,8 @@ def _refs(snap: Snapshot, groups: Iterable[Group]) -> dict[int, Ref]:
     out: dict[int, Ref] = {}
     by_index = {g.index: g for g in snap.gpus}
     for group in groups:
+        if len(group.members) < 2:
+            continue  # a lone process: no peer to measure against (as judge)
         busy = [
             g
             for i in group.present(snap)
