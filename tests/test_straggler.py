@@ -349,6 +349,25 @@ def test_a_named_straggler_whose_rank_dies_is_dropped_not_held():
     assert v.state != "slow" and "rank 3 (pid 1003) has exited while its job runs on" in v.reason
 
 
+def test_a_named_straggler_whose_rank_dies_as_a_new_rank_starts_is_dropped_not_held():
+    """As above, but a new process of the job starts on another GPU at the same time (a
+    restarted rank): with no full window there yet the rule says nothing, and the hold must
+    still let go at once rather than name the dead rank from the answer it last gave."""
+    from gputui.diagnose.hang.detector import Detector
+
+    states = ["wait_4x", "wait_4x", "wait_4x", "compute", "free"]
+    d = Detector()
+    for s in timeline((20, states), jobs=[[0, 1, 2, 3]]):
+        v = d.update(s)
+    assert v.state == "slow" and "rank 3 (GPU 3) is the straggler" in v.reason
+    moved = ["wait_4x", "wait_4x", "wait_4x", "gone", "compute"]
+    for after in timeline((3, moved), jobs=[[0, 1, 2, 4]], t0=v.t + 0.25):
+        assert 1004 in after.gpus[4].pids and not after.gpus[3].pids
+        v = d.update(after)
+        assert "is the straggler" not in v.reason, v.reason
+    assert v.state != "slow"
+
+
 def test_ranks_that_spin_at_the_onset_of_a_hang_are_not_said_to_wait_alike():
     """Every rank computes between waits, then every rank spins without a break (a
     mismatch of collectives): "all ranks wait alike" is true of the first part only; once

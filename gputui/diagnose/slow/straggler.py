@@ -244,7 +244,7 @@ class WaitShares:
                 if s is not None and s.alike:  # alike, or the onset of a hang: not said
                     s = Straggle(**{**s.__dict__, "alike": False})
             else:
-                s = self._damp(group.key, s, snap.t)
+                s = self._damp(group.key, s, snap.t, present)
             if s is not None:
                 # Hysteresis: a GPU starts to count as waiting at WAITER_SHARE_MIN and stops
                 # below WAITING_LEAVE, so a share near the line does not flap.
@@ -266,12 +266,20 @@ class WaitShares:
             del self._memo[key]
         return out
 
-    def _damp(self, key: str, s: Straggle | None, now: float) -> Straggle | None:
+    def _damp(
+        self, key: str, s: Straggle | None, now: float, present: tuple[int, ...]
+    ) -> Straggle | None:
         """One steady answer per cause: the named set holds through HOLD_S of silence, and a
-        different set takes over only once named for SWITCH_S without a break."""
+        different set takes over only once named for SWITCH_S without a break.
+
+        A hold ends at once when a GPU it names has no process of the job now (`present`):
+        its rank died, and the hold would name a rank the job no longer has, even while the
+        rule says nothing (a new rank with no full window yet)."""
         h = self._held.get(key)
         named = s.stragglers if s is not None else ()
-        if h is not None and now - h.last >= HOLD_S:
+        if h is not None and (
+            now - h.last >= HOLD_S or not {*h.stragglers, *h.waiters}.issubset(present)
+        ):
             del self._held[key]
             h = None
         if named and (h is None or named == h.stragglers):
@@ -290,11 +298,6 @@ class WaitShares:
         else:
             h.other = ()
         base = s if s is not None else h.said
-        if not {*h.stragglers, *h.waiters} <= base.shares.keys():
-            # A held GPU left the job (its rank died, its process is gone): the hold would
-            # name a rank the job no longer has; what follows is the job's, judged afresh.
-            del self._held[key]
-            return s
         return Straggle(**{**base.__dict__, "stragglers": h.stragglers, "waiters": h.waiters})
 
     def _judge(self, group: Group, present: tuple[int, ...], now: float) -> Straggle | None:
