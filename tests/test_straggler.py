@@ -285,7 +285,11 @@ def test_a_waiting_rank_over_the_old_power_cut_is_not_named_beside_the_straggler
 def test_a_gap_smaller_than_the_margins_is_silent_and_one_past_them_is_named():
     """The relative margins, stated: a rank REL_POWER_GAP of its limit and REL_MEM_GAP
     points of memory traffic below its busiest peer waits; one just inside them does not."""
-    from gputui.diagnose.slow.straggler import REL_MEM_GAP, REL_POWER_GAP, _lighter
+    from gputui.diagnose.slow.straggler import REL_MEM_GAP, REL_POWER_GAP
+    from gputui.diagnose.slow.straggler import _lighter as lighter
+
+    def _lighter(g, ref):  # the readings is_waiting hands it
+        return lighter(g.power_frac, g.mem_util, ref)
 
     busiest = (0.98, 23.0)
     at = GpuSample(0, util=98.0, mem_util=23.0 - REL_MEM_GAP, power_w=700 * (0.98 - REL_POWER_GAP),
@@ -343,6 +347,25 @@ def test_a_named_straggler_whose_rank_dies_is_dropped_not_held():
         v = d.update(replace(after, processes=left, jobs=group_jobs(left)))
         assert "is the straggler" not in v.reason, v.reason
     assert v.state != "slow" and "rank 3 (pid 1003) has exited while its job runs on" in v.reason
+
+
+def test_a_named_straggler_whose_rank_dies_as_a_new_rank_starts_is_dropped_not_held():
+    """As above, but a new process of the job starts on another GPU at the same time (a
+    restarted rank): with no full window there yet the rule says nothing, and the hold must
+    still let go at once rather than name the dead rank from the answer it last gave."""
+    from gputui.diagnose.hang.detector import Detector
+
+    states = ["wait_4x", "wait_4x", "wait_4x", "compute", "free"]
+    d = Detector()
+    for s in timeline((20, states), jobs=[[0, 1, 2, 3]]):
+        v = d.update(s)
+    assert v.state == "slow" and "rank 3 (GPU 3) is the straggler" in v.reason
+    moved = ["wait_4x", "wait_4x", "wait_4x", "gone", "compute"]
+    for after in timeline((3, moved), jobs=[[0, 1, 2, 4]], t0=v.t + 0.25):
+        assert 1004 in after.gpus[4].pids and not after.gpus[3].pids
+        v = d.update(after)
+        assert "is the straggler" not in v.reason, v.reason
+    assert v.state != "slow"
 
 
 def test_ranks_that_spin_at_the_onset_of_a_hang_are_not_said_to_wait_alike():

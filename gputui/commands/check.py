@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from gputui.collect.source import Source
     from gputui.diagnose.verdict import Verdict
     from gputui.tools.attach.profile import StragglerProfiler
+    from gputui.watch.watcher import Watcher
 
 # At the end of a live check, wait this long at most for a dump still running; the dump is
 # bounded by its own per-rank limit (5 s) and runs the ranks in parallel.
@@ -225,15 +226,24 @@ def run(args: argparse.Namespace) -> int:
         source = open_source(args, realtime=False)  # NVML's start is bounded by --timeout
     else:
         source = _read_recording(args)
-    gatherers = gatherers_for(args)
-    watcher = Watcher(
-        args.stall_after,
-        args.hang_after,
-        auto_dump=not args.no_auto_dump,
-        live=live,
-        busy_limit=args.busy_limit,
-        gatherers=gatherers,
-    )
+    # From here the source is open (and a replay's samples frozen out of the collector):
+    # whatever raises, _release closes it and thaws them.
+    watcher: Watcher | None = None
+    profiler: StragglerProfiler | None = None
+    try:
+        gatherers = gatherers_for(args)
+        watcher = Watcher(
+            args.stall_after,
+            args.hang_after,
+            auto_dump=not args.no_auto_dump,
+            live=live,
+            busy_limit=args.busy_limit,
+            gatherers=gatherers,
+        )
+        profiler = _profiler(args, live)
+    except BaseException:
+        _release(watcher, profiler, source, live)
+        raise
     last: Verdict | None = None
     last_key: object = None
     last_said: str | None = None  # what the last text line said, without its time
@@ -241,7 +251,6 @@ def run(args: argparse.Namespace) -> int:
     last_alarm: Verdict | None = None
     alarms = 0
     slow_seen = False
-    profiler = _profiler(args, live)
     codes: set[int] = set()  # of every verdict seen: the exit code is the worst
     first: Snapshot | None = None
     n = 0
@@ -298,14 +307,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         interrupted = True  # report what was seen so far
     finally:
-        watcher.close()
-        if profiler is not None:
-            profiler.close()
-        source.close()
-        if not live:
-            import gc
-
-            gc.unfreeze()  # see _read_recording: collectable again for a caller in-process
+        _release(watcher, profiler, source, live)
     if last is None or first is None:
         if interrupted:
             return 130  # Ctrl-C before the first verdict: nothing to report, quietly
@@ -355,6 +357,26 @@ def run(args: argparse.Namespace) -> int:
         SLOW if args.fail_on_slow and slow_seen else OK,
         *after.codes,
     )
+
+
+def _release(
+    watcher: Watcher | None, profiler: StragglerProfiler | None, source: Source, live: bool
+) -> None:
+    """Close what run() opened, in order; the source is closed and a replay's samples
+    thawed even when closing the watcher or the profiler raises."""
+    try:
+        if watcher is not None:
+            watcher.close()
+        if profiler is not None:
+            profiler.close()
+    finally:
+        try:
+            source.close()
+        finally:
+            if not live:
+                import gc
+
+                gc.unfreeze()  # see _read_recording: collectable again for a caller in-process
 
 
 def _read_recording(args: argparse.Namespace) -> Source:

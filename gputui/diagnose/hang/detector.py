@@ -314,13 +314,12 @@ def _gone_note(groups: list[Group], snap: Snapshot) -> str:
     moment a rank dies, its peers have not spun long enough for a stall (10 s by default),
     and an "OK" that does not say what changed reads as if nothing had."""
     gone = []
-    t = snap.t
     for g in groups:
         members = g.members
-        left = [i for i, m in members.items() if m.last_seen < t and m.missing_rank is None]
-        if not left or not any(m.last_seen == t for m in members.values()):
+        left = [i for i in g.vanished(snap) if members[i].missing_rank is None]
+        if not left or not g.present(snap):
             continue
-        for i in sorted(left):
+        for i in left:
             m = members[i]
             who = f"rank {m.rank}" if m.rank is not None else f"GPU {i}'s process"
             gone.append(who + (f" (pid {', '.join(map(str, m.pids[:4]))})" if m.pids else ""))

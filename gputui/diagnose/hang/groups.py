@@ -50,6 +50,10 @@ class Group:
     departed: dict[int, tuple[float, int | None, int]] = field(default_factory=dict)
     # pid -> (rank or None, GPU) of each GPU-holding process of the job, as last seen
     ranks: dict[int, tuple[int | None, int]] = field(default_factory=dict)
+    # The plan whose departures were noted last (GroupMemory._apply): the same plan again
+    # (nothing but forget_before, which only deletes, touched the group since) changes
+    # nothing, so it is not noted again. Two jobs of one key overwrite it in turn.
+    noted: _JobPlan | None = field(default=None, repr=False, compare=False)
 
     def present(self, snap: Snapshot) -> tuple[int, ...]:
         """GPUs where one of this group's processes is now."""
@@ -68,7 +72,7 @@ class Group:
             del self.departed[pid]
 
     def note_departures(
-        self, now: set[int], fresh: tuple[tuple[int, tuple[int | None, int]], ...], t: float
+        self, now: frozenset[int], fresh: tuple[tuple[int, tuple[int | None, int]], ...], t: float
     ) -> None:
         """Remember pids of this job that held a GPU and are gone from the job now. Only
         GPU holders count: a data-loader worker that inherits RANK is no rank. `now`: the
@@ -91,7 +95,7 @@ class _JobPlan:
     the same GPUs) and only the fold (`GroupMemory._apply`) runs again."""
 
     job: Job
-    now: set[int]  # the job's pids; never changed after it is made
+    now: frozenset[int]  # the job's pids
     fresh: tuple[tuple[int, tuple[int | None, int]], ...]  # pid -> (rank, GPU), on a GPU now
     members: tuple[tuple[int, tuple[int, ...], int | None], ...]  # GPU, its pids, its rank
     missing: tuple[int, ...]  # GPUs where a never-seen local rank is placed (if free)
@@ -107,8 +111,6 @@ class GroupMemory:
         # give the same plans, so they are made once, not at every sample.
         self._inputs: tuple[object, ...] | None = None
         self._plans: tuple[tuple[_JobPlan, ...], tuple[tuple[int, tuple[int, ...]], ...]] = ((), ())
-        # job key -> (plan, group) whose departures were noted at the last update
-        self._noted: dict[str, tuple[_JobPlan, Group]] = {}
 
     def update(self, snap: Snapshot) -> list[Group]:
         """The groups at this sample, largest first. O(processes + GPUs)."""
@@ -126,19 +128,14 @@ class GroupMemory:
     ) -> list[Group]:
         """Fold this sample's plans into the groups remembered."""
         seen: dict[str, Group] = {}
-        noted: dict[str, tuple[_JobPlan, Group]] = {}
-        unique = len({p.job.key for p in plans}) == len(plans)
         for plan in plans:
             job = plan.job
             g = self.groups.get(job.key) or Group(job.key, job.label)
             g.label = job.label
-            # The same plan noted into this same group at the last sample (and nothing but
-            # forget_before, which only deletes, touched it since): noting it again changes
-            # nothing, so it is skipped. Two jobs of one key note in turn: never skipped.
-            last = self._noted.get(job.key)
-            if not unique or last is None or last[0] is not plan or last[1] is not g:
+            # The same plan noted at the last sample: noting it again changes nothing
+            if g.noted is not plan:
                 g.note_departures(plan.now, plan.fresh, t)
-            noted[job.key] = (plan, g)
+                g.noted = plan
             members = g.members
             for gpu, pids, rank in plan.members:
                 m = members.get(gpu)
@@ -156,7 +153,6 @@ class GroupMemory:
                 g.members[index] = Member(pids, t)
             seen[NODE_KEY] = g
         self.groups = seen
-        self._noted = noted
         return sorted(seen.values(), key=lambda g: -len(g.members))
 
 
@@ -181,7 +177,7 @@ def _plans(
     plans = []
     in_jobs: set[int] = set()
     for job in snap.jobs:
-        now = set(job.pids)
+        now = frozenset(job.pids)
         fresh = tuple(
             (pid, (_rank_of(procs.get(pid)), gpu_of[pid])) for pid in now if pid in gpu_of
         )

@@ -92,8 +92,6 @@ class HealthTracker:
         # words() of every GPU, with the versions it was judged at: `check` asks at every
         # sample, and nothing it depends on changes without a version bump.
         self._words: tuple[tuple[int, int], dict[int, GpuHealth]] | None = None
-        # gputui.diagnose.health.report.health_key with the versions it was worked out at
-        self.key_memo: tuple[tuple[int, int], tuple[Any, ...]] | None = None
 
     def update(self, snap: Any) -> None:
         before = self.version

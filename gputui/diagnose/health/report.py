@@ -27,17 +27,12 @@ def health_key(tracker: HealthTracker) -> tuple[Any, ...]:
     """What a change of prints a new `check --json` line: the words, the Xids seen, and the
     links named (not their rates, which change at every read).
 
-    Worked out again only when the tracker's versions moved: everything it reads changes
-    with a version bump (as HealthTracker.words relies on), and `check` asks at every sample."""
-    at = (tracker.version, tracker.links.version)
-    memo = tracker.key_memo
-    if memo is not None and memo[0] == at:
-        return memo[1]
+    Cheap at every sample (`check` asks at every one): the words and the links named come
+    from the tracker's caches (HealthTracker.words, LinkRates.findings), each kept until its
+    version moves."""
     words = tuple((i, h.word, h.reason) for i, h in tracker.words().items())
     named = tuple((f.gpu, f.link, f.kind) for f in tracker.links.findings())
-    key = (words, len(tracker.events), len(tracker.notes), named)
-    tracker.key_memo = (at, key)
-    return key
+    return (words, len(tracker.events), len(tracker.notes), named)
 
 
 def health_line(tracker: HealthTracker, snap: Any) -> dict[str, Any]:

@@ -20,23 +20,6 @@ class Counted:
         self.items: deque[tuple[float, bool]] = deque()
         self.waits = 0
 
-    def add(self, t: float, waiting: bool) -> None:
-        self.items.append((t, waiting))
-        self.waits += waiting
-
-    def trim(self, now: float) -> None:
-        items, cut = self.items, now - self.horizon
-        while items and items[0][0] < cut:
-            self.waits -= items.popleft()[1]
-
-    @property
-    def share(self) -> float | None:
-        return self.waits / len(self.items) if self.items else None
-
-    @property
-    def span(self) -> float:
-        return self.items[-1][0] - self.items[0][0] if self.items else 0.0
-
 
 class GpuHistory:
     """One GPU's busy samples since its job came: over the whole window and the recent one.
@@ -64,8 +47,8 @@ class GpuHistory:
 
     def note(self, t: float, waiting: bool | None) -> None:
         """A sample at `t`: counted in both windows when busy (`waiting` not None), and
-        both windows trimmed to their horizons (Counted.add and trim, written out: this
-        runs for every GPU of every sample)."""
+        both windows trimmed to their horizons (written out inline: this runs for every
+        GPU of every sample)."""
         for c in (self.window, self.recent):
             items = c.items
             if waiting is not None:
@@ -76,7 +59,7 @@ class GpuHistory:
                 c.waits -= items.popleft()[1]
 
     def shares(self) -> tuple[float, float]:
-        """(Counted.share or 0.0) of the window and of the recent part, in one call."""
+        """The wait share (0.0 when empty) of the window and of the recent part, in one call."""
         w, r = self.window, self.recent
         n, m = len(w.items), len(r.items)
         return (w.waits / n if n else 0.0), (r.waits / m if m else 0.0)

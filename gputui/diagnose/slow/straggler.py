@@ -99,7 +99,7 @@ def is_waiting(g: GpuSample, ref: Ref | None = None) -> bool | None:
         return None
     if util < WAIT_UTIL_MIN:
         return BUSY
-    if _pattern(mem, frac) or (ref is not None and _lighter(g, ref, frac)):
+    if _pattern(mem, frac) or (ref is not None and _lighter(frac, mem, ref)):
         return WAIT
     return BUSY
 
@@ -111,12 +111,10 @@ def _pattern(mem: float | None, frac: float | None) -> bool:
     return frac is None or frac <= WAIT_POWER_FRAC_MAX
 
 
-def _lighter(g: GpuSample, ref: Ref, frac: float | None = None) -> bool:
-    """Clearly below the job's busiest GPU at the same sample: less power (when both read
-    it) and less memory traffic (when both read it); at least one of the two is compared.
-    `frac`: g's power fraction when the caller has read it already."""
-    frac = g.power_frac if frac is None else frac
-    mem = g.mem_util
+def _lighter(frac: float | None, mem: float | None, ref: Ref) -> bool:
+    """A GPU reading `frac` (power fraction) and `mem` (mem_util) is clearly below its job's
+    busiest GPU at the same sample: less power (when both read it) and less memory traffic
+    (when both read it); at least one of the two is compared."""
     top_frac, top_mem = ref
     compared = False
     if frac is not None and top_frac is not None:
@@ -136,6 +134,8 @@ def _refs(snap: Snapshot, groups: Iterable[Group]) -> dict[int, Ref]:
     out: dict[int, Ref] = {}
     by_index = {g.index: g for g in snap.gpus}
     for group in groups:
+        if len(group.members) < 2:
+            continue  # a lone process: no peer to measure against (as judge)
         busy = [
             g
             for i in group.present(snap)
@@ -244,7 +244,7 @@ class WaitShares:
                 if s is not None and s.alike:  # alike, or the onset of a hang: not said
                     s = Straggle(**{**s.__dict__, "alike": False})
             else:
-                s = self._damp(group.key, s, snap.t)
+                s = self._damp(group.key, s, snap.t, present)
             if s is not None:
                 # Hysteresis: a GPU starts to count as waiting at WAITER_SHARE_MIN and stops
                 # below WAITING_LEAVE, so a share near the line does not flap.
@@ -266,12 +266,20 @@ class WaitShares:
             del self._memo[key]
         return out
 
-    def _damp(self, key: str, s: Straggle | None, now: float) -> Straggle | None:
+    def _damp(
+        self, key: str, s: Straggle | None, now: float, present: tuple[int, ...]
+    ) -> Straggle | None:
         """One steady answer per cause: the named set holds through HOLD_S of silence, and a
-        different set takes over only once named for SWITCH_S without a break."""
+        different set takes over only once named for SWITCH_S without a break.
+
+        A hold ends at once when a GPU it names has no process of the job now (`present`):
+        its rank died, and the hold would name a rank the job no longer has, even while the
+        rule says nothing (a new rank with no full window yet)."""
         h = self._held.get(key)
         named = s.stragglers if s is not None else ()
-        if h is not None and now - h.last >= HOLD_S:
+        if h is not None and (
+            now - h.last >= HOLD_S or not {*h.stragglers, *h.waiters}.issubset(present)
+        ):
             del self._held[key]
             h = None
         if named and (h is None or named == h.stragglers):
@@ -290,11 +298,6 @@ class WaitShares:
         else:
             h.other = ()
         base = s if s is not None else h.said
-        if not {*h.stragglers, *h.waiters} <= base.shares.keys():
-            # A held GPU left the job (its rank died, its process is gone): the hold would
-            # name a rank the job no longer has; what follows is the job's, judged afresh.
-            del self._held[key]
-            return s
         return Straggle(**{**base.__dict__, "stragglers": h.stragglers, "waiters": h.waiters})
 
     def _judge(self, group: Group, present: tuple[int, ...], now: float) -> Straggle | None:
