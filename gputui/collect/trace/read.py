@@ -251,8 +251,8 @@ class TraceReader:
             processes = tuple([rows[k].procs[pid] for k, pid in self._shape[1]])
         else:
             processes, order = self._processes(rows, cur.line)
-            fits = order is not None and None not in shape  # every row from a template
-            self._shape = (shape, order) if fits else ((), [])
+            # every row from a template, and an order to reuse
+            self._shape = (shape, order) if order is not None and None not in shape else ((), [])
             # The jobs depend on who the processes are, not on their readings: the same
             # processes as the last sample's have its jobs (group_jobs is most of a sample).
             who = tuple(
