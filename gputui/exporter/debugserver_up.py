@@ -28,6 +28,7 @@ def answers(ranks: tuple[ProcessInfo, ...], cancel: threading.Event) -> bool:
     """Whether the job's front end (rank 0's child here, else MASTER_ADDR:25999) answers."""
     from gputui.collect.nccl import debugserver as ds
     from gputui.collect.nccl import debugserver_find as find
+    from gputui.collect.this_host import is_this_host
 
     rank0 = next((p for p in ranks if p.rank is not None and p.rank.rank == 0), None)
     if rank0 is not None:
@@ -35,7 +36,7 @@ def answers(ranks: tuple[ProcessInfo, ...], cancel: threading.Event) -> bool:
     else:
         master = next((p.rank.master for p in ranks if p.rank is not None and p.rank.master), None)
         m = find.master_candidate(master)
-        cands = [m] if m is not None and not find.is_local_host(m.host) else []
+        cands = [m] if m is not None and not is_this_host(m.host) else []
     fetch = ds.Fetch(cancel)
     return any(ds.confirm(c, fetch)[0] for c in cands[:4] if not cancel.is_set())
 

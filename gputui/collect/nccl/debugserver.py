@@ -35,6 +35,7 @@ from gputui.collect.frames import MAX_FRAMES, MAX_TEXT, Frame, clip, collective_
 from gputui.collect.nccl import debugserver_find as find
 from gputui.collect.nccl import debugserver_parse as parse
 from gputui.collect.nccl.debugserver_parse import KIND, OUTCOMES, ranks_of_record
+from gputui.collect.this_host import is_this_host
 from gputui.redact import redact_text
 
 CONFIRM_S = 3.0  # the index page: a few KB rendered by the front end itself
@@ -341,7 +342,7 @@ def gather_debugserver(
     if rank0 is not None:
         candidates += find.front_end_candidates(rank0.pid)
     elif ranks and (m := find.master_candidate(ranks[0].rank.master if ranks[0].rank else None)):
-        if not find.is_local_host(m.host):
+        if not is_this_host(m.host):
             candidates.append(m)
     tried: list[str] = []
     for c in candidates:

@@ -170,17 +170,6 @@ def master_candidate(master: str | None) -> Candidate | None:
     return Candidate(host, DEFAULT_PORT, "MASTER_ADDR (rank 0's host), the default port")
 
 
-def is_local_host(host: str) -> bool:
-    """Whether `host` names this machine (loopback, its hostname or one of its addresses)."""
-    if host in ("localhost", "127.0.0.1", "::1", socket.gethostname()):
-        return True
-    try:
-        addrs = {a.address for nic in psutil.net_if_addrs().values() for a in nic}
-    except (OSError, psutil.Error):
-        return False
-    return host in addrs
-
-
 # ---------------------------------------------------------------- dump directories
 
 

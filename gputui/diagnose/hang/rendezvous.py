@@ -16,7 +16,6 @@ sockets are looked at by gputui.tools.gather.rendezvous, which the Watcher runs.
 
 from __future__ import annotations
 
-import socket
 from dataclasses import replace
 from typing import Any
 
@@ -28,7 +27,6 @@ from gputui.textsafe import clean
 KIND = "rendezvous"
 WAIT_S = 10.0
 MAX_MISSING = 1024  # missing ranks listed; the count says the rest
-_LOCAL = ("127.", "localhost", "::1", "0.0.0.0")
 
 
 def job_key(r: HostRank) -> str | None:
@@ -75,17 +73,6 @@ def missing(world: int, here: set[int]) -> tuple[list[int], int]:
             if len(miss) < MAX_MISSING:
                 miss.append(r)
     return miss, count
-
-
-def is_local(addr: str | None) -> bool:
-    if not addr:
-        return False
-    if addr.startswith(_LOCAL):
-        return True
-    try:
-        return addr in (socket.gethostname(), socket.getfqdn())
-    except OSError:
-        return False
 
 
 def membership(key: str, rs: list[HostRank]) -> dict[str, Any]:

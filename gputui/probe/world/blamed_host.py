@@ -69,10 +69,10 @@ def ras_blamed_here(ranked: Iterable[Any], hosts: Sequence[str] = ()) -> HostBla
     rule, for `check --probe-blamed` and the dashboard's B."""
     import socket
 
-    from gputui.collect.nccl.debugserver_find import is_local_host
+    from gputui.collect.this_host import is_this_host
     from gputui.diagnose.merge.host_blame import ras_blamed
 
-    return ras_blamed(ranked, list(hosts), socket.gethostname(), is_local_host)
+    return ras_blamed(ranked, list(hosts), socket.gethostname(), is_this_host)
 
 
 def _base(blame: HostBlame, t: float) -> dict[str, Any]:

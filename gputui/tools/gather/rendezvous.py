@@ -17,11 +17,11 @@ from typing import Any
 
 from gputui.collect.model import Snapshot
 from gputui.collect.procs.hostranks import HostRank, HostRankScanner, listeners
+from gputui.collect.this_host import is_this_host
 from gputui.diagnose.hang.rendezvous import (
     KIND,
     WAIT_S,
     candidates,
-    is_local,
     membership,
     verdict_from_record,
 )
@@ -78,7 +78,7 @@ def judge_job(key: str, rs: list[HostRank], stacks: bool = True) -> dict[str, An
     if inside is False:
         return None
     master_addr = next((r.master_addr for r in rs if r.master_addr), None)
-    if inside is None and not (is_local(master_addr) and membership(key, rs)["missing_count"]):
+    if inside is None and not (is_this_host(master_addr) and membership(key, rs)["missing_count"]):
         return None
     port = next((r.master_port for r in rs if r.master_port), None)
     ls: list[list[Any]] = []
@@ -99,7 +99,7 @@ def judge_job(key: str, rs: list[HostRank], stacks: bool = True) -> dict[str, An
         "agent": agent,
         "master_addr": master_addr,
         "master_port": port,
-        "master_local": is_local(master_addr),
+        "master_local": is_this_host(master_addr),
         "listeners": ls,
         "frame": frame,
         "no_stack": why if inside is None else None,
