@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -100,6 +101,41 @@ def test_more_waiting_clients_than_the_cap_evict_the_oldest_and_a_scrape_gets_in
         for c in idle:
             c.close()
     finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_scrape_whose_request_arrived_is_not_evicted_by_a_burst_behind_it():
+    """A CI run under load once lost a scrape among 200 reconnecting slow clients: the
+    server accepts a burst of connections in one turn of its loop, before it reads any of
+    them, and the scrape, oldest of the burst, was closed with its request unread. Here the
+    loop is held while the scrape sends its whole request and MAX_WAITING + 16 silent clients
+    connect behind it; released, the silent ones are evicted and the scrape is answered."""
+    server = _server(conn_timeout=30)
+    held, entered = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        entered.set()
+        held.wait(10)
+
+    try:
+        port = srv.bound_port(server)
+        server._loop.call_soon_threadsafe(hold)  # the loop thread waits here
+        assert entered.wait(5)
+        scrape = socket.create_connection(("127.0.0.1", port), timeout=5)
+        scrape.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        burst = [
+            socket.create_connection(("127.0.0.1", port), timeout=5)
+            for _ in range(srv.MAX_WAITING + 16)
+        ]
+        held.set()
+        answer = scrape.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+        assert server.evicted >= 16  # the cap held: silent ones went instead
+        for c in [scrape, *burst]:
+            c.close()
+    finally:
+        held.set()
         server.shutdown()
         server.server_close()
 

@@ -14,7 +14,8 @@ connection costs a coroutine, not a thread, and:
   OLDEST waiting one. Loopback clients all share one address, so a cap per address would
   lock the local Prometheus out with the attacker; evicting the oldest instead means a
   scraper, which sends its whole request as soon as it connects, always gets in, however
-  many slow clients keep reconnecting;
+  many slow clients keep reconnecting. A connection whose whole request head has arrived,
+  read or not, is not waiting (`_head_arrived`);
 - `MAX_CONNECTIONS` in all, and the exposition is formatted on a pool of `RENDERERS`
   threads, so neither memory nor threads grow with the number of clients.
 
@@ -113,6 +114,31 @@ def _call_app(app: App, method: str, path: str, query: str, headers: dict[str, s
     return got[0], got[1], body
 
 
+_Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+def _head_arrived(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    """Whether a whole request head (up to its blank line) has arrived, read or not: the
+    stream's buffer, then the socket's, peeked (MSG_PEEK leaves the bytes for the stream)."""
+    buffered = bytes(getattr(reader, "_buffer", b""))  # StreamReader's, no public accessor
+    if b"\r\n\r\n" in buffered:
+        return True
+    ts = writer.get_extra_info("socket")
+    if ts is None:
+        return False
+    try:
+        raw = socket.socket(fileno=ts.fileno())  # the transport's socket, borrowed
+    except OSError:
+        return False
+    try:
+        peeked = raw.recv(MAX_HEAD, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except OSError:
+        peeked = b""
+    finally:
+        raw.detach()  # the transport owns the descriptor: never closed here
+    return b"\r\n\r\n" in buffered[-3:] + peeked
+
+
 def _answer(status: str, headers: list[tuple[str, str]], body: bytes, head_only: bool) -> bytes:
     lines = [f"HTTP/1.1 {status}"]
     lines += [f"{k}: {v}" for k, v in headers if k.lower() not in ("content-length", "connection")]
@@ -131,7 +157,7 @@ class ScrapeServer:
         self._app = app
         self.conn_timeout = conn_timeout
         self.server_address = sock.getsockname()
-        self._waiting: collections.OrderedDict[asyncio.Task[None], asyncio.StreamWriter] = (
+        self._waiting: collections.OrderedDict[asyncio.Task[None], _Conn] = (
             collections.OrderedDict()
         )
         self._tasks: set[asyncio.Task[None]] = set()
@@ -176,12 +202,10 @@ class ScrapeServer:
             writer.transport.abort()
             return
         self._tasks.add(task)
-        self._waiting[task] = writer
+        self._waiting[task] = (reader, writer)
         while len(self._waiting) > MAX_WAITING or len(self._tasks) > MAX_CONNECTIONS:
-            oldest, its_writer = self._waiting.popitem(last=False)
-            self.evicted += 1
-            its_writer.transport.abort()
-            oldest.cancel()
+            if not self._evict(whole=len(self._tasks) > MAX_CONNECTIONS):
+                break
         try:
             await asyncio.wait_for(self._exchange(task, reader, writer), self.conn_timeout)
         except (asyncio.TimeoutError, asyncio.CancelledError, OSError, ValueError):
@@ -192,6 +216,21 @@ class ScrapeServer:
             self._waiting.pop(task, None)
             self._tasks.discard(task)
             writer.transport.abort()  # the answer (if any) was drained: nothing is lost
+
+    def _evict(self, whole: bool) -> bool:
+        """Close the oldest connection still waiting for its request. One whose whole request
+        head has arrived (in the stream's buffer or the kernel's, not yet read by its task) is
+        in, not waiting: a burst of reconnecting slow clients, all accepted in one turn of the
+        loop, once closed a scraper whose request sat unread. Over MAX_CONNECTIONS (`whole`),
+        the oldest goes regardless. False when nothing could be closed."""
+        for task, (reader, writer) in self._waiting.items():
+            if whole or not _head_arrived(reader, writer):
+                del self._waiting[task]
+                self.evicted += 1
+                writer.transport.abort()
+                task.cancel()
+                return True
+        return False
 
     async def _exchange(
         self, task: asyncio.Task[None], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
