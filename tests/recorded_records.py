@@ -12,9 +12,13 @@ Which recording holds which type:
 | meta, health, ras | h100-one-gpu/comm.trace.jsonl.gz |
 | meta, stacks, nccl | h100-shared-gpu-stuck.trace.jsonl.gz |
 | rendezvous, lastwords, error | made here, put into h200x2-die-unseen.trace.jsonl.gz |
+| progress, debugserver, blamed_probe | made here too (_newer_records), same recording |
 
-h200x2-die-unseen is a real recording of a rank that dies: the lastwords record made for it
-names its job and its gone rank, so the replay explains it.
+h200x2-die-unseen is a real recording of a rank that dies: the records made for it name its
+job, its ranks' pids and its gone rank, so the replay explains them. The newer three are made
+by their writers' own record functions where those are public (the probe's `report_record`,
+the progress `Counters.to_json`); the debug server's ranks are those a real 3-rank gloo job's
+server answered (tests/test_debugserver_live.py), mapped onto this job's pids.
 """
 
 from __future__ import annotations
@@ -88,7 +92,79 @@ def _die_records(lines: Lines) -> list[dict[str, Any]]:
         ],
     }
     error = {"type": "error", "t": round(t + 0.5, 3), "job": job.key, "error": "ValueError()"}
-    return [rendezvous, lastwords, error]
+    return [rendezvous, lastwords, error, *_newer_records(job.key, sorted(job.pids), t)]
+
+
+def _newer_records(key: str, pids: list[int], t: float) -> list[dict[str, Any]]:
+    """A progress, a debugserver and a blamed_probe record for the `die` job at its stall."""
+    from gputui.collect.procs.progress import Counters
+    from gputui.diagnose.health.blame import Blame
+    from gputui.probe.blamed import report_record
+    from gputui.probe.result import AllReduceResult, CopyResult, PairResult, ProbeReport
+
+    def reading(pid: int, dt: float, cpu: float) -> list[Any]:
+        c = Counters(pid, t - dt, cpu, 4096, 0, 1 << 20, 1 << 12, state="S")
+        return c.to_json()
+
+    progress = {
+        "type": "progress",
+        "t": round(t, 3),
+        "job": key,
+        "trigger": "stalled",
+        "stacks": "py-spy",
+        "ranks": [
+            {
+                "pid": pid,
+                "rank": r,
+                "gpu": r,
+                "first": [reading(pid, 30.0, 100.0)],
+                "samples": [reading(pid, 2.0, 130.0), reading(pid, 1.0, 130.0)],
+                "dumps": [
+                    {"t": round(t - 1, 3), "outcome": "done", "moved": False,
+                     "frame": "all_reduce (train.py:88)", "functions": ["all_reduce", "step"]},
+                ],
+            }
+            for r, pid in enumerate(pids)
+        ],
+    }  # fmt: skip
+    frames = [["all_reduce", "torch/distributed/distributed_c10d.py", 3252],
+              ["train_step", "train.py", 181], ["<module>", "train.py", 361]]  # fmt: skip
+    fr = {"pg": "0", "seq": 5, "op": "all_reduce", "state": "scheduled", "desc": "default_pg",
+          "enqueued": 5, "started": None, "completed": 4}  # fmt: skip
+    debugserver = {
+        "type": "debugserver",
+        "t": round(t + 0.2, 3),
+        "job": key,
+        "trigger": "stalled",
+        "via": "server",
+        "host": "node-a",
+        "outcome": "done",
+        "error": None,
+        "server": "[::1]:25999",
+        "found_by": f"socket of pid {pids[0] + 40} (a child of rank 0)",
+        "ranks": [
+            *({"rank": r, "host": "node-a", "here": True, "pid": pid, "outcome": "done",
+               "error": None, "frames": frames, "collective": "all_reduce", "fr": [fr]}
+              for r, pid in enumerate(pids)),
+            {"rank": len(pids), "host": "node-b", "here": False, "pid": None, "outcome": "done",
+             "error": None, "frames": [["load_next_batch", "train.py", 196],
+                                       ["<module>", "train.py", 361]],
+             "collective": None, "fr": [{**fr, "seq": 4, "enqueued": 4, "completed": 3}]},
+        ],
+        "world": len(pids) + 1,
+        "elapsed_s": 0.177,
+    }  # fmt: skip
+    pair = PairResult(
+        (0, 1),
+        ok=False,
+        reason="pair (0, 1): the worker of GPU 1 timed out after 30 s",
+        copies=[CopyResult(0, 1, 180.5, 1 << 28, True), CopyResult(1, 0, None, 0, False)],
+        allreduce=AllReduceResult((0, 1), None, None, 0, False),
+    )
+    report = ProbeReport([0, 1], "nccl", 1 << 28, 30.0, pairs=[pair], wall_s=31.2)
+    blame = Blame(1, "rank 1 (GPU 1) died; Xid 31 on GPU 1", None, "verdict")
+    blamed_probe = report_record(blame, report, key, t + 1.0)
+    return [progress, debugserver, blamed_probe]
 
 
 def _insert(lines: Lines, rec: dict[str, Any]) -> Lines:
