@@ -54,7 +54,10 @@ def is_this_host(host: str | None) -> bool:
         return False
     if h in LOOPBACK_NAMES or h == ANY_ADDRESS or h.startswith(LOOPBACK_PREFIXES):
         return True
-    me = _plain(socket.gethostname())
+    try:
+        me = _plain(socket.gethostname())
+    except OSError:
+        me = ""
     if me and not _is_address(h) and _same_name(h, me):
         return True
     return _is_address(h) and h in _addresses()
