@@ -113,6 +113,8 @@ def families(names: list[str], tmp: Path, args: argparse.Namespace, env: dict[st
         jobs += [("merge-lines", n, a, j, -1.0) for n, a, j in fam.merge_lines(tmp)]
     if "startup" in names:
         jobs += [("startup", n, a, j, d) for n, a, j, d in fam.startup(args.sigints)]
+    if args.only is not None:  # a family's run is named for what it damaged: `debugserver.ranks`
+        jobs = [j for j in jobs if args.only in j[1]]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         return list(
             pool.map(
@@ -151,7 +153,9 @@ def main() -> int:
     ap.add_argument("--bound", type=float, default=30.0, help="seconds per run (default 30)")
     ap.add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")
     ap.add_argument("--pythonpath", default=None, help="gputui checkout to run instead")
-    ap.add_argument("--only", default=None, help="only cases whose name contains this")
+    ap.add_argument(
+        "--only", default=None, help="only cases (or family runs) whose name contains this"
+    )
     ap.add_argument("--json", default=None, metavar="PATH", help="also write results as JSON")
     ap.add_argument(
         "--families", default="corpus", help="corpus,records,hostlists,merge-lines,startup"
