@@ -51,11 +51,8 @@ class Grouping:
         """True for an exact repeat of a line of this or the last sample (to be dropped);
         an error for a different line with the same `t` and `gpu`."""
         seen = self.recent.get((t, gpu)) or self.older.get((t, gpu))
-        return seen is not None and self._same(seen, t, gpu, raw, n)
-
-    def _same(self, seen: tuple[bytes, int], t: float, gpu: int, raw: bytes, n: int) -> bool:
-        """True when `raw` is the line `seen` (the one kept for its `t` and `gpu`) again; an
-        error when it is a different line."""
+        if seen is None:
+            return False
         if seen[0] == raw:
             return True
         raise GputuiError(
@@ -68,9 +65,7 @@ class Grouping:
         open sample (JOINED) or opens the next one (OPENED). `close()` is called before the
         next sample opens, so the caller finishes the previous sample before this line's
         errors can be raised. One call per line: a day-long recording has 200,000."""
-        key = (t, gpu)
-        seen = self.recent.get(key) or self.older.get(key)
-        if seen is not None and self._same(seen, t, gpu, raw, n):
+        if self.repeat(t, gpu, raw, n):
             return REPEAT
         t0 = self.t0
         if t0 is None or gpu in self.gpus or abs(t - t0) > SAME_SAMPLE_S:
@@ -85,7 +80,7 @@ class Grouping:
                 )
             self.gpus.add(gpu)
             got = JOINED
-        self.recent[key] = (raw, n)
+        self.recent[(t, gpu)] = (raw, n)
         return got
 
     def _open(self, t: float, gpu: int, n: int) -> None:

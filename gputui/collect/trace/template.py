@@ -130,15 +130,9 @@ class Template:
             return None  # the full reader says N/A (or, for `t`, an error)
         procs = self.procs.copy()
         for pid, fields, attrs, pick in self.proc_at:
-            d = fields.copy()
-            d.update(zip(attrs, pick(vals), strict=True))
-            procs[pid] = p = _new(ProcessInfo)
-            _set(p, "__dict__", d)
+            procs[pid] = _filled(ProcessInfo, fields, attrs, pick(vals))
         fields, attrs, pick = self.gpu_at
-        d = fields.copy()
-        d.update(zip(attrs, pick(vals), strict=True))
-        gpu = _new(GpuSample)
-        _set(gpu, "__dict__", d)
+        gpu = _filled(GpuSample, fields, attrs, pick(vals))
         row = _new(GpuRow)  # a plain dataclass, its __init__ skipped: this is a dict
         row.__dict__ = {
             "t": vals[self.t_at],
@@ -155,6 +149,15 @@ class Template:
 # put in, made without running their __init__ (dataclasses.replace costs microseconds; this
 # is a dict copy); only for the rows built here, before anyone else holds them.
 _new, _set = object.__new__, object.__setattr__
+
+
+def _filled(cls: type, fields: dict[str, Any], attrs: tuple[str, ...], values: Any) -> Any:
+    """A `cls` (a frozen dataclass) with the checked line's `fields`, `attrs` set to `values`."""
+    d = fields.copy()
+    d.update(zip(attrs, values, strict=True))
+    out: Any = _new(cls)
+    _set(out, "__dict__", d)
+    return out
 
 
 def _at(slots: list[tuple[int, str]]) -> tuple[tuple[str, ...], Callable[[list[float]], Any]]:

@@ -107,8 +107,7 @@ class Detector:
                 groups, snap
             )
             alike = [headline(s) for s in self.straggles if s.alike]
-            if alike:
-                reason += "".join(f"; {a}" for a in alike)
+            reason += "".join(f"; {a}" for a in alike)
             verdict = Verdict(
                 t=snap.t,
                 reason=reason,
