@@ -237,7 +237,11 @@ def test_a_busy_wait_loop_is_not_busy(job):
     last = lines[-1]
     assert last["state"] == "stalled"
     mine = [f for f in last["findings"] if "makes no progress" in f]
-    assert mine and "busy-wait loop, not progress" in mine[0], last["findings"]
+    # The loop burns a core when it gets one. On the 2-core CI box, beside five other test
+    # workers, it once got less than CPU_MIN (0.25 cores) over the window, and the judge then
+    # says what it measured; which words follow which CPU is tests/test_progress_judge.py's.
+    said = ("busy-wait loop, not progress", "no CPU time to speak of, its stack stands still")
+    assert mine and any(w in mine[0] for w in said), last["findings"]
     judged = next(r for r in last["progress"]["ranks"] if r["pid"] == j.r1.pid)
     assert judged["advancing"] is False
 
