@@ -40,6 +40,7 @@ from gputui.commands.common import (
     positive_float,
 )
 from gputui.commands.debugserver_args import gatherers_for
+from gputui.commands.prom_args import add_prom_args
 from gputui.diagnose import exitcodes
 from gputui.errors import GputuiError
 from gputui.textsafe import clean, clean_lines
@@ -98,6 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "and print its top functions (`profile` in --json)",
     )
     add_probe_args(p)
+    add_prom_args(p)
     p.set_defaults(func=run)
 
 
@@ -221,6 +223,10 @@ def run(args: argparse.Namespace) -> int:
     from gputui.watch.watcher import Watcher
 
     check_detector_args(args)
+    if args.prometheus:  # a cluster's history: gputui.commands.prom_check
+        from gputui.commands.prom_check import run as run_history
+
+        return run_history(args)
     live = not (args.replay or args.demo)
     if live:
         source = open_source(args, realtime=False)  # NVML's start is bounded by --timeout

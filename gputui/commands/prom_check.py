@@ -1,0 +1,106 @@
+"""`gputui check --prometheus`: the hang detector over a window of a cluster's history.
+
+Prints each event at its sample's time (a job stalls, hangs, clears; an Xid; a node that
+left the scrape; an error counter that rose or reset), then a line per job: hung or stalled
+with its onset and suspects, slow with its straggler, or healthy (never blamed). --json
+prints one object per event, each with `t` (Unix seconds) and `time` (UTC), then one
+`summary` object. The exit status is the worst over the window (gputui.diagnose.exitcodes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gputui.commands.prom_args import check_alone, read_window, window_of
+
+
+def run(args: argparse.Namespace) -> int:
+    from gputui.collect.prom.timespec import iso
+    from gputui.diagnose.history.window import judge_window
+    from gputui.jsonout import dumps
+    from gputui.textsafe import clean
+
+    check_alone(args)
+    start, end = window_of(args)
+    hist = read_window(args, start, end)
+    by_label = args.job_label is not None
+    j = judge_window(
+        hist, args.stall_after, args.hang_after, by_label=by_label, fail_on_slow=args.fail_on_slow
+    )
+    hosts = sorted({g.host for g in hist.gpus})
+    where = (
+        f"{len(hist.gpus)} GPU(s) on {len(hosts)} node(s), {len(j.jobs)} job(s), "
+        f"{hist.family.name} series, {iso(start)} .. {iso(end)} every {hist.step:g} s"
+    )
+    if args.json:
+        for e in j.events:
+            print(dumps({"t": e.t, "time": iso(e.t), "kind": e.kind, **e.data, "text": e.text}))
+        for r in j.jobs:
+            if r.slow_text:
+                print(
+                    dumps(
+                        {
+                            "t": end,
+                            "time": iso(end),
+                            "kind": "slow",
+                            **r.to_json(),
+                            "text": r.slow_text,
+                        }
+                    )
+                )
+        print(
+            dumps(
+                {
+                    "t": end,
+                    "time": iso(end),
+                    "kind": "summary",
+                    "source": hist.family.name,
+                    "from": start,
+                    "to": end,
+                    "step": hist.step,
+                    "gpus": len(hist.gpus),
+                    "nodes": hosts,
+                    "jobs": [r.to_json() for r in j.jobs],
+                    "healthy": [r.key for r in j.jobs if r.worst == "ok"],
+                    "notes": j.notes,
+                    "exit": j.code,
+                }
+            )
+        )
+        sys.stdout.flush()
+        return j.code
+    print(clean(f"gputui check: {where}"))
+    for note in j.notes:
+        print(clean(f"note: {note}"))
+    for e in j.events:
+        print(clean(f"{iso(e.t)}  {e.text}"))
+    for r in j.jobs:
+        if r.slow_text:
+            print(clean(f"{iso(end)}  {r.slow_text}"))
+    print("jobs:")
+    for r in j.jobs:
+        print(clean(f"  {_job_line(r)}"))
+    sys.stdout.flush()
+    return j.code
+
+
+def _job_line(r) -> str:  # type: ignore[no-untyped-def]
+    from gputui.collect.prom.timespec import iso
+
+    size = f"{len(r.gpus)} GPU(s) on {len(r.nodes)} node(s)"
+    if r.worst != "ok":
+        blamed = (
+            ", ".join(
+                f"{s['host']} GPU {s['gpu']}"
+                + (f" (pod {s['pod']})" if s.get("pod") else "")
+                + f" {s['state']}"
+                for s in r.suspects[:8]
+            )
+            or "no single GPU (every GPU spun)"
+        )
+        onset = iso(r.onset) if r.onset is not None else "?"
+        return f"{r.worst.upper()}: {r.key} ({size}): onset {onset}; suspects: {blamed}"
+    if r.stragglers:
+        return f"SLOW: {r.key} ({size}): straggler {', '.join(r.stragglers[:4])}"
+    return f"healthy: {r.key} ({size}): never stalled, never blamed"

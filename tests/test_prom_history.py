@@ -1,0 +1,304 @@
+"""`gputui check --prometheus` against a real Prometheus holding a cluster's GPU history.
+
+One server for the whole module (tests/prom_history.py): a 30-minute window, a few hours
+ago, of dcgm-exporter series for four nodes of four H200s each, backfilled with promtool:
+
+- `ml/train-a` (PyTorchJob: pod train-a-master-0 on node-0, train-a-worker-0 on node-1)
+  trains until T0+600 s; then node-1 GPU 2 goes idle (util 0, ~120 W: its rank stuck on
+  the CPU side) while its seven peers spin in the collective (util 100 %, no memory
+  traffic, ~123 W of 700 W): the H200 signature of an NCCL hang.
+- `ml/infer` (StatefulSet infer-0 and infer-1 on node-2) trains the whole window: healthy,
+  never blamed. Its GPU 1's uncorrectable-ECC counter drops from 4 to 0 at T0+900 (a driver
+  reload: a counter reset, not errors); its GPU 3 reports Xid 79 (fell off the bus) at
+  T0+1200.
+- `research/sweep` (pod sweep-worker-0, all of node-3) trains until node-3 leaves the scrape
+  after its sample at T0+1185; node-3 GPU 0 had a program's Xid 13 at T0+300.
+- Node gx-0 is scraped by gputui's own exporter (other metric names, no pods): from T0+900
+  its GPUs 0, 2, 3 spin while GPU 1 idles with its process alive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from conftest import REPO
+from prom_history import MISSING, SPIN, STUCK, TRAIN, Gpu, HistoryServer, grid, write_openmetrics
+
+from gputui.collect.prom.timespec import iso
+
+if MISSING and os.environ.get("CI"):
+    pytest.fail(f"CI must install {' and '.join(MISSING)} (.ci/run does)", pytrace=False)
+pytestmark = pytest.mark.skipif(
+    bool(MISSING),
+    reason=f"{' and '.join(MISSING)} not installed (apt-get install prometheus; CI has it)",
+)
+
+STEP = 15.0
+T0 = (time.time() // 3600) * 3600 - 4 * 3600  # a window a few hours ago: whole hours
+T1 = T0 + 1800
+HANG_AT = T0 + 600
+
+
+def train_a(host: str, index: int):
+    def read(t: float) -> dict[str, float]:
+        if t < HANG_AT:
+            return TRAIN
+        return STUCK if (host, index) == ("node-1", 2) else SPIN
+
+    return read
+
+
+def infer(index: int):
+    def read(t: float) -> dict[str, float]:
+        r = dict(TRAIN)
+        if index == 1:
+            r["ecc_dbe"] = 4.0 if t < T0 + 900 else 0.0
+        if index == 3:
+            r["xid"] = 79.0 if t >= T0 + 1200 else 0.0
+        return r
+
+    return read
+
+
+def sweep(index: int):
+    def read(t: float) -> dict[str, float] | None:
+        if t >= T0 + 1190:
+            return None  # node-3 is not scraped any more
+        return {**TRAIN, "xid": 13.0 if index == 0 and t >= T0 + 300 else 0.0}
+
+    return read
+
+
+def gx(index: int):
+    def read(t: float) -> dict[str, float]:
+        if t < T0 + 900:
+            return TRAIN
+        return STUCK if index == 1 else SPIN
+
+    return read
+
+
+def scenario() -> list[Gpu]:
+    gpus = [Gpu("node-0", i, "train-a-master-0", "ml", train_a("node-0", i)) for i in range(4)]
+    gpus += [Gpu("node-1", i, "train-a-worker-0", "ml", train_a("node-1", i)) for i in range(4)]
+    gpus += [Gpu("node-2", i, f"infer-{i // 2}", "ml", infer(i)) for i in range(4)]
+    gpus += [Gpu("node-3", i, "sweep-worker-0", "research", sweep(i)) for i in range(4)]
+    gpus += [Gpu("gx-0", i, None, None, gx(i), style="gputui") for i in range(4)]
+    return gpus
+
+
+@pytest.fixture(scope="module")
+def prom(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("prom-history")
+    om = tmp / "dcgm.om"
+    assert write_openmetrics(om, scenario(), grid(T0, T1, STEP, jitter=0.25)) > 10_000
+    server = HistoryServer(tmp, om)
+    yield server
+    server.stop()
+
+
+def check(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gputui", "check", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
+
+
+def window(prom: HistoryServer, *more: str) -> list[str]:
+    return ["--prometheus", prom.url, "--from", str(T0), "--to", iso(T1), *more]
+
+
+def lines(r: subprocess.CompletedProcess) -> list[dict]:
+    return [json.loads(x) for x in r.stdout.splitlines()]
+
+
+# ---------------------------------------------------------------- the verdicts
+
+
+def test_the_hung_job_names_its_onset_and_the_gpu_that_went_idle_while_its_peers_spun(prom):
+    r = check(*window(prom, "--json"))
+    assert r.returncode == 1, r.stderr  # a hang, worse than the sick GPU also in the window
+    out = lines(r)
+    verdicts = [o for o in out if o["kind"] == "verdict" and o["job"] == "ml/train-a"]
+    stalled, hung = verdicts[0], verdicts[1]
+    # The first sample that spun is the onset; stalled one step later (15 s >= 10 s),
+    # hung once it has spun for 60 s.
+    # Each stamped with the scrape's own time (0.25 s after the step: the scraper's offset).
+    assert stalled["state"] == "stalled" and stalled["since"] == pytest.approx(HANG_AT + 0.25)
+    assert stalled["t"] == pytest.approx(HANG_AT + STEP + 0.25)
+    assert hung["state"] == "hung" and hung["t"] == pytest.approx(HANG_AT + 60.25)
+    assert stalled["time"] == iso(HANG_AT + STEP)
+    suspect = stalled["suspects"]
+    assert [(s["host"], s["gpu"], s["pod"], s["state"]) for s in suspect] == [
+        ("node-1", "2", "train-a-worker-0", "idle")
+    ]
+    assert suspect[0]["namespace"] == "ml" and suspect[0]["uuid"].startswith("GPU-")
+    assert len(stalled["spinning"]) == 7
+    summary = out[-1]
+    assert summary["kind"] == "summary" and summary["exit"] == 1
+    job = {j["job"]: j for j in summary["jobs"]}
+    assert job["ml/train-a"]["state"] == "hung"
+    assert job["ml/train-a"]["onset"] == pytest.approx(HANG_AT + 0.25)
+
+
+def test_healthy_jobs_are_said_healthy_and_never_blamed(prom):
+    r = check(*window(prom, "--json"))
+    out = lines(r)
+    summary = out[-1]
+    assert set(summary["healthy"]) >= {"ml/infer", "research/sweep"}
+    blamed = {(s["host"], s["gpu"]) for o in out if o["kind"] == "verdict" for s in o["suspects"]}
+    assert all(host in ("node-1", "node-0", "gx-0") for host, _ in blamed), blamed
+    assert not [
+        o
+        for o in out
+        if o["kind"] == "verdict"
+        and o["job"] != "ml/train-a"
+        and not o["job"].startswith("node gx")
+    ]
+
+
+def test_the_text_output_stamps_each_line_with_the_samples_time(prom):
+    r = check(*window(prom))
+    assert r.returncode == 1, r.stderr
+    text = r.stdout
+    assert f"{iso(HANG_AT + STEP)}  STALLED  job ml/train-a:" in text
+    assert "node-1 GPU 2 (pod ml/train-a-worker-0) idle with its process alive" in text
+    assert f"since {iso(HANG_AT)}, 15 s" in text
+    assert "healthy: ml/infer (4 GPU(s) on 1 node(s)): never stalled, never blamed" in text
+    assert "HUNG: ml/train-a (8 GPU(s) on 2 node(s)): onset " + iso(HANG_AT) in text
+
+
+def test_an_xid_is_joined_to_its_gpu_and_pod_and_a_hardware_xid_is_a_sick_gpu(prom):
+    r = check(*window(prom, "--nodes", "node-2", "--json"))
+    assert r.returncode == 3, r.stdout + r.stderr  # Xid 79 and no hang on node-2
+    xids = [o for o in lines(r) if o["kind"] == "xid"]
+    assert [(x["gpu"], x["pod"], x["xid"], x["fault"]) for x in xids] == [
+        ("3", "infer-1", 79, "hardware")
+    ]
+    assert xids[0]["t"] == pytest.approx(T0 + 1200.25)
+
+
+def test_a_programs_xid_is_told_but_not_a_sick_gpu(prom):
+    r = check(*window(prom, "--match", 'namespace="research"', "--json"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (x,) = [o for o in lines(r) if o["kind"] == "xid"]
+    assert (x["host"], x["gpu"], x["xid"], x["fault"]) == ("node-3", "0", 13, "program")
+
+
+def test_a_counter_reset_is_said_and_not_counted_as_errors(prom):
+    r = check(*window(prom, "--nodes", "node-2", "--json"))
+    out = lines(r)
+    (reset,) = [o for o in out if o["kind"] == "counter_reset"]
+    assert (reset["gpu"], reset["counter"]) == ("1", "ecc_dbe")
+    assert reset["t"] == pytest.approx(T0 + 900.25)
+    assert not [o for o in out if o["kind"] == "errors"]
+
+
+def test_a_node_missing_from_the_scrape_is_said_as_such(prom):
+    r = check(*window(prom, "--json"))
+    (gone,) = [o for o in lines(r) if o["kind"] == "node_missing"]
+    assert gone["host"] == "node-3" and gone["to"] is None
+    assert gone["last_sample"] == pytest.approx(T0 + 1185.25)
+
+
+def test_gputui_exporter_series_are_read_too_and_grouped_per_node(prom):
+    r = check(*window(prom, "--nodes", "gx-0", "--json"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    out = lines(r)
+    assert out[-1]["source"] == "gputui exporter"
+    stalled = next(o for o in out if o["kind"] == "verdict")
+    assert stalled["job"] == "node gx-0" and stalled["since"] == pytest.approx(T0 + 900.25)
+    assert [(s["gpu"], s["state"]) for s in stalled["suspects"]] == [("1", "idle")]
+
+
+# ---------------------------------------------------------------- bad input and bad servers
+
+
+def one_line_error(r: subprocess.CompletedProcess, *words: str) -> None:
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1, r.stderr
+    for w in words:
+        assert w in err[0], err[0]
+
+
+def test_an_unreachable_server_is_one_line_and_exit_2():
+    from conftest import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    r = check("--prometheus", url, "--from", "1h ago")
+    one_line_error(r, "127.0.0.1", "refused")
+
+
+def test_a_server_that_answers_garbage_is_one_line_and_exit_2():
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(8)
+        stop = threading.Event()
+
+        def answer() -> None:
+            srv.settimeout(0.5)
+            while not stop.is_set():
+                try:
+                    conn, _ = srv.accept()
+                except OSError:
+                    continue
+                with conn:
+                    conn.recv(65536)
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nnot json!")
+
+        t = threading.Thread(target=answer, daemon=True)
+        t.start()
+        try:
+            url = f"http://127.0.0.1:{srv.getsockname()[1]}"
+            r = check("--prometheus", url, "--from", "1h ago")
+        finally:
+            stop.set()
+            t.join(10)
+    one_line_error(r, "did not answer JSON")
+
+
+def test_a_server_that_never_answers_meets_the_deadline():
+    with socket.socket() as srv:  # accepts (the kernel's backlog) and says nothing
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(8)
+        url = f"http://127.0.0.1:{srv.getsockname()[1]}"
+        r = check("--prometheus", url, "--from", "1h ago", "--prom-timeout", "2")
+    one_line_error(r, "did not answer within 2 s")
+
+
+def test_prometheus_own_error_is_said_in_one_line(prom):
+    # 11,000 points per series is Prometheus' limit; a 1 s step over a day asks for
+    # 86,401: chunked under it, so the server never refuses; a bad matcher it does refuse.
+    r = check(*window(prom, "--match", 'pod=~"("'))
+    one_line_error(r, "Prometheus at", "HTTP 400", "parse error")
+
+
+def test_bad_from_and_a_missing_token_file_are_one_line_each(prom, tmp_path):
+    one_line_error(
+        check("--prometheus", prom.url, "--from", "yesterday-ish"), "--from", "not a time"
+    )
+    one_line_error(check("--prometheus", prom.url, "--from", "1h ago", "--to", "2h ago"), "before")
+    missing = tmp_path / "no-such-token"
+    r = check("--prometheus", prom.url, "--from", "1h ago", "--token-file", str(missing))
+    one_line_error(r, "--token-file", "No such file")
+    one_line_error(check("--prometheus", "ftp://x", "--from", "1h ago"), "not an http")
+
+
+def test_a_window_longer_than_the_servers_limit_is_fetched_in_chunks(prom):
+    # 30 min at 0.1 s would be 18,001 points per series: Prometheus refuses more than
+    # 11,000 in one query, so gputui asks in two chunks and joins them.
+    r = check(*window(prom, "--step", "1", "--nodes", "node-2", "--json"))
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert lines(r)[-1]["step"] == 1.0
