@@ -133,8 +133,15 @@ def write_openmetrics(path: Path, gpus: Iterable[Gpu], times: list[float]) -> in
 class HistoryServer:
     """A real Prometheus serving the backfilled file's series (read-only: no scrapes)."""
 
-    def __init__(self, tmp: Path, openmetrics: Path) -> None:
+    def __init__(self, tmp: Path, openmetrics: Path | None) -> None:
+        """`openmetrics` None: serve the blocks already backfilled into tmp/data."""
         data = tmp / "data"
+        if openmetrics is not None:
+            self._backfill(openmetrics, data)
+        self._start(tmp, data)
+
+    @staticmethod
+    def _backfill(openmetrics: Path, data: Path) -> None:
         r = subprocess.run(
             ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(openmetrics), str(data)],
             capture_output=True,
@@ -143,6 +150,8 @@ class HistoryServer:
         )
         if r.returncode != 0:
             raise AssertionError("promtool failed:\n" + (r.stdout + r.stderr)[-3000:])
+
+    def _start(self, tmp: Path, data: Path) -> None:
         cfg = tmp / "prometheus.yml"
         cfg.write_text("global: {scrape_interval: 1h, evaluation_interval: 1h}\n")
         self.log = tmp / "prometheus.log"

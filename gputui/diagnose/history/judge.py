@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputui.collect.model import GpuSample
 from gputui.collect.prom.columns import GpuColumns, History
 from gputui.collect.prom.timespec import iso
 from gputui.diagnose.exitcodes import HANG, OK
@@ -26,6 +27,7 @@ from gputui.diagnose.hang.detector import MAX_GAP_S
 from gputui.diagnose.hang.runs import DIP_MAX_S, SpinRun, advance_run
 from gputui.diagnose.history.jobs import owner_jobs, per_node
 from gputui.diagnose.history.samples import GpuReader
+from gputui.diagnose.history.slow import Waits
 from gputui.diagnose.verdict import HUNG, STALLED
 from gputui.diagnose.verdict import OK as OK_STATE
 
@@ -114,6 +116,8 @@ class _Job:
         self.last_in: dict[int, int] = {}  # member -> last step it was in the job, present
         self.state = OK_STATE
         self.said: tuple[Any, ...] = (OK_STATE,)
+        self.waits = Waits()  # stragglers, counted until the first stall
+        self.alarmed = False
 
 
 def judge_hangs(
@@ -151,6 +155,12 @@ def judge_hangs(
             if ev is not None:
                 events.append(ev)
                 _note(reports[job.key], ev)
+    for key, job in jobs.items():
+        rep = reports[key]
+        names = {i: hist.gpus[i].key for i in job.members}
+        rep.stragglers, said = job.waits.judge(job.members, names)
+        if said is not None:
+            rep.slow_text = f"SLOW     job {key}: {said}"
     return events, sorted(reports.values(), key=lambda r: r.key)
 
 
@@ -179,11 +189,13 @@ def _step(
     states: dict[int, GpuState | str] = {}
     runs = job.runs
     now: dict[int, float] = {}  # each member's sample time at this step
+    samples: dict[int, GpuSample] = {}
     for i in job.members:
         r = readers[i]
         mine = not by_owner or (r.owner[k] >= 0 and ojobs[r.owner[k]] == job.key)
         if mine and r.present(k):
-            st = classify_gpu(r.sample(k))
+            samples[i] = sample = r.sample(k)
+            st = classify_gpu(sample)
             job.last_in[i] = k
             now[i] = t_i = r.when(k, t)
         elif i not in job.last_in:
@@ -200,6 +212,8 @@ def _step(
             runs.pop(i, None)
         else:
             runs[i] = run
+    if not job.alarmed and len(samples) > 1:
+        job.waits.observe(samples)
     spinning = [i for i, run in runs.items() if i in now and run.last_spin == now[i]]
     since = min((runs[i].since for i in spinning), default=t)
     t = max((now[i] for i in spinning), default=t)  # the latest sample the verdict reads
@@ -220,7 +234,7 @@ def _step(
     said = (state, tuple(spinning), tuple(suspects))
     if said == job.said:
         return None
-    job.state, job.said = state, said
+    job.state, job.said, job.alarmed = state, said, True
     return _verdict_event(job, k, t, since, state, spinning, suspects, states, hist)
 
 

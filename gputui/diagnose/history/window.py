@@ -15,7 +15,6 @@ from gputui.diagnose.history.counters import counter_events, missing_nodes, xid_
 from gputui.diagnose.history.jobs import per_node
 from gputui.diagnose.history.judge import Event, JobReport, judge_hangs
 from gputui.diagnose.history.samples import GpuReader
-from gputui.diagnose.history.slow import judge_slow
 
 
 @dataclass
@@ -37,7 +36,6 @@ def judge_window(
     by_owner = not per_node(hist, by_label)
     readers = [GpuReader(g, by_owner) for g in hist.gpus]
     events, jobs = judge_hangs(hist, stall_after, hang_after, by_label, readers)
-    judge_slow(hist, jobs, readers)
     events += xid_events(hist) + counter_events(hist) + missing_nodes(hist)
     events.sort(key=lambda e: (e.t, e.kind != "node_missing", e.kind != "xid"))
     notes = sorted({r.limit_note for r in readers if r.limit_note})
