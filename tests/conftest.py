@@ -179,6 +179,7 @@ LONGEST_FIRST = {
     "test_blamed_probe": 25,
     "test_debugserver_live": 20,
     "test_debugserver_parse": 11,
+    "test_prom_history": 30,
 }
 # Modules whose module-scoped fixture is costly (a torch job, an sshd, compiled targets): one
 # worker runs all their tests, so the fixture starts once.
@@ -188,6 +189,7 @@ ONE_WORKER = {
     "test_multi_rank",
     "test_fleet",
     "test_secrets_corpus",
+    "test_prom_history",  # one Prometheus (backfilled) for the module
 }
 # Modules that look at the whole machine's process table (the world probe's tests check that
 # no worker is left on any "host"): run on one worker together, so that one test never sees

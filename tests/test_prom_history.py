@@ -13,6 +13,9 @@ ago, of dcgm-exporter series for four nodes of four H200s each, backfilled with 
   T0+1200.
 - `research/sweep` (pod sweep-worker-0, all of node-3) trains until node-3 leaves the scrape
   after its sample at T0+1185; node-3 GPU 0 had a program's Xid 13 at T0+300.
+- `ml/ft` (pod ft-worker-0, all of node-4) progresses, but its GPU 0 computes (util 99,
+  memory 23 %, 690 W) while GPUs 1-3 wait for it in every step (util 99, memory 8 %, 320
+  W: the waiting ranks' levels on 4 x H200): slow, with GPU 0 its straggler.
 - Node gx-0 is scraped by gputui's own exporter (other metric names, no pods): from T0+900
   its GPUs 0, 2, 3 spin while GPU 1 idles with its process alive.
 """
@@ -76,6 +79,13 @@ def sweep(index: int):
     return read
 
 
+def ft(index: int):
+    def read(t: float) -> dict[str, float]:
+        return TRAIN if index == 0 else {"util": 99, "mem": 8, "power": 320.0}
+
+    return read
+
+
 def gx(index: int):
     def read(t: float) -> dict[str, float]:
         if t < T0 + 900:
@@ -90,6 +100,7 @@ def scenario() -> list[Gpu]:
     gpus += [Gpu("node-1", i, "train-a-worker-0", "ml", train_a("node-1", i)) for i in range(4)]
     gpus += [Gpu("node-2", i, f"infer-{i // 2}", "ml", infer(i)) for i in range(4)]
     gpus += [Gpu("node-3", i, "sweep-worker-0", "research", sweep(i)) for i in range(4)]
+    gpus += [Gpu("node-4", i, "ft-worker-0", "ml", ft(i)) for i in range(4)]
     gpus += [Gpu("gx-0", i, None, None, gx(i), style="gputui") for i in range(4)]
     return gpus
 
@@ -165,6 +176,18 @@ def test_healthy_jobs_are_said_healthy_and_never_blamed(prom):
         and o["job"] != "ml/train-a"
         and not o["job"].startswith("node gx")
     ]
+
+
+def test_a_straggler_over_the_window_makes_its_job_slow_not_hung(prom):
+    r = check(*window(prom, "--nodes", "node-4", "--json"))
+    assert r.returncode == 0, r.stdout + r.stderr  # slow is no alarm...
+    out = lines(r)
+    (slow,) = [o for o in out if o["kind"] == "slow"]
+    assert slow["job"] == "ml/ft" and slow["stragglers"] == ["node-4:0"]
+    assert "ml/ft" not in out[-1]["healthy"]
+    r = check(*window(prom, "--nodes", "node-4", "--fail-on-slow"))
+    assert r.returncode == 4, r.stdout + r.stderr  # ...unless asked
+    assert "SLOW     job ml/ft: straggler node-4:0 waits in 0% of its busy samples" in r.stdout
 
 
 def test_the_text_output_stamps_each_line_with_the_samples_time(prom):

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
                     "gpus": len(hist.gpus),
                     "nodes": hosts,
                     "jobs": [r.to_json() for r in j.jobs],
-                    "healthy": [r.key for r in j.jobs if r.worst == "ok"],
+                    "healthy": [r.key for r in j.jobs if r.worst == "ok" and not r.stragglers],
                     "notes": j.notes,
                     "exit": j.code,
                 }

@@ -34,6 +34,7 @@ CHUNK_POINTS = 10_000  # under Prometheus' 11,000 points per series per query
 MAX_BODY = 512 * 1024 * 1024  # one answer; a chunk of a large cluster is a few MB
 READ_PIECE = 1 << 20
 WORKERS = 8
+SOCKET_GRACE_S = 2.0
 
 
 class PromError(GputuiError):
@@ -229,7 +230,7 @@ def _worker(
         while (task := todo.get()) is not None:
             try:
                 if conn is None:
-                    conn = server.connect(max(0.1, deadline - time.monotonic()))
+                    conn = server.connect(_socket_timeout(deadline))
                 body = _post(server, conn, task, step, deadline)
                 done.put((task, parse_matrix(body, server.shown)))
             except BaseException as e:  # handed to the caller, which says it in one line
@@ -241,6 +242,12 @@ def _worker(
     finally:
         if conn is not None:
             conn.close()
+
+
+def _socket_timeout(deadline: float) -> float:
+    """A socket's timeout: past the deadline by a grace, so that the caller's deadline,
+    which names it, always fires first; the daemon worker ends a moment later."""
+    return max(0.1, deadline - time.monotonic()) + SOCKET_GRACE_S
 
 
 def _as_error(e: BaseException, server: Server) -> BaseException:
@@ -260,7 +267,7 @@ def _post(
         {"query": query, "start": _num(start), "end": _num(end), "step": _num(step)}
     ).encode()
     headers = {**server.headers, "Content-Type": "application/x-www-form-urlencoded"}
-    conn.timeout = max(0.1, deadline - time.monotonic())
+    conn.timeout = _socket_timeout(deadline)
     if conn.sock is not None:
         conn.sock.settimeout(conn.timeout)
     conn.request("POST", f"{server.path}/api/v1/query_range", body=form, headers=headers)
