@@ -92,10 +92,7 @@ def _job_line(r) -> str:  # type: ignore[no-untyped-def]
     if r.worst != "ok":
         blamed = (
             ", ".join(
-                f"{s['host']} GPU {s['gpu']}"
-                + (f" (pod {s['pod']})" if s.get("pod") else "")
-                + f" {s['state']}"
-                for s in r.suspects[:8]
+                f"{s['host']} GPU {s['gpu']}" + _pod(s) + f" {s['state']}" for s in r.suspects[:8]
             )
             or "no single GPU (every GPU spun)"
         )
@@ -104,3 +101,10 @@ def _job_line(r) -> str:  # type: ignore[no-untyped-def]
     if r.stragglers:
         return f"SLOW: {r.key} ({size}): straggler {', '.join(r.stragglers[:4])}"
     return f"healthy: {r.key} ({size}): never stalled, never blamed"
+
+
+def _pod(ref: dict[str, str | None]) -> str:
+    if not ref.get("pod"):
+        return ""
+    ns = ref.get("namespace")
+    return f" (pod {ns}/{ref['pod']})" if ns else f" (pod {ref['pod']})"

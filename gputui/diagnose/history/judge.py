@@ -238,6 +238,20 @@ def _step(
     return _verdict_event(job, k, t, since, state, spinning, suspects, states, hist)
 
 
+def _spinners(spinning: list[int], gpus: list[GpuColumns]) -> str:
+    """`gpu-3 GPUs 0, 1, 2` for a few; `63 GPUs on gpu-000, gpu-001, ...` for many."""
+    by_host: dict[str, list[str]] = {}
+    for i in spinning:
+        by_host.setdefault(gpus[i].host, []).append(gpus[i].gpu)
+    if len(spinning) <= MAX_NAMED:
+        return "; ".join(
+            f"{h} GPU{'s' if len(ix) > 1 else ''} {', '.join(ix)}" for h, ix in by_host.items()
+        )
+    nodes = list(by_host)
+    more = " ..." if len(nodes) > 4 else ""
+    return f"{len(spinning)} GPUs on {', '.join(nodes[:4])}{more}"
+
+
 def _word(st: GpuState | str | None) -> str:
     if st is None or st is GpuState.UNKNOWN:
         return "missing"
@@ -271,10 +285,9 @@ def _verdict_event(
             what = describe_state(states[i])  # type: ignore[arg-type]
         words.append(f"{gpu_words(g, hist, k)} {what}")
         refs.append({**gpu_ref(g, hist, k), "state": w})
-    nodes = sorted({gpus[i].host for i in spinning})
     spin = (
-        f"{len(spinning)} GPU(s) on {', '.join(nodes[:4])}{' ...' if len(nodes) > 4 else ''}"
-        f" {'has' if len(spinning) == 1 else 'have'} been spinning in a collective "
+        f"{_spinners(spinning, gpus)} {'has' if len(spinning) == 1 else 'have'} been "
+        "spinning in a collective "
         f"(util ~100%, no memory traffic) since {iso(since)}, {t - since:.0f} s"
     )
     if words:
