@@ -325,3 +325,40 @@ def test_a_window_longer_than_the_servers_limit_is_fetched_in_chunks(prom):
     r = check(*window(prom, "--step", "1", "--nodes", "node-2", "--json"))
     assert r.returncode == 3, r.stdout + r.stderr
     assert lines(r)[-1]["step"] == 1.0
+
+
+# ---------------------------------------------------------------- snapshot --at
+
+
+def snapshot(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gputui", "snapshot", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+
+
+def test_snapshot_at_a_moment_shows_every_gpu_and_the_jobs_verdict_then(prom):
+    r = snapshot("--prometheus", prom.url, "--at", iso(HANG_AT + 120), "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    state = {(g["host"], g["gpu"]): g["state"] for g in d["gpus"]}
+    assert state[("node-1", "2")] == "idle"
+    assert state[("node-0", "0")] == "spinning" and state[("node-2", "0")] == "computing"
+    assert state[("node-3", "0")] == "computing"  # node-3 left the scrape later
+    job = {j["job"]: j for j in d["jobs"]}
+    assert job["ml/train-a"]["state"] == "hung"
+    assert [(s["host"], s["gpu"]) for s in job["ml/train-a"]["suspects"]] == [("node-1", "2")]
+    assert job["ml/infer"]["state"] == "ok"
+
+
+def test_snapshot_at_before_the_hang_and_after_a_node_left(prom):
+    r = snapshot("--prometheus", prom.url, "--at", str(T0 + 1500))
+    assert r.returncode == 0, r.stderr
+    assert "job ml/train-a: HUNG since " + iso(HANG_AT) in r.stdout
+    node3 = [line for line in r.stdout.splitlines() if line.startswith("node-3")]
+    assert len(node3) == 4 and all(line.endswith("missing") for line in node3)
+    r = snapshot("--prometheus", prom.url, "--at", str(HANG_AT - 60), "--json")
+    assert {j["state"] for j in json.loads(r.stdout)["jobs"]} == {"ok"}

@@ -14,7 +14,10 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from gputui.commands.common import add_source_args, non_negative_float, open_source, positive_float
+from gputui.commands.common import add_detector_args, add_source_args, open_source, positive_float
+from gputui.commands.prom_args import add_prom_args
+from gputui.commands.prom_snapshot import at_or_time
+from gputui.commands.prom_snapshot import run as run_history
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
@@ -42,12 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON: gpus, processes, jobs")
     p.add_argument(
         "--at",
-        type=non_negative_float,
+        type=at_or_time,
         default=None,
         metavar="S",
         help="with --replay/--demo: the sample S seconds into the file (default: the last; "
         "--demo: the moment its verdict names the hang); past the file's end: the last, "
-        "with a note on stderr",
+        "with a note on stderr. With --prometheus: a time (epoch, ISO 8601, '3h ago')",
     )
     p.add_argument(
         "--timeout",
@@ -57,6 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="give up if NVML does not start, or a sample does not come, within S seconds "
         "(default 10)",
     )
+    add_prom_args(p, window=False)
+    p.add_argument("--from", dest="prom_from", metavar="T", default=None, help=argparse.SUPPRESS)
+    add_detector_args(p)
     p.set_defaults(func=run, health_events=False)  # one look: the kernel log has past Xids
 
 
@@ -225,6 +231,12 @@ def _wait_json(straggles: Sequence[Straggle]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from gputui.collect.bounded import sample_bounded
 
+    if args.prometheus:  # a cluster's history at one moment: gputui.commands.prom_snapshot
+        return run_history(args)
+    if isinstance(args.at, str):
+        raise GputuiError(
+            f"--at {args.at[:40]!r}: seconds into the recording (a time is for --prometheus)"
+        )
     live = not (args.replay or args.demo)
     if args.at is not None and live:
         raise GputuiError("--at only applies to --replay or --demo")

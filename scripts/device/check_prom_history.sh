@@ -11,8 +11,8 @@
 # $OUT/dcgm.om.gz, GPU r labelled pod hist-worker-r; the onset (the worker's ONSET line) goes
 # to $OUT/prom_history_meta.json. Bring the file back and read it with
 #   bash scripts/prom_readback.sh dcgm.om.gz
-# expected: job device/hist HUNG, onset within a second or two of the ONSET time, suspect
-# GPU 3 (pod device/hist-worker-3) idle with its process alive, GPUs 0-2 spinning.
+# expected: job lab/hist HUNG, onset within a second or two of the ONSET time, suspect
+# GPU 3 (pod lab/hist-worker-3) idle with its process alive, GPUs 0-2 spinning.
 # Where prometheus and promtool are installed on the node, the read-back runs here too.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -45,7 +45,7 @@ done
 [ "$(grep -c '^READY' "$LOG")" -ge 4 ] || { say "FAIL job did not start"; tail -20 "$LOG" >>"$S"; exit 1; }
 say "INFO job ready ($BACKEND); sampling 90 s at 1 Hz"
 timeout 120 python3 scripts/device/prom_sampler.py "$O/dcgm.om.gz" 90 --onset 20 \
-  --pod-prefix hist --namespace device 2>"$O/prom_sampler.err" | tee -a "$S"
+  --pod-prefix hist --namespace lab 2>"$O/prom_sampler.err" | tee -a "$S"
 rc=${PIPESTATUS[0]}
 cleanup
 python3 - "$LOG" "$O/prom_history_meta.json" <<'PY' | tee -a "$S"

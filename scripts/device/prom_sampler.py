@@ -1,7 +1,7 @@
 """Sample NVML at 1 Hz and write what dcgm-exporter would have served, as OpenMetrics with
 timestamps, for scripts/device/check_prom_history.sh (and `scripts/prom_readback.sh`).
 
-    python3 scripts/device/prom_sampler.py OUT.om SECONDS --pod-prefix hist --namespace device
+    python3 scripts/device/prom_sampler.py OUT.om SECONDS --pod-prefix hist --namespace lab
 
 Each GPU's series carry dcgm-exporter's names and labels (gpu, UUID, device, modelName,
 Hostname, and pod/namespace/container as its kubelet mapping gives them: GPU r is the pod
@@ -126,7 +126,7 @@ def main() -> int:
     ap.add_argument("out")
     ap.add_argument("seconds", type=float)
     ap.add_argument("--pod-prefix", default="hist")
-    ap.add_argument("--namespace", default="device")
+    ap.add_argument("--namespace", default="lab")
     ap.add_argument("--onset", type=float, default=20.0, help="dry run: seconds to the fake hang")
     a = ap.parse_args()
     dry = os.environ.get("GPUTUI_DEVICE_DRYRUN") == "1"
