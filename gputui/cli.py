@@ -93,6 +93,7 @@ def build_parser(commands: bool = True) -> argparse.ArgumentParser:
     """The command line's parser; `commands=False`: the dashboard's options alone, without
     importing any sub-command's module (see `_dashboard_only`)."""
     from gputui.commands.common import add_app_args
+    from gputui.commands.prom_args import add_prom_args
 
     parser = _Parser(
         prog="gputui",
@@ -100,6 +101,7 @@ def build_parser(commands: bool = True) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gputui {__version__}")
     add_app_args(parser)
+    add_prom_args(parser)  # the dashboard over a node's history (gputui.commands.prom_replay)
     if not commands:
         parser.set_defaults(command=None)
         return parser

@@ -362,3 +362,42 @@ def test_snapshot_at_before_the_hang_and_after_a_node_left(prom):
     assert len(node3) == 4 and all(line.endswith("missing") for line in node3)
     r = snapshot("--prometheus", prom.url, "--at", str(HANG_AT - 60), "--json")
     assert {j["state"] for j in json.loads(r.stdout)["jobs"]} == {"ok"}
+
+
+# ---------------------------------------------------------------- the dashboard's replay
+
+
+def dashboard_args(prom: HistoryServer, *more: str):
+    from gputui.cli import build_parser
+
+    return build_parser(commands=False).parse_args(
+        ["--prometheus", prom.url, "--from", str(HANG_AT - 60), "--to", str(HANG_AT + 120), *more]
+    )
+
+
+def test_the_dashboard_replays_the_blamed_node_and_its_live_detector_agrees(prom):
+    from gputui.commands.prom_replay import prom_source
+    from gputui.diagnose.hang.detector import diagnose_trace
+
+    src = prom_source(dashboard_args(prom), realtime=False)
+    assert src.node == "node-1"  # the node of the GPU the history blames
+    assert {g.index for g in src.snaps[0].gpus} == {0, 1, 2, 3}
+    assert src.snaps[1].t - src.snaps[0].t == 1.0  # 15 s scrapes, replayed every second
+    verdicts = diagnose_trace(src.snaps)
+    hung = next(v for v in verdicts if v.state == "hung")
+    assert hung.suspects == (2,) and hung.spinning == (0, 1, 3)
+    assert "pod ml/train-a-worker-0" in hung.reason
+    assert hung.since == pytest.approx(HANG_AT, abs=STEP)
+
+
+async def test_the_dashboard_shows_the_hang_of_a_prometheus_window(prom):
+    from screen import on_screen, run_to_end
+
+    from gputui.commands.prom_replay import prom_source
+    from gputui.ui.app import GputuiApp
+
+    app = GputuiApp(prom_source(dashboard_args(prom, "--nodes", "node-1"), realtime=False))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await run_to_end(app, pilot)
+        assert on_screen(app, "HUNG")
+        assert on_screen(app, "pod ml/train-a-worker-0")

@@ -14,6 +14,7 @@ from gputui.commands.lean import one_malloc_arena, without_tls
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
+    from gputui.collect.source import Source
     from gputui.ui.widgets.preframe import PreFrame
 
 NVML_START_TIMEOUT = 15.0  # seconds for nvmlInit and the device list before giving up
@@ -37,13 +38,19 @@ def _open_in_background(
             # The GPUs' first reading is drawn as soon as NVML answers, before psutil and
             # the health monitor are imported (gputui.collect.live); a recording is read on
             # while it plays: a day-long one starts at once.
-            source = open_source(
-                args,
-                realtime=True,
-                timeout=NVML_START_TIMEOUT,
-                on_gpus=None if pre is None else pre.draw,
-                lazy=True,
-            )
+            source: Source
+            if getattr(args, "prometheus", None):  # a node's history: commands/prom_replay
+                from gputui.commands.prom_replay import prom_source
+
+                source = prom_source(args)
+            else:
+                source = open_source(
+                    args,
+                    realtime=True,
+                    timeout=NVML_START_TIMEOUT,
+                    on_gpus=None if pre is None else pre.draw,
+                    lazy=True,
+                )
         except BaseException as e:  # re-raised in the main thread
             result.append(e)
             return
@@ -117,6 +124,7 @@ def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) 
 
     GputuiApp = _app_class()
     replay = getattr(args, "demo", False) or getattr(args, "replay", None) is not None
+    replay = replay or bool(getattr(args, "prometheus", None))  # bounded by --prom-timeout
     # A replay is read by the bounded reader (trace_read), which ends on its own. NVML bounds
     # itself (and names the call that hung); for a live start this wait is a backstop.
     thread.join(None if replay else NVML_START_TIMEOUT + 1.0)
