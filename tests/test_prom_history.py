@@ -401,3 +401,26 @@ async def test_the_dashboard_shows_the_hang_of_a_prometheus_window(prom):
         await run_to_end(app, pilot)
         assert on_screen(app, "HUNG")
         assert on_screen(app, "pod ml/train-a-worker-0")
+
+
+# ---------------------------------------------------------------- a bundle
+
+
+def test_a_bundle_keeps_the_blamed_nodes_samples_and_the_windows_verdict(prom, tmp_path):
+    out = tmp_path / "bundle"
+    r = subprocess.run(
+        [sys.executable, "-m", "gputui", "bundle", *window(prom), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "verdict: " in r.stdout and "train-a-worker-0" in r.stdout
+    history = [json.loads(x) for x in (out / "prometheus-history.jsonl").read_text().splitlines()]
+    assert history[-1]["kind"] == "summary" and history[-1]["exit"] == 1
+    assert any(h["kind"] == "verdict" and h["state"] == "hung" for h in history)
+    # The node's samples are a replayable recording: check --replay says the same.
+    trace = next(out.glob("*.jsonl*"))
+    r = check("--replay", str(trace))
+    assert r.returncode == 1, r.stdout + r.stderr

@@ -20,6 +20,7 @@ from gputui.commands.common import (
     parse_pids,
     positive_float,
 )
+from gputui.commands.prom_args import add_prom_args
 
 if TYPE_CHECKING:
     from gputui.collect.model import ProcessInfo, Snapshot
@@ -64,6 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help="time limit for NVML's start, each sample and each py-spy dump (default 10 s)",
     )
+    add_prom_args(p)
     # health_events off: the kernel log has the past Xids (no event thread to join at exit)
     p.set_defaults(
         func=run, stall_after=10.0, hang_after=60.0, busy_limit=600.0, health_events=False
@@ -76,6 +78,10 @@ def _samples(args: argparse.Namespace) -> tuple[list[Snapshot], str | None]:
     The demo is bundled up to the moment its verdict names the hang (its end is idle)."""
     from gputui.errors import GputuiError
 
+    if getattr(args, "prometheus", None):  # a node's history (gputui.commands.prom_replay)
+        from gputui.commands.prom_replay import MAX_BUNDLE, bundle_samples
+
+        return bundle_samples(args)[-MAX_BUNDLE:], None
     replay = args.demo or args.replay is not None  # `--replay ''` is bad input, not live
     try:
         src = open_source(args, realtime=False)
@@ -171,6 +177,10 @@ def run(args: argparse.Namespace) -> int:
         made_from=getattr(args, "made_from", None),
         on_line=lambda ln: print(f"  {clean(ln)}", file=sys.stderr, flush=True),
     )
+    if getattr(args, "history", None):
+        from gputui.commands.prom_replay import write_history
+
+        write_history(rep.path, args.history)
     if nvml_problem:
         try:
             with open(rep.path / "README.txt", "a", encoding="utf-8") as f:

@@ -137,6 +137,7 @@ def read_window(
     from gputui.collect.prom.fetch import read_history
 
     server = open_server(args.prometheus, args.token_file, args.ca_file)
+    args.prom_shown = server.shown  # the URL without credentials, for what is written
     return read_history(
         server,
         start,

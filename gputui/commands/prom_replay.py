@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gputui.commands.prom_args import check_alone, read_window, window_of
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from gputui.collect.model import Snapshot
     from gputui.collect.prom.columns import History
     from gputui.collect.source import ReplaySource
+    from gputui.diagnose.history.window import Judgement
 
 REPLAY_DT_S = 1.0
 PSEUDO_PID = 4_000_000  # + owner * 64 + GPU index: above any real pid_max default
@@ -56,7 +57,51 @@ def prom_source(args: argparse.Namespace, realtime: bool = True) -> ReplaySource
         realtime=realtime,
     )
     src.node = host
+    src.history = history_lines(hist, judged)  # type: ignore[attr-defined]  # for a bundle
     return src
+
+
+def history_lines(hist: History, judged: Judgement) -> list[dict[str, Any]]:
+    """The whole window's verdict as `check --prometheus --json` prints it (a bundle keeps
+    it beside the replayed node's samples: the cluster's view of the same hang)."""
+    from gputui.collect.prom.timespec import iso
+
+    end = hist.time(hist.n - 1)
+    out = [
+        {"t": e.t, "time": iso(e.t), "kind": e.kind, **e.data, "text": e.text}
+        for e in judged.events
+    ]
+    out.append(
+        {
+            "t": end,
+            "time": iso(end),
+            "kind": "summary",
+            "source": hist.family.name,
+            "jobs": [r.to_json() for r in judged.jobs],
+            "notes": judged.notes,
+            "exit": judged.code,
+        }
+    )
+    return out
+
+
+def bundle_samples(args: argparse.Namespace) -> list[Snapshot]:
+    """`gputui bundle --prometheus`: the replayed node's samples up to the moment its verdict
+    names the hang (the last MAX of them), what they are made from, and the window's verdict
+    as lines for the bundle (args.history)."""
+    from gputui.commands.moment import verdict_moment
+
+    src = prom_source(args, realtime=False)
+    snaps = src.snaps
+    moment = verdict_moment(snaps, args.stall_after, args.hang_after)
+    snaps = snaps if moment is None else snaps[: moment + 1]
+    args.recorded_node = src.node
+    from gputui.collect.prom.timespec import iso
+
+    span = f"{iso(src.snaps[0].t)} .. {iso(src.snaps[-1].t)}"
+    args.made_from = f"Prometheus {args.prom_shown}, node {src.node}, {span}"
+    args.history = src.history  # type: ignore[attr-defined]
+    return snaps
 
 
 def _node(hist: History, events: list) -> str:  # type: ignore[type-arg]
@@ -155,3 +200,22 @@ def _at(col: object, k: int) -> float | None:
         return None
     x = col[k]  # type: ignore[index]
     return x if x == x else None
+
+
+MAX_BUNDLE = 7200  # an hour and more of a node at 1 s before the verdict's moment
+HISTORY_FILE = "prometheus-history.jsonl"
+
+
+def write_history(path: object, lines: list[dict[str, Any]]) -> None:
+    """The window's verdict lines into the bundle directory; a write that fails is a line
+    on stderr, never the bundle's end (the rest of it is whole)."""
+    from pathlib import Path
+
+    from gputui.jsonout import dumps
+
+    try:
+        with open(Path(str(path)) / HISTORY_FILE, "w", encoding="utf-8") as f:
+            for obj in lines:
+                f.write(dumps(obj) + "\n")
+    except OSError as e:
+        print(f"gputui: {HISTORY_FILE}: not written ({e.strerror or e})", file=sys.stderr)
