@@ -431,6 +431,9 @@ def test_bad_from_and_a_missing_token_file_are_one_line_each(prom, tmp_path):
     r = check("--prometheus", prom.url, "--from", "1h ago", "--token-file", str(missing))
     one_line_error(r, "--token-file", "No such file")
     one_line_error(check("--prometheus", "ftp://x", "--from", "1h ago"), "not an http")
+    one_line_error(check("--prometheus", prom.url), "needs --from")
+    one_line_error(check("--prometheus", prom.url, "--from", "1h ago", "--demo"), "two sources")
+    one_line_error(check(*window(prom, "--match", "} or up")), "--match")
 
 
 def test_a_window_longer_than_the_servers_limit_is_fetched_in_chunks(prom):

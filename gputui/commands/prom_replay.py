@@ -43,9 +43,13 @@ def prom_source(args: argparse.Namespace, realtime: bool = True) -> ReplaySource
     others = sorted({g.host for g in hist.gpus} - {host})
     if others:
         more = " ..." if len(others) > 3 else ""
+        from gputui.textsafe import clean
+
         print(
-            f"gputui: replaying node {host} (also in the window: {', '.join(others[:3])}{more};"
-            " --nodes picks one)",
+            clean(
+                f"gputui: replaying node {host} (also in the window: "
+                f"{', '.join(others[:3])}{more}; --nodes picks one)"
+            ),
             file=sys.stderr,
         )
     snaps = node_snapshots(hist, host, by_label, not per_node(hist, by_label))
