@@ -254,8 +254,11 @@ def test_a_job_whose_node_left_the_scrape_blames_that_nodes_gpus(prom):
         ("node-6", "missing", "train-b-worker-1")
     }
     assert len(stalled["suspects"]) == 4 and len(stalled["spinning"]) == 4
-    assert "node-6 GPU 0 (pod ml/train-b-worker-1) no samples since " in stalled["text"]
-    assert "(missing from the scrape)" in stalled["text"]
+    last = iso(T0 + 1005.25)  # node-6's last scrape
+    assert (
+        f"node-6 GPUs 0, 1, 2, 3 (pod ml/train-b-worker-1) no samples since {last} "
+        "(missing from the scrape)" in stalled["text"]
+    )
 
 
 def test_gputui_exporter_series_are_read_too_and_grouped_per_node(prom):

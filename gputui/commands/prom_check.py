@@ -90,9 +90,13 @@ def _job_line(r) -> str:  # type: ignore[no-untyped-def]
 
     size = f"{len(r.gpus)} GPU(s) on {len(r.nodes)} node(s)"
     if r.worst != "ok":
+        groups: dict[tuple[str, str, str], list[str]] = {}
+        for sus in r.suspects:
+            groups.setdefault((sus["host"], _pod(sus), sus["state"]), []).append(sus["gpu"])
         blamed = (
             ", ".join(
-                f"{s['host']} GPU {s['gpu']}" + _pod(s) + f" {s['state']}" for s in r.suspects[:8]
+                f"{host} GPU{'s' if len(ix) > 1 else ''} {', '.join(ix)}{pod} {state}"
+                for (host, pod, state), ix in list(groups.items())[:8]
             )
             or "no single GPU (every GPU spun)"
         )

@@ -270,21 +270,29 @@ def _verdict_event(
     hist: History,
 ) -> Event:
     gpus = hist.gpus
-    words = []
+    # GPUs of one node and pod in the same state are said together:
+    # "node-6 GPUs 0, 1, 2, 3 (pod ml/b-1) no samples since ..."
+    said: dict[tuple[str, str, str], list[str]] = {}
     refs = []
     for i in suspects:
         g = gpus[i]
         w = _word(states.get(i))
         last = job.last_in.get(i)
         if w == "missing":
-            what = "no samples" + (f" since {iso(hist.time(last))}" if last is not None else "")
-            what += " (missing from the scrape)"
+            when = f" since {iso(sample_time(g, hist, last))}" if last is not None else ""
+            what = f"no samples{when} (missing from the scrape)"
         elif w == "left":
             what = "its pod left the GPU"
         else:
             what = describe_state(states[i])  # type: ignore[arg-type]
-        words.append(f"{gpu_words(g, hist, k)} {what}")
+        o = owner_at(g, k)
+        own = f" ({hist.owners[o].short()})" if o >= 0 else ""
+        said.setdefault((g.host, own, what), []).append(g.gpu)
         refs.append({**gpu_ref(g, hist, k), "state": w})
+    words = [
+        f"{host} GPU{'s' if len(ix) > 1 else ''} {', '.join(ix)}{own} {what}"
+        for (host, own, what), ix in said.items()
+    ]
     spin = (
         f"{_spinners(spinning, gpus)} {'has' if len(spinning) == 1 else 'have'} been "
         "spinning in a collective "
