@@ -209,6 +209,11 @@ def test_the_text_output_stamps_each_line_with_the_samples_time(prom):
     assert f"since {iso(HANG_AT)}, 15 s" in text
     assert "healthy: ml/infer (4 GPU(s) on 1 node(s)): never stalled, never blamed" in text
     assert "HUNG: ml/train-a (8 GPU(s) on 2 node(s)): onset " + iso(HANG_AT) in text
+    final = text.splitlines()[-1]
+    assert (
+        final
+        == "final: hang in ml/train-a, ml/train-b; sick GPU: node-2 GPU 3 (Xid 79); slow: ml/ft"
+    )
 
 
 def test_an_xid_is_joined_to_its_gpu_and_pod_and_a_hardware_xid_is_a_sick_gpu(prom):

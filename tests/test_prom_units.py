@@ -125,3 +125,39 @@ def test_an_answer_not_shaped_as_a_matrix_is_a_prom_error():
     )
     assert ok[0].labels == {"gpu": "0"} and ok[0].times == [1.0, 2.0]
     assert ok[0].values[0] == 5.0 and ok[0].values[1] != ok[0].values[1]
+
+
+def test_columns_take_the_exported_pod_labels_and_drop_values_older_than_a_scrape():
+    from gputui.collect.prom.client import Series
+    from gputui.collect.prom.columns import SEEN, build
+    from gputui.collect.prom.names import DCGM
+
+    labels = {
+        "Hostname": "n1",
+        "gpu": "0",
+        "UUID": "GPU-1",
+        "exported_pod": "train-worker-1",
+        "exported_namespace": "ml",
+        "pod": "dcgm-exporter-x7k2q",  # the exporter's own pod, from the scrape config
+        "namespace": "gpu-operator",
+    }
+    grid = [100.0 + 15 * k for k in range(8)]
+    # Scraped every 15 s until t=160.2; Prometheus repeats that value for 5 minutes.
+    seen = [min(t, 145.0) + 0.2 for t in grid]
+    hist = build(
+        DCGM,
+        {
+            "util": [Series(labels, grid, [100.0] * 8)],
+            SEEN: [Series(labels, grid, seen)],
+        },
+        start=100.0,
+        step=15.0,
+        n=8,
+    )
+    (g,) = hist.gpus
+    owner = hist.owners[g.owner[0]]
+    assert (owner.pod, owner.namespace) == ("train-worker-1", "ml")
+    util = list(g.cols["util"])
+    assert util[:4] == [100.0] * 4  # the value at 145.2 read at 145 and 160 (15 s late)
+    assert all(x != x for x in util[5:])  # from 30 s late on: missing, not repeated
+    assert g.owner[5:] == [-1, -1, -1]

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from gputui.commands.prom_args import check_alone, read_window, window_of
+from gputui.diagnose.exitcodes import SICK_GPU
+
+if TYPE_CHECKING:
+    from gputui.diagnose.history.window import Judgement
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     print("jobs:")
     for r in j.jobs:
         print(clean(f"  {_job_line(r)}"))
+    print(clean(f"final: {_final(j)}"))
     sys.stdout.flush()
     return j.code
 
@@ -112,3 +118,25 @@ def _pod(ref: dict[str, str | None]) -> str:
         return ""
     ns = ref.get("namespace")
     return f" (pod {ns}/{ref['pod']})" if ns else f" (pod {ref['pod']})"
+
+
+def _final(j: Judgement) -> str:
+    """The window's worst in a few words, as `check`'s last line says it."""
+    hung = [r.key for r in j.jobs if r.worst != "ok"]
+    sick = sorted(
+        {
+            f"{e.data['host']} GPU {e.data['gpu']} "
+            + (f"(Xid {e.data['xid']})" if e.kind == "xid" else f"({e.data['counter']})")
+            for e in j.events
+            if e.code == SICK_GPU
+        }
+    )
+    slow = [r.key for r in j.jobs if r.stragglers]
+    said = []
+    if hung:
+        said.append(f"hang in {', '.join(hung[:6])}")
+    if sick:
+        said.append(f"sick GPU: {', '.join(sick[:6])}")
+    if slow:
+        said.append(f"slow: {', '.join(slow[:6])}")
+    return "; ".join(said) or f"ok: {len(j.jobs)} job(s), none stalled"
