@@ -152,8 +152,20 @@ def lines(r: subprocess.CompletedProcess) -> list[dict]:
 # ---------------------------------------------------------------- the verdicts
 
 
-def test_the_hung_job_names_its_onset_and_the_gpu_that_went_idle_while_its_peers_spun(prom):
-    r = check(*window(prom, "--json"))
+@pytest.fixture(scope="module")
+def cluster(prom) -> subprocess.CompletedProcess:
+    """`check --prometheus --json` over the whole window, run once for the tests that read it."""
+    return check(*window(prom, "--json"))
+
+
+@pytest.fixture(scope="module")
+def node2(prom) -> subprocess.CompletedProcess:
+    """...and over node-2 alone (the healthy job with the Xid and the counter reset)."""
+    return check(*window(prom, "--nodes", "node-2", "--json"))
+
+
+def test_the_hung_job_names_its_onset_and_the_gpu_that_went_idle_while_its_peers_spun(cluster):
+    r = cluster
     assert r.returncode == 1, r.stderr  # a hang, worse than the sick GPU also in the window
     out = lines(r)
     verdicts = [o for o in out if o["kind"] == "verdict" and o["job"] == "ml/train-a"]
@@ -178,9 +190,8 @@ def test_the_hung_job_names_its_onset_and_the_gpu_that_went_idle_while_its_peers
     assert job["ml/train-a"]["onset"] == pytest.approx(HANG_AT + 0.25)
 
 
-def test_healthy_jobs_are_said_healthy_and_never_blamed(prom):
-    r = check(*window(prom, "--json"))
-    out = lines(r)
+def test_healthy_jobs_are_said_healthy_and_never_blamed(cluster):
+    out = lines(cluster)
     summary = out[-1]
     assert set(summary["healthy"]) >= {"ml/infer", "research/sweep"}
     blamed = {(s["host"], s["gpu"]) for o in out if o["kind"] == "verdict" for s in o["suspects"]}
@@ -216,8 +227,8 @@ def test_the_text_output_stamps_each_line_with_the_samples_time(prom):
     )
 
 
-def test_an_xid_is_joined_to_its_gpu_and_pod_and_a_hardware_xid_is_a_sick_gpu(prom):
-    r = check(*window(prom, "--nodes", "node-2", "--json"))
+def test_an_xid_is_joined_to_its_gpu_and_pod_and_a_hardware_xid_is_a_sick_gpu(node2):
+    r = node2
     assert r.returncode == 3, r.stdout + r.stderr  # Xid 79 and no hang on node-2
     xids = [o for o in lines(r) if o["kind"] == "xid"]
     assert [(x["gpu"], x["pod"], x["xid"], x["fault"]) for x in xids] == [
@@ -233,18 +244,16 @@ def test_a_programs_xid_is_told_but_not_a_sick_gpu(prom):
     assert (x["host"], x["gpu"], x["xid"], x["fault"]) == ("node-3", "0", 13, "program")
 
 
-def test_a_counter_reset_is_said_and_not_counted_as_errors(prom):
-    r = check(*window(prom, "--nodes", "node-2", "--json"))
-    out = lines(r)
+def test_a_counter_reset_is_said_and_not_counted_as_errors(node2):
+    out = lines(node2)
     (reset,) = [o for o in out if o["kind"] == "counter_reset"]
     assert (reset["gpu"], reset["counter"]) == ("1", "ecc_dbe")
     assert reset["t"] == pytest.approx(T0 + 900.25)
     assert not [o for o in out if o["kind"] == "errors"]
 
 
-def test_a_node_missing_from_the_scrape_is_said_as_such(prom):
-    r = check(*window(prom, "--json"))
-    gone = {o["host"]: o for o in lines(r) if o["kind"] == "node_missing"}
+def test_a_node_missing_from_the_scrape_is_said_as_such(cluster):
+    gone = {o["host"]: o for o in lines(cluster) if o["kind"] == "node_missing"}
     assert set(gone) == {"node-3", "node-6"}
     assert gone["node-3"]["to"] is None
     assert gone["node-3"]["last_sample"] == pytest.approx(T0 + 1185.25)
