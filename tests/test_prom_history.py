@@ -260,7 +260,7 @@ def test_a_node_missing_from_the_scrape_is_said_as_such(cluster):
 
 
 def test_a_job_whose_node_left_the_scrape_blames_that_nodes_gpus(prom):
-    r = check(*window(prom, "--match", 'pod=~"train-b-.*"', "--json"))
+    r = check(*window(prom, "--job", "ml/train-b", "--json"))
     assert r.returncode == 1, r.stdout + r.stderr
     stalled = next(o for o in lines(r) if o["kind"] == "verdict")
     assert stalled["job"] == "ml/train-b"
@@ -273,6 +273,13 @@ def test_a_job_whose_node_left_the_scrape_blames_that_nodes_gpus(prom):
         f"node-6 GPUs 0, 1, 2, 3 (pod ml/train-b-worker-1) no samples since {last} "
         "(missing from the scrape)" in stalled["text"]
     )
+
+
+def test_job_narrows_to_one_job_and_its_gpus_events(prom):
+    out = lines(check(*window(prom, "--job", "ml/infer", "--json")))
+    assert {o["kind"] for o in out} == {"xid", "counter_reset", "summary"}
+    assert [j["job"] for j in out[-1]["jobs"]] == ["ml/infer"] and out[-1]["exit"] == 3
+    one_line_error(check(*window(prom, "--job", "ml/nope")), "no such job", "ml/train-a")
 
 
 def test_gputui_exporter_series_are_read_too_and_grouped_per_node(prom):

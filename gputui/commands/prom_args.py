@@ -88,6 +88,13 @@ def add_prom_args(p: argparse.ArgumentParser, *, window: bool = True) -> None:
         "replica suffix, else per node)",
     )
     g.add_argument(
+        "--job",
+        dest="prom_job",
+        default=None,
+        metavar="NAME",
+        help="only this job's verdict (a job as the output names it, e.g. ml/train)",
+    )
+    g.add_argument(
         "--nodes",
         default=None,
         metavar="LIST",

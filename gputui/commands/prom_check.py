@@ -31,7 +31,12 @@ def run(args: argparse.Namespace) -> int:
     hist = read_window(args, start, end)
     by_label = args.job_label is not None
     j = judge_window(
-        hist, args.stall_after, args.hang_after, by_label=by_label, fail_on_slow=args.fail_on_slow
+        hist,
+        args.stall_after,
+        args.hang_after,
+        by_label=by_label,
+        fail_on_slow=args.fail_on_slow,
+        job=args.prom_job,
     )
     hosts = sorted({g.host for g in hist.gpus})
     where = (

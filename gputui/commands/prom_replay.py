@@ -38,7 +38,9 @@ def prom_source(args: argparse.Namespace, realtime: bool = True) -> ReplaySource
     start, end = window_of(args)
     hist = read_window(args, start, end)
     by_label = args.job_label is not None
-    judged = judge_window(hist, args.stall_after, args.hang_after, by_label=by_label)
+    judged = judge_window(
+        hist, args.stall_after, args.hang_after, by_label=by_label, job=args.prom_job
+    )
     host = _node(hist, judged.events)
     others = sorted({g.host for g in hist.gpus} - {host})
     if others:

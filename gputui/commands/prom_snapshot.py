@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             raise GputuiError("--from must be before --at")
     hist = read_window(args, start, at)
     by_label = args.job_label is not None
-    j = judge_window(hist, args.stall_after, args.hang_after, by_label=by_label)
+    j = judge_window(hist, args.stall_after, args.hang_after, by_label=by_label, job=args.prom_job)
     readers = [GpuReader(g, not per_node(hist, by_label)) for g in hist.gpus]
     k = hist.n - 1
     gpus: list[dict[str, Any]] = []

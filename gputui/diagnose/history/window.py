@@ -32,11 +32,16 @@ def judge_window(
     *,
     by_label: bool = False,
     fail_on_slow: bool = False,
+    job: str | None = None,
 ) -> Judgement:
+    """`job`: only that job's verdicts, and the Xids, counters and missing nodes of its
+    GPUs (the others are judged too: a job is told from its peers' labels)."""
     by_owner = not per_node(hist, by_label)
     readers = [GpuReader(g, by_owner) for g in hist.gpus]
     events, jobs = judge_hangs(hist, stall_after, hang_after, by_label, readers)
     events += xid_events(hist) + counter_events(hist) + missing_nodes(hist)
+    if job is not None:
+        events, jobs = _only(job, events, jobs)
     events.sort(key=lambda e: (e.t, e.kind != "node_missing", e.kind != "xid"))
     notes = sorted({r.limit_note for r in readers if r.limit_note})
     if not by_owner:
@@ -44,3 +49,24 @@ def judge_window(
     slow = any(r.stragglers for r in jobs)
     code = worst(*(e.code for e in events), SLOW if slow and fail_on_slow else OK)
     return Judgement(events, jobs, notes, code)
+
+
+def _only(
+    key: str, events: list[Event], jobs: list[JobReport]
+) -> tuple[list[Event], list[JobReport]]:
+    from gputui.errors import GputuiError
+
+    mine = [r for r in jobs if r.key == key]
+    if not mine:
+        have = ", ".join(r.key for r in jobs[:8]) + (" ..." if len(jobs) > 8 else "")
+        raise GputuiError(f"--job {key[:60]!r}: no such job in the window (jobs: {have or 'none'})")
+    gpus, nodes = set(mine[0].gpus), set(mine[0].nodes)
+
+    def concerns(e: Event) -> bool:
+        if "job" in e.data:
+            return bool(e.data["job"] == key)
+        if e.kind == "node_missing":
+            return e.data.get("host") in nodes
+        return f"{e.data.get('host')}:{e.data.get('gpu')}" in gpus
+
+    return [e for e in events if concerns(e)], mine
