@@ -20,7 +20,7 @@ ago, of dcgm-exporter series for four nodes of four H200s each, backfilled with 
   memory 23 %, 690 W) while GPUs 1-3 wait for it in every step (util 99, memory 8 %, 320
   W: the waiting ranks' levels on 4 x H200): slow, with GPU 0 its straggler.
 - Node gx-0 is scraped by gputui's own exporter (other metric names, no pods): from T0+900
-  its GPUs 0, 2, 3 spin while GPU 1 idles with its process alive.
+  its GPUs 0, 2, 3 spin while GPU 1 idles with its process alive; GPU 4 has no process.
 """
 
 from __future__ import annotations
@@ -102,6 +102,8 @@ def ft(index: int):
 
 def gx(index: int):
     def read(t: float) -> dict[str, float]:
+        if index == 4:  # no process on it the whole window: free, never a suspect
+            return {"util": 0, "mem": 0, "power": 78.0, "procs": 0}
         if t < T0 + 900:
             return TRAIN
         return STUCK if index == 1 else SPIN
@@ -117,7 +119,7 @@ def scenario() -> list[Gpu]:
     gpus += [Gpu("node-4", i, "ft-worker-0", "ml", ft(i)) for i in range(4)]
     gpus += [Gpu("node-5", i, "train-b-worker-0", "ml", train_b("node-5")) for i in range(4)]
     gpus += [Gpu("node-6", i, "train-b-worker-1", "ml", train_b("node-6")) for i in range(4)]
-    gpus += [Gpu("gx-0", i, None, None, gx(i), style="gputui") for i in range(4)]
+    gpus += [Gpu("gx-0", i, None, None, gx(i), style="gputui") for i in range(5)]
     return gpus
 
 

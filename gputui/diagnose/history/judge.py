@@ -116,6 +116,7 @@ class _Job:
         self.last_in: dict[int, int] = {}  # member -> last step it was in the job, present
         self.state = OK_STATE
         self.said: tuple[Any, ...] = (OK_STATE,)
+        self.by_owner = True  # jobs from pod labels (False: one job per node)
         self.waits = Waits()  # stragglers, counted until the first stall
         self.alarmed = False
 
@@ -139,6 +140,8 @@ def judge_hangs(
         for key in keys:
             if key is not None:
                 jobs.setdefault(key, _Job(key, [])).members.append(i)
+    for j in jobs.values():
+        j.by_owner = by_owner
     events: list[Event] = []
     reports = {
         key: JobReport(
@@ -192,7 +195,10 @@ def _step(
     samples: dict[int, GpuSample] = {}
     for i in job.members:
         r = readers[i]
-        mine = not by_owner or (r.owner[k] >= 0 and ojobs[r.owner[k]] == job.key)
+        # A job's GPU at this step: its pod's (by labels), or, per node, one in use (a GPU
+        # nobody uses is free, not a suspect, as live; one whose process left it is).
+        o = r.owner[k]
+        mine = (o >= 0 and ojobs[o] == job.key) if by_owner else r.in_use(k)
         if mine and r.present(k):
             samples[i] = sample = r.sample(k)
             st = classify_gpu(sample)
@@ -282,7 +288,7 @@ def _verdict_event(
             when = f" since {iso(sample_time(g, hist, last))}" if last is not None else ""
             what = f"no samples{when} (missing from the scrape)"
         elif w == "left":
-            what = "its pod left the GPU"
+            what = "its pod left the GPU" if job.by_owner else "its process left the GPU"
         else:
             what = describe_state(states[i])  # type: ignore[arg-type]
         o = owner_at(g, k)
