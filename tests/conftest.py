@@ -180,6 +180,7 @@ LONGEST_FIRST = {
     "test_debugserver_live": 20,
     "test_debugserver_parse": 11,
     "test_prom_history": 30,
+    "test_prom_servers": 10,
 }
 # Modules whose module-scoped fixture is costly (a torch job, an sshd, compiled targets): one
 # worker runs all their tests, so the fixture starts once.

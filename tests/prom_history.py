@@ -14,8 +14,10 @@ context held util 0 / memory 0 / ~120 W.
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterable
@@ -206,3 +208,26 @@ def grid(start: float, end: float, step: float, jitter: float = 0.0) -> list[flo
     offset)."""
     n = int((end - start) // step) + 1
     return [start + i * step + jitter for i in range(n)]
+
+
+def check(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gputui", "check", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+
+
+def lines(r: subprocess.CompletedProcess) -> list[dict]:
+    return [json.loads(x) for x in r.stdout.splitlines()]
+
+
+def one_line_error(r: subprocess.CompletedProcess, *words: str) -> None:
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1, r.stderr
+    for w in words:
+        assert w in err[0], err[0]
