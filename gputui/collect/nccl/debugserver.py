@@ -21,7 +21,6 @@ Nothing here raises: a failure is the record's `outcome` and `error`.
 
 from __future__ import annotations
 
-import http.client
 import os
 import socket
 import threading
@@ -34,6 +33,7 @@ from typing import Any
 from gputui.collect.frames import MAX_FRAMES, MAX_TEXT, Frame, clip, collective_name
 from gputui.collect.nccl import debugserver_find as find
 from gputui.collect.nccl import debugserver_parse as parse
+from gputui.collect.nccl import http_deadline
 from gputui.collect.nccl.debugserver_parse import KIND, OUTCOMES, ranks_of_record
 from gputui.collect.this_host import is_this_host
 from gputui.redact import redact_text
@@ -55,33 +55,12 @@ class Fetch:
     def __call__(
         self, c: find.Candidate, path: str, limit_s: float, max_bytes: int
     ) -> tuple[int, str]:
-        deadline = time.monotonic() + limit_s
-        conn = http.client.HTTPConnection(c.host, c.port, timeout=min(limit_s, CONFIRM_S))
-        try:
-            conn.request("GET", path, headers={"User-Agent": "gputui", "Accept": "text/html"})
-            sock = conn.sock  # the response keeps reading it after the connection lets go
-            sock.settimeout(max(0.1, deadline - time.monotonic()))
-            resp = conn.getresponse()
-            chunks, size = [], 0
-            while size <= max_bytes:
-                if self.cancel.is_set():
-                    raise OSError("cancelled")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"no full answer within {limit_s:g} s")
-                sock.settimeout(left)
-                data = resp.read1(65536)
-                if not data:
-                    break
-                chunks.append(data)
-                size += len(data)
-            if size > max_bytes:
-                raise OSError(f"the answer is larger than {max_bytes >> 20} MiB")
-            return resp.status, b"".join(chunks).decode("utf-8", "replace")
-        except (http.client.HTTPException, ValueError, AttributeError) as e:
-            raise OSError(f"not an HTTP answer ({type(e).__name__})") from None
-        finally:
-            conn.close()
+        """One deadline over the whole answer (gputui.collect.nccl.http_deadline): a server
+        that trickles its status line, headers or chunk-size lines cannot hold gputui."""
+        status, body = http_deadline.get(
+            c.host, c.port, path, limit_s, max_bytes, connect_s=CONFIRM_S, cancel=self.cancel
+        )
+        return status, body.decode("utf-8", "replace")
 
 
 def _why(e: BaseException) -> tuple[str, str]:
