@@ -20,8 +20,11 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import signal
 import stat
+import threading
 from pathlib import Path
+from types import FrameType
 
 from gputui.errors import GputuiError
 
@@ -206,3 +209,32 @@ def write_new(base: Path, name: str, data: bytes) -> None:
             f.write(data)
     finally:
         os.close(fd)
+
+
+def append_note(directory: Path, name: str, text: str) -> None:
+    """Append `text` to `directory/name`, every component opened without following a link."""
+    fd = open_parent(directory / name, create=False)
+    try:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+        out = os.open(name, flags, dir_fd=fd)
+        with os.fdopen(out, "a", encoding="utf-8") as f:
+            f.write(text)
+    finally:
+        os.close(fd)
+
+
+def on_sigterm_cancel() -> threading.Event:
+    """An event set by SIGTERM, which then ends the command as Ctrl-C does (exit 143): the
+    tools in flight are killed through the event, and the exception unwinds through
+    `write_bundle`, which removes the partial directory. Before, a SIGTERM ended the
+    process where it stood and left the hidden `.NAME.partial-*` directory behind."""
+    cancel = threading.Event()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        cancel.set()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one ends it at once
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
+    return cancel
