@@ -193,3 +193,46 @@ def test_the_ranks_own_listener_is_evidence(spawn, tmp_path):
     assert len(rec["ras"]["queries"]) == 2
     ev = _explained(rec)
     assert any(f.startswith("NCCL RAS: rank 1 (") and "is behind" in f for f in ev.findings)
+
+
+RANK0_WITH_CHILD = r"""
+import os, subprocess, sys
+drop = sys.argv[1] == "nobody"
+listen = (
+    "import socket, sys; s = socket.create_server(('127.0.0.1', 0)); "
+    "print(s.getsockname()[1], flush=True); sys.stdin.read()"
+)
+child = subprocess.Popen(
+    [sys.argv[2], "-c", listen], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd="/",
+    preexec_fn=(lambda: (os.setgid(65534), os.setuid(65534))) if drop else None,
+)
+print(child.stdout.readline().decode().strip(), flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("child_user", ["root", "nobody"])
+def test_a_debug_server_socket_of_another_user_is_no_candidate(child_user):
+    """Rank 0's child listens: the job's own child is a candidate for the debug server's
+    front end, a child that changed to another user (uid 65534) is not."""
+    from gputui.collect.nccl.debugserver_find import front_end_candidates
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the child changes to another user (uid 65534)")
+    python = _python_for_nobody()
+    rank0 = subprocess.Popen(
+        [sys.executable, "-c", RANK0_WITH_CHILD, child_user, python],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert rank0.stdout is not None
+        port = int(rank0.stdout.readline())
+        ports = [c.port for c in front_end_candidates(rank0.pid)]
+    finally:
+        for child in psutil.Process(rank0.pid).children(recursive=True):
+            child.kill()
+        rank0.kill()
+        rank0.wait(10)
+    assert ports == ([port] if child_user == "root" else []), ports

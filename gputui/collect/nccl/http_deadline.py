@@ -48,7 +48,7 @@ class DeadlineSocket(socket.socket):
             raise OSError("cancelled")
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise TimeoutError(f"no full answer within {self.limit_s:g} s")
+            raise TimeoutError(f"timed out: no full answer within {self.limit_s:g} s")
         return left
 
     def recv_into(self, buffer, nbytes: int = 0, flags: int = 0) -> int:  # type: ignore[no-untyped-def, override]
