@@ -9,7 +9,10 @@ the same to the client, which must give up at its one deadline (or at once when 
 
 from __future__ import annotations
 
+import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -118,3 +121,104 @@ def test_cancel_ends_a_trickled_answer_long_before_its_deadline():
         th.join(60)
         assert not th.is_alive(), "a cancelled read went on"
     assert "cancelled" in str(out.get("error")), out
+
+
+# Rank 0's child: serves the debug server's index page, then trickles the stacks page's
+# headers a byte every 50 ms, for about ten minutes.
+SERVER = r"""
+import os, socket, threading, time
+srv = socket.create_server(("127.0.0.1", 0))
+print(srv.getsockname()[1], flush=True)
+def answer(conn):
+    req = b""
+    while b"\r\n\r\n" not in req:
+        req += conn.recv(4096)
+    if req.startswith(b"GET / "):
+        body = b"<title>Torch Distributed Debug Server</title>"
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        conn.close()
+        return
+    conn.sendall(b"HTTP/1.1 200 OK\r\n")
+    if os.environ.get("TRICKLE_MARK"):
+        open(os.environ["TRICKLE_MARK"], "w").close()
+    for _ in range(12000):
+        conn.sendall(b"X")
+        time.sleep(0.05)
+while True:
+    c, _ = srv.accept()
+    threading.Thread(target=answer, args=(c,), daemon=True).start()
+"""
+RANK0 = (
+    "import subprocess, sys\n"
+    f"_server = subprocess.Popen([sys.executable, '-c', {SERVER!r}], stdout=subprocess.PIPE)\n"
+    "_server.stdout.readline()\n"
+)
+
+
+def test_check_ends_on_time_though_the_jobs_debug_server_trickles(spawn):
+    """`gputui check --duration 6` on a stalled job (the stand-in NVML spins its GPUs)
+    whose debug server trickles: the process ends by itself, within its duration and the
+    one deadline of a request, not when the server stops (ten minutes). Before, it never
+    ended: the gatherer's read went on and the interpreter waited for its thread at exit."""
+    import psutil
+    from conftest import REPO
+    from nvml_standin.build import build_standin, standin_env
+
+    job = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29531", "WORLD_SIZE": "2"}
+    ranks = [spawn({**job, "RANK": "0"}, code=RANK0), spawn({**job, "RANK": "1"})]
+    server = psutil.Process(ranks[0].pid).children()
+    env = standin_env(build_standin(), "spin")
+    env["GPUTUI_STANDIN_PIDS"] = ",".join(str(r.pid) for r in ranks)
+    argv = [sys.executable, "-m", "gputui", "check", "--json", "--stall-after", "1"]
+    argv += ["--duration", "6", "--interval", "0.25"]
+    try:
+        r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    finally:
+        for child in server:
+            child.kill()
+    assert r.returncode == 1, r.stderr  # the stall, said; and then the process ended
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    got = [x["debugserver"] for x in lines if "debugserver" in x]
+    assert not got or got[-1]["outcome"] != "done", got  # never an answer from the trickle
+
+
+def test_record_ends_on_the_first_sigterm_while_a_trickle_is_read(spawn, tmp_path):
+    """`gputui record` gets SIGTERM while its gatherer reads the trickle: it ends then,
+    keeping its file, and needs no second signal."""
+    import signal
+    import time
+
+    import psutil
+    from conftest import REPO
+    from nvml_standin.build import build_standin, standin_env
+
+    mark = tmp_path / "trickling"
+    job = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29532", "WORLD_SIZE": "2"}
+    job["TRICKLE_MARK"] = str(mark)
+    ranks = [spawn({**job, "RANK": "0"}, code=RANK0), spawn({**job, "RANK": "1"})]
+    server = psutil.Process(ranks[0].pid).children()
+    env = standin_env(build_standin(), "spin")
+    env["GPUTUI_STANDIN_PIDS"] = ",".join(str(r.pid) for r in ranks)
+    out = tmp_path / "rec.jsonl.gz"
+    argv = [sys.executable, "-m", "gputui", "record", str(out), "--stall-after", "1"]
+    p = subprocess.Popen(
+        argv + ["--interval", "0.25"],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not mark.exists() and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling for the gatherer's request (a condition), bounded
+        assert mark.exists(), p.communicate(timeout=30)
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(timeout=60)  # before: the first SIGTERM was not enough
+    finally:
+        p.kill()
+        for child in server:
+            child.kill()
+    err = p.stderr.read().decode() if p.stderr else ""
+    assert rc == 0, err
+    assert "wrote " in err and out.exists()
