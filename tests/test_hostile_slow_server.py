@@ -141,9 +141,12 @@ def answer(conn):
     conn.sendall(b"HTTP/1.1 200 OK\r\n")
     if os.environ.get("TRICKLE_MARK"):
         open(os.environ["TRICKLE_MARK"], "w").close()
-    for _ in range(12000):
-        conn.sendall(b"X")
-        time.sleep(0.05)
+    try:
+        for _ in range(12000):
+            conn.sendall(b"X")
+            time.sleep(0.05)
+    except OSError:
+        pass  # gputui gave up: what the tests wait for
 while True:
     c, _ = srv.accept()
     threading.Thread(target=answer, args=(c,), daemon=True).start()
@@ -222,3 +225,65 @@ def test_record_ends_on_the_first_sigterm_while_a_trickle_is_read(spawn, tmp_pat
     err = p.stderr.read().decode() if p.stderr else ""
     assert rc == 0, err
     assert "wrote " in err and out.exists()
+
+
+def test_the_dashboard_process_ends_after_q_while_a_trickle_is_read(spawn, tmp_path):
+    """The dashboard on a real pseudo-terminal watches the same stalled job; `q` while its
+    gatherer reads the trickle ends the process, not only the screen."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import termios
+    import time
+
+    import psutil
+    from nvml_standin.build import build_standin, standin_env
+
+    mark = tmp_path / "trickling"
+    job = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533", "WORLD_SIZE": "2"}
+    job["TRICKLE_MARK"] = str(mark)
+    ranks = [spawn({**job, "RANK": "0"}, code=RANK0), spawn({**job, "RANK": "1"})]
+    server = psutil.Process(ranks[0].pid).children()
+    env = standin_env(build_standin(), "spin")
+    env["GPUTUI_STANDIN_PIDS"] = ",".join(str(r.pid) for r in ranks)
+    env["TERM"] = "xterm-256color"
+    argv = [sys.executable, "-m", "gputui", "--stall-after", "1", "--interval", "0.25"]
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the dashboard on the pty
+        os.execvpe(sys.executable, argv, env)
+
+    def drain_until(cond, seconds: float) -> bool:
+        """Read the terminal (the app blocks if nobody does) until `cond()` or the time."""
+        deadline = time.monotonic() + seconds
+        closed = False
+        while not cond() and time.monotonic() < deadline:
+            if closed:
+                time.sleep(0.05)  # the terminal is gone; polling for the exit, bounded
+            elif select.select([fd], [], [], 0.1)[0]:
+                try:
+                    os.read(fd, 65536)
+                except OSError:
+                    closed = True  # the app let go of the terminal
+        return cond()
+
+    ended: list[int] = []
+
+    def exited() -> bool:
+        if not ended and os.waitpid(pid, os.WNOHANG)[0] == pid:
+            ended.append(pid)
+        return bool(ended)
+
+    try:
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+        assert drain_until(mark.exists, 120), "the dashboard never asked the debug server"
+        os.write(fd, b"q")
+        assert drain_until(exited, 60), "the process stayed after q (the trickle goes on)"
+    finally:
+        if not ended:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        os.close(fd)
+        for child in server:
+            child.kill()
