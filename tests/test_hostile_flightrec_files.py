@@ -140,3 +140,28 @@ def test_a_file_of_another_user_or_a_link_is_not_opened_for_the_job(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(OSError, match="not a regular file"):
         open_owned(str(fifo), os.geteuid())  # and never blocks on it
+
+
+def test_a_debug_server_dump_of_another_user_or_through_a_link_is_not_read(tmp_path):
+    """The debug server's periodic dumps sit in a directory the job names: with the job's
+    user given (it named the directory), a dump that is a link or another user's file is
+    refused and its content never read; the job's own dump is read."""
+    from test_debugserver_parse import page
+
+    from gputui.collect.nccl import debugserver as ds
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text(page("gloo2-stacks-dump.txt"))  # something that would parse
+    secret.chmod(0o600)
+    d = tmp_path / "dumps"
+    d.mkdir()
+    (d / "stacks_20260101_000100.txt").symlink_to(secret)
+    rec = ds.read_dump(str(d), "j", "stalled", {}, 2100.0, owner=os.geteuid())
+    assert rec is None  # a link is not even a dump (it is not listed)
+    own = d / "stacks_20260101_000200.txt"
+    own.write_text(page("gloo2-stacks-dump.txt"))
+    rec = ds.read_dump(str(d), "j", "stalled", {}, 2100.0, owner=os.geteuid() + 1)
+    assert rec is not None and rec["outcome"] == "failed"
+    assert "not the job's user" in rec["error"] and rec["ranks"] == []
+    rec = ds.read_dump(str(d), "j", "stalled", {}, 2100.0, owner=os.geteuid())
+    assert rec is not None and rec["outcome"] == "done" and rec["ranks"]

@@ -34,6 +34,7 @@ from gputui.collect.frames import MAX_FRAMES, MAX_TEXT, Frame, clip, collective_
 from gputui.collect.nccl import debugserver_find as find
 from gputui.collect.nccl import debugserver_parse as parse
 from gputui.collect.nccl import http_deadline
+from gputui.collect.nccl.debugserver_files import job_uid, newest_dumps, open_dump
 from gputui.collect.nccl.debugserver_parse import KIND, OUTCOMES, ranks_of_record
 from gputui.collect.this_host import is_this_host
 from gputui.redact import redact_text
@@ -210,43 +211,24 @@ def ask(
 # ---------------------------------------------------------------- dumps
 
 
-DUMPS_TRIED = 8  # newest dumps read, looking for one in which some rank answered
-
-
-def newest_dumps(directory: str, n: int = DUMPS_TRIED) -> list[tuple[Path, float]]:
-    """The newest `stacks_*.txt` files in `directory` with their modification times,
-    newest first (at most `n`; empty when it cannot be read)."""
-    found: list[tuple[Path, float]] = []
-    try:
-        with os.scandir(directory) as it:
-            for i, entry in enumerate(it):
-                if i > 100_000:
-                    break
-                if not (entry.name.startswith("stacks_") and entry.name.endswith(".txt")):
-                    continue
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if entry.is_file(follow_symlinks=False):
-                    found.append((Path(entry.path), st.st_mtime))
-    except OSError:
-        return []
-    return sorted(found, key=lambda f: -f[1])[:n]
-
-
 def read_dump(
-    directory: str, key: str, trigger: str, local: Mapping[int, int], t: float
+    directory: str,
+    key: str,
+    trigger: str,
+    local: Mapping[int, int],
+    t: float,
+    owner: int | None = None,
 ) -> dict[str, Any] | None:
     """A record from the newest stacks dump in `directory` in which some rank answered (the
     front end outlives its ranks, and its dumps after they ended hold only errors), or None
-    when there is no dump."""
+    when there is no dump. `owner`: the job's uid, when the job named the directory; a
+    dump must then be that user's own regular file (never a link to root's files)."""
     dumps = newest_dumps(directory)
     if not dumps:
         return None
     first: dict[str, Any] | None = None
     for skipped, (path, mtime) in enumerate(dumps):
-        rec = _read_one(directory, path, mtime, key, trigger, local, t)
+        rec = _read_one(directory, path, mtime, key, trigger, local, t, owner)
         first = first or rec
         if any(e.get("outcome") == "done" for e in rec["ranks"]):
             if skipped:
@@ -265,6 +247,7 @@ def _read_one(
     trigger: str,
     local: Mapping[int, int],
     t: float,
+    owner: int | None = None,
 ) -> dict[str, Any]:
     dump = {
         "dir": clip(redact_text(directory), 1024),
@@ -276,7 +259,7 @@ def _read_one(
         return _record(key, trigger, "dump", t, outcome="failed", dump=dump, error=why)
 
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_dump(path, owner), "rb") as f:
             raw = f.read(MAX_DUMP_BYTES + 1)
     except OSError as e:
         return failed(_why(e)[1])
@@ -349,8 +332,9 @@ def gather_debugserver(
             return rec
         tried.append(f"{c.addr}: {error}")
         break
+    owner = None if dump_dir is not None else job_uid(ranks)  # the job named it: its user's
     for d in _dump_dirs(ranks, dump_dir, environ):
-        rec2 = read_dump(d, key, trigger, local, t)
+        rec2 = read_dump(d, key, trigger, local, t, owner)
         if rec2 is not None:
             if tried:
                 rec2["error"] = rec2.get("error") or clip("; ".join(tried), 600)
