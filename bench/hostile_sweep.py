@@ -2,6 +2,7 @@
 
     python bench/hostile_sweep.py [--bound S] [--jobs N] [--pythonpath DIR] [--json PATH]
     python bench/hostile_sweep.py --families records,hostlists,merge-lines,startup
+    python bench/hostile_sweep.py --families round4   # issue 43: trust, time, files, text
 
 The `corpus` family (the default) generates the corpus of tests/hostile_corpus.py (about
 560 damaged files: every example of issue 11 and, field by field, what a file can carry),
@@ -13,7 +14,10 @@ is not one line, a file accepted that should be refused or the reverse).
 `--pythonpath DIR` runs another checkout's gputui (e.g. /work/main) on the same corpus, to
 measure before and after. The other families (issue 34: records of the wrong shape, host
 lists that are not, merged check lines of the wrong shape, Ctrl-C during start-up and
-`probe --size` of thousands of digits) are in bench/hostile_families.py.
+`probe --size` of thousands of digits) are in bench/hostile_families.py; issue 43's (a fake
+RAS listener of another user, a trickling debug server, bundles through links, the flight
+recorder's dump paths, zero-width and bidi marks, endless input to `merge`) in
+bench/hostile_round4.py (`--families round4`, or one of them by name).
 """
 
 from __future__ import annotations
@@ -123,6 +127,35 @@ def families(names: list[str], tmp: Path, args: argparse.Namespace, env: dict[st
         )
 
 
+def round4(names: list[str], tmp: Path, args: argparse.Namespace) -> int:
+    """Issue 43's families (bench/hostile_round4.py): tries, held, failed per family."""
+    import hostile_round4 as r4
+
+    jobs = r4.tries(names, tmp, args.round4_n, args.bound)
+    if args.only is not None:
+        jobs = [j for j in jobs if args.only in j[1][0]]
+    start = time.monotonic()
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(lambda j: (j[0], j[1][0], r4.run_try(j[1])), jobs))
+    print(f"round four: {len(results)} tries, wall {time.monotonic() - start:.0f} s\n")
+    by: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    failed: list[str] = []
+    slowest: dict[str, float] = collections.defaultdict(float)
+    for family, name, (outcome, detail, secs) in results:
+        by[family][outcome] += 1
+        slowest[family] = max(slowest[family], secs)
+        if outcome != r4.HELD:
+            failed.append(f"{name}: {outcome}: {detail[:160]}")
+    print("| family | tries | held | failed | slowest try |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for family, t in by.items():
+        n = sum(t.values())
+        print(f"| {family} | {n} | {t[r4.HELD]} | {n - t[r4.HELD]} | {slowest[family]:.1f} s |")
+    for line in failed[:20]:
+        print(f"  {line}")
+    return len(failed)
+
+
 def report_families(results) -> int:
     fails = (*FAILURES, "python start-up")
     by: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
@@ -158,16 +191,33 @@ def main() -> int:
     )
     ap.add_argument("--json", default=None, metavar="PATH", help="also write results as JSON")
     ap.add_argument(
-        "--families", default="corpus", help="corpus,records,hostlists,merge-lines,startup"
+        "--families",
+        default="corpus",
+        help="corpus,records,hostlists,merge-lines,startup; round4 (or ras-trust, "
+        "slow-server, bundle-links, fr-files, text-marks, endless)",
     )
     ap.add_argument("--per-type", type=int, default=40, help="records: damaged files per type")
     ap.add_argument("--sigints", type=int, default=60, help="startup: interrupted starts")
+    ap.add_argument(
+        "--round4-n", type=int, default=100, help="round4: tries of the random families"
+    )
     args = ap.parse_args()
 
     env = dict(os.environ)
     if args.pythonpath:
         env["PYTHONPATH"] = args.pythonpath
     names = args.families.split(",")
+    import hostile_round4
+
+    if "round4" in names:
+        names = [*names, *hostile_round4.FAMILIES]
+    fours = [n for n in names if n in hostile_round4.FAMILIES]
+    if fours:
+        with tempfile.TemporaryDirectory(prefix="gputui-hostile-") as tmp:
+            failed = round4(fours, Path(tmp), args)
+        names = [n for n in names if n not in (*fours, "round4")]
+        if not names:
+            return 1 if failed else 0
     if names != ["corpus"]:
         with tempfile.TemporaryDirectory(prefix="gputui-hostile-") as tmp:
             start = time.monotonic()

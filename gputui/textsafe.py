@@ -16,8 +16,14 @@ _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 # C0 controls, DEL, C1 controls (0x9b is a one-byte CSI, 0x9d a one-byte OSC), the line and
 # paragraph separators and the bidi overrides and isolates that can reorder what a terminal
-# shows, and lone surrogates (no terminal encoding can write them: an encoder would raise).
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+# shows, the zero-width and bidi marks (U+200B-U+200F, U+061C, U+2060-U+2064, U+FEFF: a
+# terminal draws them in no cell while the width count gives each one, so a pane's right
+# border moves, and a mark reorders what follows), and lone surrogates (no terminal encoding
+# can write them: an encoder would raise).
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069"
+    "\ufeff\ud800-\udfff]"
+)
 
 
 def _escape(ch: str) -> str:

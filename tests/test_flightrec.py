@@ -171,7 +171,8 @@ def test_the_whole_path_names_the_rank_that_never_joined(gloo_job):
     assert f["seq"] == 6 and f["missing_ranks"] == [1] and f["expected_ranks"] == [0, 1]
     assert f["collective"] == "gloo:all_reduce" and f["group"] == "0:default_pg"
     assert f["frame"].startswith("<module> (train.py:")
-    assert res["analyzer"]["argv"][1:4] == [
+    assert res["analyzer"]["argv"][1:5] == [
+        "-I",
         "-m",
         "torch.distributed.flight_recorder.fr_trace",
         "--prefix",
@@ -191,7 +192,7 @@ def test_an_analyzer_failure_is_reported_with_its_last_line(gloo_job):
     raw = {r: f"{d}/dump_raw{r}" for r in (0, 1)}
     found = wait_for_dumps(raw, time.time() - 0.5, 60, threading.Event())
     assert sorted(found) == [0, 1]
-    directory, staged = stage(found, None, None)
+    directory, staged = stage(found, os.geteuid(), None)  # the dumps are this user's
     outcome, rc, text, _ = run_analyzer(
         analyzer_argv(sys.executable, directory, complete=True),
         cwd=directory,
@@ -290,7 +291,7 @@ def test_as_root_the_analyzer_runs_as_the_jobs_user(tmp_path):
 def test_staging_copies_into_a_private_directory(tmp_path):
     src = tmp_path / "dump_3"
     src.write_bytes(b"pickle bytes")
-    directory, staged = stage({3: str(src)}, None, None)
+    directory, staged = stage({3: str(src)}, os.geteuid(), None)
     try:
         assert staged == [3]
         assert Path(directory, "gputui_fr_rank_3").read_bytes() == b"pickle bytes"

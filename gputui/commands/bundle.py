@@ -165,8 +165,12 @@ def run(args: argparse.Namespace) -> int:
     if pids is not None:
         seen = {p.pid: p for p in snaps[-1].processes if p.live} if snaps else {}
         procs = [seen.get(pid, pid) for pid in pids]
+    from gputui.tools.bundle.safedir import append_note, on_sigterm_cancel
+
+    cancel = on_sigterm_cancel()  # a SIGTERM kills the tools and removes the partial directory
     rep = write_bundle(
         args.out,
+        cancel=cancel,
         snapshots=snaps,
         processes=procs,
         verdict=_verdict(args, snaps),
@@ -182,9 +186,8 @@ def run(args: argparse.Namespace) -> int:
 
         write_history(rep.path, args.history)
     if nvml_problem:
-        try:
-            with open(rep.path / "README.txt", "a", encoding="utf-8") as f:
-                f.write(f"note: NVML: {nvml_problem}\n")
+        try:  # by handles, never through a link: the directory's parent may be shared
+            append_note(rep.path, "README.txt", f"note: NVML: {nvml_problem}\n")
         except OSError as e:  # a disk that filled up just now: the bundle itself is whole
             print(f"gputui: README.txt: note not added ({e.strerror or e})", file=sys.stderr)
     first, *notes = rep.summary_lines()  # they quote --out, paths, tool messages: cleaned

@@ -112,7 +112,7 @@ def merge_inputs(files: list[str], expect: str | None, window: float) -> list[Me
     import sys
 
     from gputui.collect.hostlist import expand_hosts
-    from gputui.collect.trace.report_reader import ReadStats, read_reports
+    from gputui.collect.trace.report_reader import MAX_SKIPPED, ReadStats, read_reports
     from gputui.diagnose.merge.join import line_from_json, merge
 
     hosts: list[str] = []
@@ -128,6 +128,11 @@ def merge_inputs(files: list[str], expect: str | None, window: float) -> list[Me
             lines.append(line_from_json(obj, host))
         except ValueError as e:  # a key of the wrong shape: the line is skipped, said below
             stats.skip(str(e))
+            if stats.skipped > MAX_SKIPPED:  # endless `{}` lines end too
+                raise GputuiError(
+                    f"{stats.where}: more than {MAX_SKIPPED} lines that are not "
+                    "`gputui check --json` output"
+                ) from None
     if not lines:
         other = f" ({stats.skipped} other line(s) skipped)" if stats.skipped else ""
         raise GputuiError(f"no `gputui check --json` lines in the input{other}")

@@ -202,8 +202,9 @@ def snapshot_to_text(snap: Snapshot, health: Any = None, straggles: Sequence[Str
     waits = _wait_words(straggles)
     for j in snap.jobs:
         wait = f"; {waits.pop(j.key)}" if j.key in waits else ""
-        lines.append(f"job {clean(j.label)}: GPUs {','.join(map(str, j.gpus))} ({j.how}){wait}")
-    lines += [f"job {clean(key)}: {words}" for key, words in waits.items()]  # NVML alone saw
+        how = clean(f"({j.how}){wait}")  # the how names the job's own variables' values
+        lines.append(f"job {clean(j.label)}: GPUs {','.join(map(str, j.gpus))} {how}")
+    lines += [f"job {clean(key)}: {clean(words)}" for key, words in waits.items()]  # NVML alone saw
     if health is not None:
         from gputui.diagnose.health.report import health_text
 

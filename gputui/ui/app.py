@@ -122,6 +122,7 @@ class GputuiApp(
         self.verdict: Any | None = None
         self.received_at: float | None = None  # monotonic time the newest snapshot arrived
         self.started_at = time.monotonic()
+        self.paused_until = float("-inf")  # the last time the sampler was seen paused
         self.ended = False
         self.ended_event = asyncio.Event()  # set when a replay has run out (tests wait on it)
         self.first_snapshot = asyncio.Event()
@@ -342,10 +343,16 @@ class GputuiApp(
         return 3 * self.source.next_delay() + 2
 
     def _age(self) -> float:
+        """Seconds without a sample, not counting a pause (no sample is asked for then)."""
         since = self.received_at if self.received_at is not None else self.started_at
-        return time.monotonic() - since
+        return time.monotonic() - max(since, self.paused_until)
 
     def _is_stale(self) -> bool:
+        """Samples are late: never while paused (a paused dashboard said "STALE: NVML not
+        answering"), nor in the first intervals after it resumes."""
+        if self.sampler.paused:
+            self.paused_until = time.monotonic()
+            return False
         return self.source.kind != "replay" and self._age() > self._stale_after()
 
     def _check_stale(self) -> None:

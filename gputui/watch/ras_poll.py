@@ -89,7 +89,7 @@ class RasPoller(EpisodeWorker[_Episode]):
                 ep.enabled = ras_enabled(ep.env, libs) or (not libs and not off)
             ras = {**ep.setup, "queries": []}
             if ep.enabled:
-                q = ras_query(ep.env, self.cancel)
+                q = ras_query(ep.env, self.cancel, ranks)  # the listener must be the job's
                 ras["queries"] = [*([ep.previous] if ep.previous else []), q]
                 if q.get("outcome") == "done":
                     ep.previous = q

@@ -21,7 +21,6 @@ Nothing here raises: a failure is the record's `outcome` and `error`.
 
 from __future__ import annotations
 
-import http.client
 import os
 import socket
 import threading
@@ -34,6 +33,8 @@ from typing import Any
 from gputui.collect.frames import MAX_FRAMES, MAX_TEXT, Frame, clip, collective_name
 from gputui.collect.nccl import debugserver_find as find
 from gputui.collect.nccl import debugserver_parse as parse
+from gputui.collect.nccl import http_deadline
+from gputui.collect.nccl.debugserver_files import job_uid, newest_dumps, open_dump
 from gputui.collect.nccl.debugserver_parse import KIND, OUTCOMES, ranks_of_record
 from gputui.collect.this_host import is_this_host
 from gputui.redact import redact_text
@@ -55,33 +56,12 @@ class Fetch:
     def __call__(
         self, c: find.Candidate, path: str, limit_s: float, max_bytes: int
     ) -> tuple[int, str]:
-        deadline = time.monotonic() + limit_s
-        conn = http.client.HTTPConnection(c.host, c.port, timeout=min(limit_s, CONFIRM_S))
-        try:
-            conn.request("GET", path, headers={"User-Agent": "gputui", "Accept": "text/html"})
-            sock = conn.sock  # the response keeps reading it after the connection lets go
-            sock.settimeout(max(0.1, deadline - time.monotonic()))
-            resp = conn.getresponse()
-            chunks, size = [], 0
-            while size <= max_bytes:
-                if self.cancel.is_set():
-                    raise OSError("cancelled")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"no full answer within {limit_s:g} s")
-                sock.settimeout(left)
-                data = resp.read1(65536)
-                if not data:
-                    break
-                chunks.append(data)
-                size += len(data)
-            if size > max_bytes:
-                raise OSError(f"the answer is larger than {max_bytes >> 20} MiB")
-            return resp.status, b"".join(chunks).decode("utf-8", "replace")
-        except (http.client.HTTPException, ValueError, AttributeError) as e:
-            raise OSError(f"not an HTTP answer ({type(e).__name__})") from None
-        finally:
-            conn.close()
+        """One deadline over the whole answer (gputui.collect.nccl.http_deadline): a server
+        that trickles its status line, headers or chunk-size lines cannot hold gputui."""
+        status, body = http_deadline.get(
+            c.host, c.port, path, limit_s, max_bytes, connect_s=CONFIRM_S, cancel=self.cancel
+        )
+        return status, body.decode("utf-8", "replace")
 
 
 def _why(e: BaseException) -> tuple[str, str]:
@@ -231,43 +211,24 @@ def ask(
 # ---------------------------------------------------------------- dumps
 
 
-DUMPS_TRIED = 8  # newest dumps read, looking for one in which some rank answered
-
-
-def newest_dumps(directory: str, n: int = DUMPS_TRIED) -> list[tuple[Path, float]]:
-    """The newest `stacks_*.txt` files in `directory` with their modification times,
-    newest first (at most `n`; empty when it cannot be read)."""
-    found: list[tuple[Path, float]] = []
-    try:
-        with os.scandir(directory) as it:
-            for i, entry in enumerate(it):
-                if i > 100_000:
-                    break
-                if not (entry.name.startswith("stacks_") and entry.name.endswith(".txt")):
-                    continue
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if entry.is_file(follow_symlinks=False):
-                    found.append((Path(entry.path), st.st_mtime))
-    except OSError:
-        return []
-    return sorted(found, key=lambda f: -f[1])[:n]
-
-
 def read_dump(
-    directory: str, key: str, trigger: str, local: Mapping[int, int], t: float
+    directory: str,
+    key: str,
+    trigger: str,
+    local: Mapping[int, int],
+    t: float,
+    owner: int | None = None,
 ) -> dict[str, Any] | None:
     """A record from the newest stacks dump in `directory` in which some rank answered (the
     front end outlives its ranks, and its dumps after they ended hold only errors), or None
-    when there is no dump."""
+    when there is no dump. `owner`: the job's uid, when the job named the directory; a
+    dump must then be that user's own regular file (never a link to root's files)."""
     dumps = newest_dumps(directory)
     if not dumps:
         return None
     first: dict[str, Any] | None = None
     for skipped, (path, mtime) in enumerate(dumps):
-        rec = _read_one(directory, path, mtime, key, trigger, local, t)
+        rec = _read_one(directory, path, mtime, key, trigger, local, t, owner)
         first = first or rec
         if any(e.get("outcome") == "done" for e in rec["ranks"]):
             if skipped:
@@ -286,6 +247,7 @@ def _read_one(
     trigger: str,
     local: Mapping[int, int],
     t: float,
+    owner: int | None = None,
 ) -> dict[str, Any]:
     dump = {
         "dir": clip(redact_text(directory), 1024),
@@ -297,7 +259,7 @@ def _read_one(
         return _record(key, trigger, "dump", t, outcome="failed", dump=dump, error=why)
 
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_dump(path, owner), "rb") as f:
             raw = f.read(MAX_DUMP_BYTES + 1)
     except OSError as e:
         return failed(_why(e)[1])
@@ -370,8 +332,9 @@ def gather_debugserver(
             return rec
         tried.append(f"{c.addr}: {error}")
         break
+    owner = None if dump_dir is not None else job_uid(ranks)  # the job named it: its user's
     for d in _dump_dirs(ranks, dump_dir, environ):
-        rec2 = read_dump(d, key, trigger, local, t)
+        rec2 = read_dump(d, key, trigger, local, t, owner)
         if rec2 is not None:
             if tried:
                 rec2["error"] = rec2.get("error") or clip("; ".join(tried), 600)

@@ -138,9 +138,12 @@ def front_end_candidates(rank0_pid: int) -> list[Candidate]:
     """Sockets a child of rank 0 listens on that rank 0 does not hold: the front end's
     (port 25999 first). Empty when rank 0's children cannot be read."""
     try:
-        children = psutil.Process(rank0_pid).children(recursive=True)[:MAX_CHILDREN]
+        rank0 = psutil.Process(rank0_pid)
+        children = rank0.children(recursive=True)[:MAX_CHILDREN]
+        uid = rank0.uids().real
     except psutil.Error:
         return []
+    children = [c for c in children if _uid_of(c) == uid]  # another user's socket is no evidence
     if not children:
         return []
     own = socket_inodes(rank0_pid)
@@ -158,6 +161,15 @@ def front_end_candidates(rank0_pid: int) -> list[Candidate]:
             if c not in out:
                 out.append(c)
     return sorted(out, key=lambda c: c.port != DEFAULT_PORT)
+
+
+def _uid_of(p: psutil.Process) -> int | None:
+    """The real and effective uid of a process, when they agree (a setuid child's do not)."""
+    try:
+        u = p.uids()
+    except psutil.Error:
+        return None
+    return u.real if u.real == u.effective else None
 
 
 def master_candidate(master: str | None) -> Candidate | None:

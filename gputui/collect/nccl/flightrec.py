@@ -7,8 +7,17 @@ default /tmp/nccl_trace_rank_) while training goes on (6.4 s on the GPU image). 
 pickles: gputui never unpickles them. It copies them into a private directory and runs
 PyTorch's own analyzer (`torchfrtrace`) with the job's own interpreter, as the job's user
 when gputui is root (the analyzer executes the job's Python environment), bounded, its
-process group killed on timeout. What the analyzer prints ("Not all ranks joining
-collective ...", "missing ranks: {1}") is parsed into findings.
+process group killed on timeout.
+
+The job's user names the dump paths, so they are hostile input to root: a dump is opened
+without following a link (O_NOFOLLOW, then fstat on the open file), must be a regular file
+owned by the job's user (what that user could read anyway: a link or a hard link to a
+root-only file is refused, never copied and handed to that user), and the analyzer runs
+isolated (`python -I`: no PYTHONPATH, no user site, not the working directory) with a
+fixed small environment, never the job's (a planted `fr_trace` module on the job's
+PYTHONPATH read the copied secret in round four of the hostile sweep). What the analyzer
+prints ("Not all ranks joining collective ...", "missing ranks: {1}") is parsed into
+findings.
 
 Every step is bounded and cancellable, and no step raises: problems are the `outcome` and
 `error` of the result.
@@ -138,7 +147,7 @@ def wait_for_dumps(
             if rank in done:
                 continue
             try:
-                st = os.stat(path)
+                st = os.lstat(path)  # a link is never waited for (nor read: open_owned)
             except OSError:
                 continue
             if st.st_mtime < since - 1.0 or st.st_size == 0 or not stat.S_ISREG(st.st_mode):
@@ -170,7 +179,7 @@ def other_dumps(prefix: str, since: float, have: set[int]) -> dict[int, str]:
             continue
         path = os.path.join(directory, name)
         with contextlib.suppress(OSError):
-            st = os.stat(path)
+            st = os.lstat(path)
             if stat.S_ISREG(st.st_mode) and st.st_size and abs(st.st_mtime - since) <= 60:
                 found[int(rest)] = path
         if len(found) >= 8192:
@@ -178,14 +187,45 @@ def other_dumps(prefix: str, since: float, have: set[int]) -> dict[int, str]:
     return found
 
 
-def stage(dumps: Mapping[int, str], uid: int | None, gid: int | None) -> tuple[str, list[int]]:
-    """Copy the dumps into a new private directory the analyzer's user can read."""
+def open_owned(path: str, uid: int | None) -> int:
+    """A descriptor on `path`, a regular file owned by `uid` (the job's user), reached
+    without following a link in its last component. OSError (saying why) otherwise; as
+    root an unknown `uid` is refused too (root could read anything)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if uid is None and os.geteuid() == 0:
+            raise OSError(errno.EPERM, "the job's user is unknown")
+        if uid is not None and st.st_uid != uid:
+            raise OSError(errno.EPERM, f"owned by uid {st.st_uid}, not the job's user {uid}")
+        if st.st_nlink > 1 and uid is not None and uid != os.geteuid():
+            raise OSError(errno.EPERM, "has other hard links")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def stage(
+    dumps: Mapping[int, str], uid: int | None, gid: int | None, refused: list[str] | None = None
+) -> tuple[str, list[int]]:
+    """Copy the dumps (each opened with open_owned) into a new private directory the
+    analyzer's user can read; why a dump was refused goes into `refused`."""
     tmp = tempfile.mkdtemp(prefix="gputui-fr-")
     staged = []
     for rank, path in sorted(dumps.items()):
         dest = os.path.join(tmp, f"{STAGED_PREFIX}{rank}")
         try:
-            with open(path, "rb") as src, open(dest, "wb") as out:
+            src_fd = open_owned(path, uid)
+        except OSError as e:
+            if refused is not None:
+                why = "is a symbolic link" if e.errno == errno.ELOOP else e.strerror or str(e)
+                refused.append(f"rank {rank}'s dump {redact_text(path)[:200]}: {why}")
+            continue
+        try:
+            with os.fdopen(src_fd, "rb") as src, open(dest, "xb") as out:
                 copied = 0
                 while chunk := src.read(1 << 20):
                     copied += len(chunk)
@@ -207,7 +247,9 @@ def stage(dumps: Mapping[int, str], uid: int | None, gid: int | None) -> tuple[s
 
 
 def analyzer_argv(interpreter: str, directory: str, complete: bool) -> list[str]:
-    argv = [interpreter, "-m", ANALYZER, "--prefix", STAGED_PREFIX]
+    # -I: isolated: no PYTHON* variables, no user site, no working directory on sys.path; a
+    # venv's interpreter still finds the venv's torch (pyvenv.cfg beside it)
+    argv = [interpreter, "-I", "-m", ANALYZER, "--prefix", STAGED_PREFIX]
     if not complete:
         argv.append("--allow-incomplete-ranks")  # ranks of other nodes have no dump here
     return [*argv, directory]
@@ -241,15 +283,15 @@ def run_analyzer(
 # ---------------------------------------------------------------- all of it
 
 
-def analyzer_env(env: Mapping[str, str], home: str) -> dict[str, str]:
-    """A small environment for the analyzer: the job's Python search path, nothing secret."""
-    out = {"PATH": env.get("PATH") or "/usr/local/bin:/usr/bin:/bin", "HOME": home}
-    out["LANG"] = "C.UTF-8"
-    out["PYTHONDONTWRITEBYTECODE"] = "1"
-    for k in ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX"):
-        if env.get(k):
-            out[k] = env[k]
-    return out
+def analyzer_env(home: str) -> dict[str, str]:
+    """A small fixed environment for the analyzer, none of the job's: its PYTHONPATH,
+    PYTHONHOME, LD_PRELOAD or LD_LIBRARY_PATH would choose the code the analyzer runs."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": home,
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
 
 
 def flight_record(
@@ -304,14 +346,31 @@ def flight_record(
             "error": f"no dump file appeared within {wait_s:g} s ({conf['dump_prefix']}<rank>)",
         }
     lead = next(r for r in ranks if r.rank in dumps)
-    directory, staged = stage(dumps, lead.uid, lead.gid)
+    if os.geteuid() != 0 and lead.uid is not None and lead.uid != os.geteuid():
+        return {
+            **res,
+            "outcome": "failed",
+            "error": f"the analyzer runs the job's own Python, and the job's user (uid "
+            f"{lead.uid}) is not gputui's: run gputui as that user or as root",
+        }
+    refused: list[str] = []
+    directory, staged = stage(dumps, lead.uid, lead.gid, refused)
+    if refused:
+        res["refused"] = refused[:8]
+    if not staged:
+        shutil.rmtree(directory, ignore_errors=True)
+        return {
+            **res,
+            "outcome": "failed",
+            "error": "no dump could be read" + (f": {refused[0]}" if refused else ""),
+        }
     try:
         complete = world_size is not None and len(staged) >= world_size
         argv = analyzer_argv(lead.interpreter or f"/proc/{lead.pid}/exe", directory, complete)
         outcome, rc, text, secs = run_analyzer(
             argv,
             cwd=directory,
-            env=analyzer_env(lead.env, directory),
+            env=analyzer_env(directory),
             uid=lead.uid,
             gid=lead.gid,
             timeout=analyzer_timeout_s,

@@ -16,8 +16,10 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
 
+from gputui.collect.nccl.listener import listener_for
 from gputui.collect.nccl.ras_model import RasAnswer
 from gputui.collect.nccl.ras_parse import parse_answer
 
@@ -41,6 +43,18 @@ class RasQuery:
     answer: RasAnswer | None = None
     error: str | None = None  # one line, for the person reading the verdict
     nbytes: int = 0
+    listener: str | None = None  # whose socket answered: "pid 812 (rank), uid 1000" ...
+
+
+@dataclass(frozen=True)
+class JobSide:
+    """What the job's own processes say, against which an answer is checked: the rank pids
+    and their uids (who may own the listener), and the job's world size."""
+
+    pids: Collection[int] = ()
+    uids: Collection[int] = ()
+    world: int | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 def parse_addr(value: str | None) -> tuple[str, int]:
@@ -70,8 +84,14 @@ def query_ras(
     total_timeout: float = TOTAL_TIMEOUT_S,
     max_bytes: int = MAX_ANSWER_BYTES,
     cancel: threading.Event | None = None,
+    job: JobSide | None = None,
 ) -> RasQuery:
-    """Query the RAS thread at `addr` (default localhost:28028). Never raises."""
+    """Query the RAS thread at `addr` (default localhost:28028). Never raises.
+
+    With `job`, the answer is evidence only from a listener the job's user owns (outcome
+    "untrusted" otherwise, and nothing is sent to it), and an answer from a listener that is
+    not one of the job's ranks, or that names a larger world than the job's, is said to be
+    unverified (gputui.collect.nccl.listener says why: any local user can listen there)."""
     shown = addr or DEFAULT_ADDR
     t0, start = time.time(), time.monotonic()
 
@@ -83,6 +103,9 @@ def query_ras(
         host, port = parse_addr(addr)
     except ValueError as e:
         return result("error", str(e))
+    vetted = vet_listener(host, port, job) if job is not None else (None, None)
+    if vetted[0] is not None:
+        return result("untrusted", vetted[0], listener=vetted[1])
 
     def exchange(query: bytes) -> bytes | RasQuery:
         """The whole answer to one query, or the failure as a result."""
@@ -153,4 +176,51 @@ def query_ras(
         )
         answer = replace(answer, notes=(*answer.notes, note))
         got = again
-    return result("done", answer=answer, nbytes=len(got))
+    if job is not None:
+        doubt = questioned(answer, job)
+        if doubt is not None and job.notes:  # unverified listener and a world that disagrees
+            return result(
+                "untrusted", f"{host}:{port}: {job.notes[0]}; {doubt}", listener=vetted[1]
+            )
+        if doubt is not None or job.notes:
+            answer = replace(answer, notes=(*answer.notes, *job.notes, *([doubt] if doubt else [])))
+    return result("done", answer=answer, nbytes=len(got), listener=vetted[1])
+
+
+def vet_listener(host: str, port: int, job: JobSide) -> tuple[str | None, str | None]:
+    """(why the listener is not evidence, or None; who it is). An unverified listener of
+    the job's own user adds a line to `job.notes`."""
+    who = listener_for(host, port, job.pids)
+    if who is None:
+        job.notes.append(f"nothing on this host listens on {host}:{port} as seen from here")
+        return None, None
+    shown = f"uid {who.uid}" + (f", pid {who.pid}" if who.pid is not None else "")
+    if job.uids and who.uid not in job.uids:
+        uids = ", ".join(str(u) for u in sorted(set(job.uids)))
+        return (
+            f"the listener on {host}:{port} ({shown}) is not the job's user (uid {uids}): its "
+            "answer is not evidence (another user can listen on the RAS port first)",
+            shown,
+        )
+    if who.pid is None:
+        job.notes.append(f"the listener on {host}:{port} ({shown}) could not be tied to a rank")
+    elif job.pids and who.pid not in job.pids:
+        job.notes.append(
+            f"the listener on {host}:{port} is pid {who.pid}, not one of the job's ranks"
+        )
+    return None, shown
+
+
+def questioned(answer: RasAnswer, job: JobSide) -> str | None:
+    """Why the answer's world does not fit the job's (a communicator larger than the job's
+    world size), or None."""
+    if not job.world:
+        return None
+    sizes = [c.size for c in answer.comms if c.size is not None]
+    big = max(sizes, default=0)
+    if big > job.world:
+        return (
+            f"NCCL RAS names a communicator of {big} ranks but the job's world size is "
+            f"{job.world}: its ranks and pids are questioned"
+        )
+    return None

@@ -74,6 +74,7 @@ RAS_QUERY = Obj(
         "latency_s": SECONDS,
         "nbytes": COUNT,
         "error": NAME,
+        "listener": NAME,  # whose socket answered (gputui.collect.nccl.ras.vet_listener)
         "answer": RAS_ANSWER,
     }
 )

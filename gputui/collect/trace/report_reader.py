@@ -26,6 +26,13 @@ from gputui.textsafe import clean
 
 MAX_LINE = 1 << 20
 MAX_TOTAL = 1 << 30
+# As the recording reader (gputui.collect.trace.schema.MAX_BLANK_LINES): a gzip of 1 GiB of
+# newlines is 4.7 MB, and `yes '' | gputui merge -` never ends; neither holds a check line,
+# so past this many blank (or other non-JSON) lines the input is refused, in well under a
+# second, instead of read for minutes (or forever).
+MAX_BLANK = 100_000
+MAX_SKIPPED = 100_000
+MAX_LINES = 1_000_000  # check lines: a day of 64 nodes' changes is far fewer
 
 
 @dataclass
@@ -70,7 +77,7 @@ def _text(raw: IO[bytes]) -> IO[bytes] | gzip.GzipFile:
 
 def read_reports(names: list[str], stats: ReadStats) -> Iterator[tuple[str, dict[str, Any]]]:
     """(default host, parsed object) for every JSON line of every input."""
-    total = 0
+    total = blank = 0
     for name in names or ["-"]:
         default = "stdin" if name == "-" else host_from_name(name)
         raw = _binary(name)
@@ -89,6 +96,9 @@ def read_reports(names: list[str], stats: ReadStats) -> Iterator[tuple[str, dict
                     raise GputuiError(f"input larger than {MAX_TOTAL >> 30} GiB")
                 text = line.decode("utf-8", errors="replace").strip()
                 if not text:
+                    blank += 1
+                    if blank > MAX_BLANK:
+                        raise GputuiError(f"{shown(name)}:{n}: more than {MAX_BLANK} blank lines")
                     continue
                 host = default
                 if not text.startswith("{") and ": {" in text:  # pdsh's "host: " prefix
@@ -100,8 +110,15 @@ def read_reports(names: list[str], stats: ReadStats) -> Iterator[tuple[str, dict
                     obj = None
                 if not isinstance(obj, dict):
                     stats.skip(where=f"{shown(name)}:{n}")
+                    if stats.skipped > MAX_SKIPPED:
+                        raise GputuiError(
+                            f"{shown(name)}:{n}: more than {MAX_SKIPPED} lines that are not "
+                            "`gputui check --json` output"
+                        )
                     continue
                 stats.lines += 1
+                if stats.lines > MAX_LINES:
+                    raise GputuiError(f"{shown(name)}:{n}: more than {MAX_LINES} JSON lines")
                 stats.where = f"{shown(name)}:{n}"
                 yield host, obj
         except (OSError, EOFError, zlib.error) as e:

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,6 +33,7 @@ from gputui.textsafe import clean
 from gputui.tools.attach import ptrace
 from gputui.tools.attach.dumpall import DumpAll, dump_all, group_dumps, stacks_record
 from gputui.tools.attach.ptrace import Target
+from gputui.tools.bundle.safedir import write_new
 from gputui.tools.result import Cancel, LineSink, Outcome
 from gputui.tools.runner import run_tool
 from gputui.tools.which import available_tools, find_tool
@@ -229,10 +228,10 @@ PATH_MAX = 4096
 
 
 def write_bundle(out_dir: str | Path | None = None, **kw: Any) -> BundleReport:
-    """Write the bundle into a new temporary directory beside `out_dir`, then rename it
-    there: a full disk or a Ctrl-C leaves no half bundle, and a symbolic link at `out_dir`
-    is refused (as `record` refuses one), so a planted link cannot redirect the write.
-    Keyword arguments are `_fill`'s."""
+    """Write the bundle into a new hidden directory beside `out_dir`, then rename it there:
+    a full disk, a Ctrl-C or a SIGTERM leaves no half bundle, and a symbolic link anywhere
+    in `out_dir` is refused (gputui.tools.bundle.safedir), so a planted link cannot
+    redirect the write. Keyword arguments are `_fill`'s."""
     snapshots = kw.get("snapshots", ())
     last = snapshots[-1] if snapshots else None
     host = (last.hostname if last and last.hostname else None) or kw.get("recorded_node")
@@ -240,33 +239,27 @@ def write_bundle(out_dir: str | Path | None = None, **kw: Any) -> BundleReport:
     too_long = [p for p in out.parts if len(os.fsencode(p)) > NAME_MAX]
     if too_long or len(os.fsencode(str(out.absolute()))) > PATH_MAX:  # before creating any
         raise GputuiError(f"cannot write the bundle to {out}: File name too long")
-    try:  # a parent that is a file, no permission: one line, not a traceback
-        if out.is_symlink():
-            raise GputuiError(
-                f"{out}: is a symbolic link; gputui does not write through links "
-                "(give the real path)"
-            )
-        if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise GputuiError(f"{out} already exists and is not an empty directory")
-    except OSError as e:
-        raise GputuiError(f"cannot write the bundle to {out}: {e.strerror or e}") from None
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name[:64]}.partial-", dir=out.parent))
+    from gputui.tools.bundle.safedir import PartialDir
+
+    try:  # a parent that is a file or a link, no permission: one line, not a traceback
+        part = PartialDir(out)
     except OSError as e:
         raise GputuiError(f"cannot create {out}: {e.strerror or e}") from None
     try:
-        rep = _fill(tmp, **kw)
-        os.rename(tmp, out)  # atomic; replaces an empty directory at `out`
+        rep = _fill(part.path, **kw)
+        part.finish()  # atomic; replaces an empty directory at `out`
     except BaseException as e:
-        shutil.rmtree(tmp, ignore_errors=True)
+        renamed = part.done  # the swap check failed after the rename: nothing to remove
+        part.discard()
         if isinstance(e, OSError):
             raise GputuiError(
                 f"cannot write the bundle to {out}: {e.strerror or e} (no bundle was left there)"
             ) from None
-        if isinstance(e, GputuiError):
+        if isinstance(e, GputuiError) and not renamed:
             raise GputuiError(f"{e} (no bundle was left at {out})") from None
         raise
+    finally:
+        part.close()
     rep.path = out
     return rep
 
@@ -306,11 +299,10 @@ def _fill(
     say = on_line or (lambda _s: None)
 
     def write(name: str, text: str) -> None:
-        path = out / name
-        path.parent.mkdir(parents=True, exist_ok=True)
         if name.endswith(".txt"):  # stacks quote command lines: no raw escapes in files
             text = clean(text, keep_newlines=True, keep_tabs=True)
-        path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        text = text if text.endswith("\n") else text + "\n"
+        write_new(out, name, text.encode("utf-8", errors="surrogateescape"))
         rep.files.append(name)
 
     def dump_json(name: str, obj: Any) -> None:

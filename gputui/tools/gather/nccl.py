@@ -25,7 +25,7 @@ import psutil
 
 from gputui.collect.model import ProcessInfo
 from gputui.collect.nccl.flightrec import FrRank, flight_record, job_interpreter
-from gputui.collect.nccl.ras import query_ras
+from gputui.collect.nccl.ras import JobSide, query_ras
 from gputui.collect.nccl.ras_model import answer_to_dict
 from gputui.tools.bundle.write import process_libraries
 
@@ -100,8 +100,25 @@ def _rank_number(p: ProcessInfo, env: dict[str, str]) -> int | None:
     return int(v) if v.isdigit() else None
 
 
-def _query(addr: str | None, cancel: threading.Event) -> dict[str, Any]:
-    q = query_ras(addr, cancel=cancel)
+def job_side(ranks: Sequence[ProcessInfo]) -> JobSide | None:
+    """The ranks' pids, their users and the job's world size, against which a RAS listener
+    and its answer are checked; None when no rank can be read (nothing to check against)."""
+    pids, uids, world = [], set(), None
+    for p in ranks:
+        proc = _same_process(p) if p.live else None
+        if proc is None:
+            continue
+        try:
+            uids.add(proc.uids().real)
+        except psutil.Error:
+            continue
+        pids.append(p.pid)
+        world = world or (p.rank.world_size if p.rank is not None else None)
+    return JobSide(pids=pids, uids=uids, world=world) if pids else None
+
+
+def _query(addr: str | None, cancel: threading.Event, job: JobSide | None) -> dict[str, Any]:
+    q = query_ras(addr, cancel=cancel, job=job)
     return {
         "outcome": q.outcome,
         "t": round(q.t, 3),
@@ -109,6 +126,7 @@ def _query(addr: str | None, cancel: threading.Event) -> dict[str, Any]:
         "nbytes": q.nbytes,
         "error": q.error,
         "answer": answer_to_dict(q.answer) if q.answer is not None else None,
+        **({"listener": q.listener} if q.listener else {}),
     }
 
 
@@ -128,19 +146,28 @@ def ras_enabled(env: dict[str, str], libs: dict[str, Any]) -> bool:
     return env.get("NCCL_RAS_ENABLE", "").strip() != "0" and libs.get("nccl") is not None
 
 
-def ras_query(env: dict[str, str], cancel: threading.Event) -> dict[str, Any]:
-    """One bounded RAS query at the job's address, as a record's query entry."""
-    return _query(env.get("NCCL_RAS_ADDR") or None, cancel)
+def ras_query(
+    env: dict[str, str], cancel: threading.Event, ranks: Sequence[ProcessInfo] = ()
+) -> dict[str, Any]:
+    """One bounded RAS query at the job's address, as a record's query entry; the listener
+    and the answer checked against `ranks` (gputui.collect.nccl.ras.JobSide)."""
+    return _query(env.get("NCCL_RAS_ADDR") or None, cancel, job_side(ranks))
 
 
-def _ras(env: dict[str, str], libs: dict[str, Any], cancel: threading.Event, interval: float):
+def _ras(
+    env: dict[str, str],
+    libs: dict[str, Any],
+    cancel: threading.Event,
+    interval: float,
+    ranks: Sequence[ProcessInfo] = (),
+) -> dict[str, Any]:
     ras = ras_setup(env, libs, interval)
     if env.get("NCCL_RAS_ENABLE", "").strip() == "0":
         return ras
-    first = ras_query(env, cancel)
+    first = ras_query(env, cancel, ranks)
     ras["queries"].append(first)
     if first["outcome"] == "done" and not cancel.wait(interval):
-        ras["queries"].append(ras_query(env, cancel))
+        ras["queries"].append(ras_query(env, cancel, ranks))
     return ras
 
 
@@ -186,7 +213,9 @@ def gather_nccl(
         fr_thread = _start_flightrec(live, cancel, fr_result, fr_wait_s, analyzer_timeout_s)
         env0 = live[0][2]
         if ras:
-            record["ras"] = _ras(env0, process_libraries(live[0][0].pid), cancel, ras_interval)
+            libs = process_libraries(live[0][0].pid)
+            ranks = [p for p, _, _ in live]
+            record["ras"] = _ras(env0, libs, cancel, ras_interval, ranks)
         if fr_thread is not None:
             fr_thread.join()  # bounded by the flight recorder's own wait and analyzer limits
             record["flightrec"] = fr_result.get("result") or {
