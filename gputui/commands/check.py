@@ -123,10 +123,9 @@ def _host(args: argparse.Namespace, snap: Snapshot) -> str:
 
 def _check_gpus(args: argparse.Namespace, source: object) -> None:
     """--gpus that name no GPU of the node are a mistake, said at the first sample."""
-    seen = getattr(source, "seen", None)
-    if args.gpus and seen and not set(args.gpus) & set(seen):
-        have = ", ".join(map(str, seen))
-        raise GputuiError(f"--gpus {','.join(map(str, args.gpus))}: this node has GPUs {have}")
+    from gputui.commands.common import require_gpus
+
+    require_gpus(args.gpus, getattr(source, "seen", None) or (), "this node")
 
 
 def _nvml_problem(source: Source, snap: Snapshot | None = None) -> str | None:
