@@ -207,8 +207,9 @@ def add_replay_args(p: argparse.ArgumentParser) -> None:
         type=non_negative_float,
         default=None,
         metavar="S",
-        help="start a replay S seconds into the file (--demo: into the demo, which "
-        "starts 8 s before its first hung job)",
+        help="start a replay S seconds into the file (--demo: into the demo, whose first "
+        "job's processes appear at 2 s; a rank stops at about 6 s and the stall is called "
+        "at about 16 s)",
     )
 
 
