@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -87,6 +88,16 @@ def _has_gpu() -> bool:
 
 HAS_GPU = _has_gpu()
 no_gpu_only = pytest.mark.skipif(HAS_GPU, reason="checks the no-GPU path; this machine has GPUs")
+
+# torch is optional (the probe's extra): the README's test command passes without it, with a
+# CPU build and with the CUDA build `pip install '.[probe]'` takes. A test (or a fixture)
+# that starts torch ranks carries `@pytest.mark.torch` (or `needs_torch`): without torch it
+# is skipped at collection with the reason, before any rank is started and waited for.
+# .ci/run runs `-m torch` once more in a venv without torch (tests/test_torch_gating.py
+# checks that every test module that starts torch ranks is gated).
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+NO_TORCH = "torch is not installed (pip install 'gputui[probe]')"
+needs_torch = pytest.mark.torch
 
 
 # Modules whose tests drive external programs end to end (a real Prometheus, sshd and ssh,
@@ -214,6 +225,11 @@ def _module(item: pytest.Item) -> str:
 def pytest_collection_modifyitems(config, items):
     for item in items:
         name = _module(item)
+        gated = any("torch" in str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif"))
+        if gated and item.get_closest_marker("torch") is None:
+            item.add_marker(pytest.mark.torch)  # an older module's own skipif: -m torch too
+        if not HAS_TORCH and item.get_closest_marker("torch") is not None:
+            item.add_marker(pytest.mark.skip(reason=NO_TORCH))
         if name in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
         if name in PILOT_MODULES:
