@@ -147,7 +147,13 @@ class GputuiApp(
     def _prepare(self, snap: Snapshot) -> SnapshotReady:
         """The detector's verdict and the per-GPU history for one sample (sampler thread)."""
         verdict = self.watcher.update(snap)
-        if snap.gpus:  # every sample, for `b` (a message can replace an undrawn one); no host mode
+        if snap.gpus:  # every sample, for `b` (a message can replace an undrawn one)
+            self.recent_snapshots.append(snap)
+        elif not self.recent_snapshots or not self.recent_snapshots[-1].gpus:
+            # A machine without GPUs: its newest host sample alone, so that `b` bundles it
+            # too (GPU samples already kept are never replaced by a sample that lacks them).
+            if self.recent_snapshots:
+                self.recent_snapshots.pop()
             self.recent_snapshots.append(snap)
         if self.story is not None and self.story.check(verdict, snap.phase, snap.t):
             self.sampler.pause(True)  # before the next sample: the finding stays on screen
