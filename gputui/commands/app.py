@@ -75,6 +75,15 @@ def require_terminal() -> None:
             f"the dashboard needs a terminal, and {'/'.join(missing)} is not one: over ssh "
             "use `ssh -t HOST gputui`; for scripts use `gputui snapshot` or `gputui check`"
         )
+    from gputui.ui.widgets.preframe import DUMB_TERMS
+
+    term = os.environ.get("TERM", "")
+    if term in DUMB_TERMS:  # Emacs' shell, some CI consoles: no cursor to move
+        raise GputuiError(
+            f"the dashboard needs a terminal that can move the cursor, and TERM={term} "
+            "cannot: use `gputui snapshot` or `gputui check` here, or a real terminal "
+            "(TERM=xterm-256color)"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
