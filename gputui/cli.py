@@ -77,7 +77,12 @@ JUDGING = ("check", "merge", "fleet", "probe")  # these end with an exit-code ta
 # slow job is 0), probe judges pairs and hosts, not a job's verdict.
 _OWN_CODES: dict[str, dict[int, str | None]] = {
     "merge": {0: "healthy (a slow or busy job too)", 1: None, 2: None, 3: None},
-    "fleet": {0: "healthy (a slow or busy job too)", 1: None, 2: "bad input, or no host answered", 3: None},
+    "fleet": {
+        0: "healthy (a slow or busy job too)",
+        1: None,
+        2: "bad input, or no host answered",
+        3: None,
+    },
     "probe": {
         0: "every pair (or host) passed",
         1: "a pair or a host failed",

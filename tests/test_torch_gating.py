@@ -40,10 +40,8 @@ def _names(node: ast.AST) -> set[str]:
 
 def _reached(node: ast.AST, top: dict[str, str], tree: ast.Module, text: str) -> list[str]:
     """The sources of the module-level names `node` reaches, through each other."""
-    nodes = {
-        (n.name if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else None): n
-        for n in tree.body
-    }
+    named = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    nodes = {n.name: n for n in tree.body if isinstance(n, named)}
     todo, seen = list(_names(node)), {getattr(node, "name", "")}
     out = []
     while todo:

@@ -15,7 +15,6 @@ from textual.screen import ModalScreen
 from gputui.ui.widgets.palette import role
 from gputui.ui.widgets.safe_text import Static, Text
 
-
 # Each finding's strength (gputui.diagnose.ranking.Strength) as the label a reader needs:
 # what kind of evidence it is, not the enum's name.
 _KIND = {
