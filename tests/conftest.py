@@ -248,7 +248,10 @@ def _module(item: pytest.Item) -> str:
 def pytest_collection_modifyitems(config, items):
     for item in items:
         name = _module(item)
-        gated = any("torch" in str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif"))
+        gated = any(
+            str(m.kwargs.get("reason", "")).startswith("torch is not installed")
+            for m in item.iter_markers("skipif")
+        )
         if gated and item.get_closest_marker("torch") is None:
             item.add_marker(pytest.mark.torch)  # an older module's own skipif: -m torch too
         if not HAS_TORCH and item.get_closest_marker("torch") is not None:

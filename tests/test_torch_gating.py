@@ -25,7 +25,7 @@ STARTS_TORCH = re.compile(
     r"|\bgloo_straggler_job\b|\bGLOO_STRAGGLER\b",
     re.MULTILINE,
 )
-GATE = re.compile(r"needs_torch|mark\.torch|reason=.{0,40}torch|torch_installed\(\)")
+GATE = re.compile(r"needs_torch|mark\.torch|reason=\"torch is not installed|torch_installed\(\)")
 MODULE_GATE = re.compile(
     r"^pytestmark\b[^\n]*(\n[ \]]+[^\n]*){0,6}torch|^pytest\.importorskip\(\"torch\"\)",
     re.MULTILINE,

@@ -58,9 +58,9 @@ def _bullet(t: Text, text: str, width: int | None, label: str = "") -> None:
     if width is None:
         t.append(head, style="dim" if label else None).append(f"{text}\n")
         return
-    lines = textwrap.wrap(
-        head + text, width, subsequent_indent="    ", break_on_hyphens=False
-    ) or [head]
+    lines = textwrap.wrap(head + text, width, subsequent_indent="    ", break_on_hyphens=False) or [
+        head
+    ]
     first = lines[0]
     t.append(first[: len(head)], style="dim" if label else None)
     t.append(first[len(head) :] + "\n")
