@@ -133,9 +133,7 @@ def _demo_times() -> tuple[float, float, float]:
     start = src.snaps[src.pos].t
     after = src.snaps[src.pos :]
     procs = next(s.t for s in after if s.processes) - start
-    spins = next(
-        s.t for s in after if any(classify_gpu(g) is GpuState.SPINNING for g in s.gpus)
-    )
+    spins = next(s.t for s in after if any(classify_gpu(g) is GpuState.SPINNING for g in s.gpus))
     lines = [json.loads(x) for x in run_cli("check", "--demo", "--json").stdout.splitlines()]
     stall = next(x["t"] for x in lines if x["state"] == "stalled")
     return procs, spins - start, stall - start
@@ -248,6 +246,10 @@ def test_a_dumb_terminal_is_refused_in_one_line_before_any_escape():
     os.close(fd)
     assert os.waitstatus_to_exitcode(status) == 2, out
     assert b"\x1b" not in out, out
-    assert out.decode().replace("\r\n", " ").startswith(
-        "gputui: the dashboard needs a terminal that can move the cursor, and TERM=dumb cannot"
+    assert (
+        out.decode()
+        .replace("\r\n", " ")
+        .startswith(
+            "gputui: the dashboard needs a terminal that can move the cursor, and TERM=dumb cannot"
+        )
     )

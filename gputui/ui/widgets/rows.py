@@ -193,8 +193,7 @@ def _tree(shown: list[ProcessInfo], jobs: Sequence[Job], row: Callable[..., Row]
         members.sort(key=lambda p: (_rank(p), p.pid))
         world = f", world {job.world_size}" if job.world_size else ""
         launcher = _launcher(members)
-        ranks = f"{len(job.pids)} rank{'s' * (len(job.pids) != 1)}"  # "1 rank", "2 ranks"
-        text = f"▾ job {job.label.split(' (')[0]}  ({ranks}{world}; {job.how})"
+        text = f"▾ job {job.label.split(' (')[0]}  ({len(job.pids)} ranks{world}; {job.how})"
         if launcher:
             text += f"  launcher: {launcher}"
         out.append(Row(f"job:{job.key}", None, (), heading=text))
