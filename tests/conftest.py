@@ -123,6 +123,14 @@ def beside_ras(findings: tuple[str, ...], pids: list[int]) -> tuple[str, ...]:
     return tuple(f for f in findings if f != RAS_ABSENT)
 
 
+# Modules that check what gputui does where torch is missing (the probe's install hint, the
+# gating itself, the flight recorder's pipes): marked `torchless`. .ci/run runs
+# `-m "torch or torchless"` in its venv without torch (Python 3.10), the README's command in
+# the no-torch setting for every test whose answer depends on torch, at a fraction of a second
+# run of the whole suite.
+TORCHLESS_MODULES = {"test_probe_cli", "test_cli_first_hour", "test_torch_gating", "test_flightrec"}
+
+
 # Modules whose tests drive external programs end to end (a real Prometheus, sshd and ssh,
 # tmux, a wheel build, torch jobs, the stand-in driver in many subprocesses). They test those
 # programs with gputui, not the Python version: .ci/run runs them on the main Python only.
@@ -256,6 +264,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.torch)  # an older module's own skipif: -m torch too
         if not HAS_TORCH and item.get_closest_marker("torch") is not None:
             item.add_marker(pytest.mark.skip(reason=NO_TORCH))
+        if name in TORCHLESS_MODULES:
+            item.add_marker(pytest.mark.torchless)
         if name in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
         if name in PILOT_MODULES:
