@@ -22,7 +22,6 @@ processes appear, and its first stop comes about 15 s in.
 
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -151,7 +150,7 @@ class DemoStory:
             return None
         if now >= at:
             return c.after
-        return f"{c.event} in {max(1, math.ceil(at - now))} s"  # never "in 0 s" before it
+        return f"{c.event} in {max(1, round(at - now))} s"  # never "in 0 s" before it
 
     def go_on(self) -> str | None:
         """Leave the chapter held at; the phase to skip to (None: no skip, the story ends
