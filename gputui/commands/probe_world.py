@@ -131,12 +131,6 @@ def _options(args: argparse.Namespace):
     if args.gpus is not None or args.cpu is not None:
         raise GputuiError("probe --hosts: --gpus and --cpu are for one node; use --gpus-per-host")
     require_launcher(args.launcher, "probe --hosts")
-    if args.launcher == "local":  # every "host" runs here: a missing torch is ours, not a host's
-        from gputui.commands.probe import INSTALL_HINT
-        from gputui.probe.runner import torch_installed
-
-        if not torch_installed():
-            raise GputuiError(INSTALL_HINT)
     opts = WorldOptions(
         launcher=args.launcher,
         remote_gputui=args.remote_gputui,
