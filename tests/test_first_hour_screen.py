@@ -140,3 +140,40 @@ async def test_b_on_a_machine_without_gpus_writes_a_bundle(tmp_path):
         source.close()
     assert (tmp_path / "b" / "verdict.json").exists()
     assert (tmp_path / "b" / "host.json").exists()
+
+
+# ---------------------------------------------------------------- also seen: a paused live view
+
+
+class Answering:
+    """A live-kind source that answers every sample at once (a healthy NVML)."""
+
+    kind, description = "nvml", "answering"
+
+    def __init__(self, snaps) -> None:
+        self.snap = snaps[100]
+
+    def sample(self):
+        return self.snap
+
+    def next_delay(self) -> float:
+        return 0.05
+
+    def close(self) -> None:
+        pass
+
+
+async def test_a_paused_live_dashboard_is_paused_not_stale(demo_snaps):
+    """It said "STALE: NVML not answering" over a pause; and not once it resumes either."""
+    app = GputuiApp(Answering(demo_snaps))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await asyncio.wait_for(app.first_snapshot.wait(), 30)
+        await pilot.press("space")
+        await until(pilot, lambda: app.sampler.paused and on_screen(app, "PAUSED"))
+        # long past the stale limit, and the status line checked again since (every 1 s)
+        await until(pilot, lambda: app._age() > app._stale_after() + 1.5, timeout=30)
+        await pilot.pause()
+        assert on_screen(app, "PAUSED (space resumes)") and not on_screen(app, "STALE")
+        await pilot.press("space")
+        await until(pilot, lambda: app._age() < 1.0)  # samples come again
+        assert not on_screen(app, "STALE")

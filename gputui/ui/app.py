@@ -121,6 +121,7 @@ class GputuiApp(
         self.snapshot: Snapshot | None = None
         self.verdict: Any | None = None
         self.received_at: float | None = None  # monotonic time the newest snapshot arrived
+        self._paused_at = float("-inf")  # monotonic time the sampler was last seen paused
         self.started_at = time.monotonic()
         self.ended = False
         self.ended_event = asyncio.Event()  # set when a replay has run out (tests wait on it)
@@ -353,7 +354,13 @@ class GputuiApp(
         return time.monotonic() - since
 
     def _is_stale(self) -> bool:
-        return self.source.kind != "replay" and self._age() > self._stale_after()
+        # Paused by the user (space): no sample is asked for, so none is late (it said
+        # "STALE: NVML not answering" over a pause); after the pause the count starts anew.
+        if getattr(self.sampler, "paused", False):
+            self._paused_at = time.monotonic()
+            return False
+        late = min(self._age(), time.monotonic() - self._paused_at)
+        return self.source.kind != "replay" and late > self._stale_after()
 
     def _check_stale(self) -> None:
         if self.watch_terminal and not _terminal_alive():
