@@ -70,6 +70,24 @@ def test_gpus_that_the_demo_does_not_have_are_one_line_in_every_face(args, tmp_p
     assert not list(tmp_path.iterdir())  # no bundle written
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["check", "--duration", "5"], ["snapshot"], ["bundle", "--out"], ["--no-mouse"]],
+    ids=lambda a: a[0],
+)
+def test_gpus_that_the_node_does_not_have_are_the_same_line_live(args, tmp_path):
+    """On a 2-GPU node (the stand-in NVML): snapshot showed nothing, bundle wrote an empty
+    bundle, the dashboard drew an empty board; now each says the one line check said."""
+    from nvml_standin.build import build_standin, standin_env
+
+    if args[-1] == "--out":
+        args = [*args, str(tmp_path / "b")]
+    r = run_cli(*args, "--gpus", "5", env=standin_env(build_standin(), "ok"))
+    assert r.returncode == 2, r
+    assert r.stderr == "gputui: --gpus 5: this node has GPUs 0, 1\n"
+    assert not list(tmp_path.iterdir())
+
+
 def test_snapshot_of_the_demo_shows_only_the_gpus_asked_for():
     r = run_cli("snapshot", "--demo", "--gpus", "1", "--json")
     assert r.returncode == 0, r.stderr

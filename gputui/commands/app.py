@@ -30,6 +30,8 @@ def _open_in_background(
     not answer cannot hang the start: the wait is bounded. With `pre`, the sample is drawn
     at once in plain text (gputui.ui.widgets.preframe), while Textual is still importing.
     """
+    from gputui.collect.source import NoSuchGpus
+
     result: list = []
 
     def work() -> None:
@@ -49,6 +51,10 @@ def _open_in_background(
             return
         try:
             first = source.sample()
+        except NoSuchGpus as e:  # bad input: said before the UI, as in every face
+            source.close()
+            result.append(e)
+            return
         except Exception:  # the sampler will try again and report it
             first = None
         result.append((source, first))

@@ -111,12 +111,15 @@ def _samples(args: argparse.Namespace) -> tuple[list[Snapshot], str | None]:
 def _sample_live(args: argparse.Namespace, src: Source, snaps: list[Snapshot]) -> str | None:
     """Live samples for --seconds into `snaps`; NVML's error if a sample did not come."""
     from gputui.collect.bounded import sample_bounded
+    from gputui.collect.source import NoSuchGpus
     from gputui.errors import GputuiError
 
     deadline = time.monotonic() + args.seconds
     while True:
         try:
             s = sample_bounded(src, args.timeout or DEFAULT_TIMEOUT_S)
+        except NoSuchGpus:
+            raise  # bad input: no bundle of a view that shows nothing
         except GputuiError as e:
             return str(e)
         if s is not None:
