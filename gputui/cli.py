@@ -11,10 +11,10 @@ Three ways out are handled here once, for every mode:
   CRASH (5, gputui.diagnose.exitcodes), never 1 (a hang) or 2 (bad input), so that a caller
   never takes a bug for a verdict; GPUTUI_DEBUG=1 prints the traceback too;
 
-- stdout closed by its reader (`gputui check --json | head -1`): the command stops quietly
-  with STDOUT_CLOSED (0: the reader chose to stop reading; `check`'s 0/1/2 contract is for a
-  reader that reads to the end), and stdout is pointed at /dev/null so that the interpreter's
-  own flush at exit cannot fail again;
+- stdout closed by its reader (`gputui check --json | head -1`): gputui.stdout_guard points
+  stdout at /dev/null at the first write that finds the reader gone, and the command ends
+  quietly with its own status (check's verdict). A broken pipe raised past that guard (a
+  write straight to the file descriptor) stops the command with STDOUT_CLOSED (0);
 - a thread left inside NVML (a call that never returned): the process leaves through
   `os._exit` after flushing, since a normal exit runs the C libraries' destructors, which may
   wait for that thread forever.
@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import select
 import signal
 import sys
 import traceback
@@ -55,6 +54,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a bad argument gives one line, not a usage block."""
 
     def error(self, message: str) -> NoReturn:
+        from gputui.commands.argorder import suggestion
+
+        message = suggestion(message)
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
@@ -68,16 +70,49 @@ class _Formatter(argparse.HelpFormatter):
 
 
 EXIT_CODES_HEAD = "exit codes:"
-JUDGING = ("check", "merge", "fleet", "probe")  # these exit with the verdict table
+JUDGING = ("check", "merge", "fleet", "probe")  # these end with an exit-code table
+
+# The codes of the verdict table (gputui.diagnose.exitcodes.TABLE) each judging command can
+# exit with, and its own words where they differ: merge and fleet have no --fail-on-slow (a
+# slow job is 0), probe judges pairs and hosts, not a job's verdict.
+_OWN_CODES: dict[str, dict[int, str | None]] = {
+    "merge": {0: "healthy (a slow or busy job too)", 1: None, 2: None, 3: None},
+    "fleet": {
+        0: "healthy (a slow or busy job too)",
+        1: None,
+        2: "bad input, or no host answered",
+        3: None,
+    },
+    "probe": {
+        0: "every pair (or host) passed",
+        1: "a pair or a host failed",
+        2: "usage or error: bad arguments, no torch, no GPU to probe",
+    },
+}  # fmt: skip
+
+
+def _table(name: str | None) -> str:
+    """The exit-code table of `name`, as --help prints it, the crash code last."""
+    from gputui.diagnose import exitcodes
+
+    own = _OWN_CODES.get(name or "")
+    if own is None:
+        return exitcodes.help_text()
+    rows = [f"  {c}  {own[c] or what}" for c, what in exitcodes.TABLE if c in own]
+    return "\n".join([EXIT_CODES_HEAD, *rows, exitcodes.crash_line()])
 
 
 def _exit_codes_epilog(name: str | None, p: argparse.ArgumentParser) -> None:
-    """Every --help ends with the exit codes: the whole table for the commands that judge,
-    the crash code (gputui.diagnose.exitcodes.CRASH) after any other command's own."""
+    """Every --help ends with the exit codes: each judging command's own table, the crash
+    code (gputui.diagnose.exitcodes.CRASH) after any other command's own."""
     from gputui.diagnose import exitcodes
 
-    if name in JUDGING and not p.epilog:
-        p.epilog = exitcodes.help_text()
+    if name in JUDGING:
+        full = exitcodes.help_text()
+        if not p.epilog:
+            p.epilog = _table(name)
+        elif p.epilog.startswith(full):  # merge's and fleet's: the table, then their rule
+            p.epilog = _table(name) + p.epilog[len(full) :]
     epilog = p.epilog or ""
     if not epilog.startswith(EXIT_CODES_HEAD):
         own = "as docs/commands says for this command, and" if name else "0, 2 on bad input, and"
@@ -143,7 +178,7 @@ def _dashboard_only(parser: argparse.ArgumentParser, argv: list[str]) -> bool:
 
 
 def _dispatch(argv: list[str] | None) -> int:
-    from gputui.commands.argorder import reorder, subparser
+    from gputui.commands.argorder import not_applying, reorder, subparser
 
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(commands=False)
@@ -155,7 +190,7 @@ def _dispatch(argv: list[str] | None) -> int:
         args, extra = parser.parse_known_args(argv)
         if extra:  # named by the parser that was reading them: `see gputui check --help`
             (subparser(parser, args.command) or parser).error(
-                f"unrecognized arguments: {' '.join(extra)}"
+                not_applying(parser, args.command, extra)
             )
     except SystemExit as e:  # --help, --version, or a usage error already printed
         return e.code if isinstance(e.code, int) else 2
@@ -184,25 +219,11 @@ def _interrupts_raise() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _stdout_reader_gone() -> bool:
-    """The write end of a pipe (or socket) whose reader has closed polls as an error."""
+def _stdout_fd() -> int:
     try:
-        fd = sys.stdout.fileno()
-        poller = select.poll()
-        poller.register(fd, select.POLLOUT)
-        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+        return int(sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):
-        return False
-
-
-def _silence_stdout() -> None:
-    """Send what stdout still holds, and all later writes, to /dev/null."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass
+        return 1
 
 
 def _flush_all() -> None:
@@ -252,8 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         code = _dispatch(argv)
         sys.stdout.flush()  # here, not at interpreter exit, so a closed pipe is caught
     except BrokenPipeError as e:
-        if _stdout_reader_gone():
-            _silence_stdout()
+        if stdout_guard.reader_gone(_stdout_fd()):
+            stdout_guard.to_devnull(_stdout_fd())
             # An error already told on stderr keeps its status; anything else was cut short
             # by a reader who chose to stop reading.
             code = code if code == 2 else STDOUT_CLOSED
@@ -265,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             code = crashed(e, _command_of(argv))
         else:
             print(f"gputui: {why}", file=sys.stderr)
-            _silence_stdout()
+            stdout_guard.to_devnull(_stdout_fd())
             code = 2
     except KeyboardInterrupt:  # Ctrl-C while the arguments were parsed: quietly
         code = 130

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -87,6 +88,47 @@ def _has_gpu() -> bool:
 
 HAS_GPU = _has_gpu()
 no_gpu_only = pytest.mark.skipif(HAS_GPU, reason="checks the no-GPU path; this machine has GPUs")
+
+# torch is optional (the probe's extra): the README's test command passes without it, with a
+# CPU build and with the CUDA build `pip install '.[probe]'` takes. A test (or a fixture)
+# that starts torch ranks carries `@pytest.mark.torch` (or `needs_torch`): without torch it
+# is skipped at collection with the reason, before any rank is started and waited for.
+# .ci/run runs `-m torch` once more in a venv without torch (tests/test_torch_gating.py
+# checks that every test module that starts torch ranks is gated).
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+NO_TORCH = "torch is not installed (pip install 'gputui[probe]')"
+needs_torch = pytest.mark.torch
+
+RAS_ABSENT = "NCCL RAS did not answer: nothing listens on localhost:28028."
+
+
+def maps_nccl(pids: list[int]) -> bool:
+    """Whether any of `pids` has libnccl mapped (a CUDA build of torch loads it at import)."""
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                if "libnccl" in f.read():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def beside_ras(findings: tuple[str, ...], pids: list[int]) -> tuple[str, ...]:
+    """`findings` without RAS's "did not answer" where it is true and expected: ranks of a
+    CUDA torch build map libnccl even on gloo, so gputui asks NCCL RAS, and nothing listens
+    here. With a CPU build the ranks have no NCCL and the line must not be there at all."""
+    if not maps_nccl(pids):
+        return findings
+    return tuple(f for f in findings if f != RAS_ABSENT)
+
+
+# Modules that check what gputui does where torch is missing (the probe's install hint, the
+# gating itself, the flight recorder's pipes): marked `torchless`. .ci/run runs
+# `-m "torch or torchless"` in its venv without torch (Python 3.10), the README's command in
+# the no-torch setting for every test whose answer depends on torch, at a fraction of a second
+# run of the whole suite.
+TORCHLESS_MODULES = {"test_probe_cli", "test_cli_first_hour", "test_torch_gating", "test_flightrec"}
 
 
 # Modules whose tests drive external programs end to end (a real Prometheus, sshd and ssh,
@@ -217,6 +259,16 @@ def _module(item: pytest.Item) -> str:
 def pytest_collection_modifyitems(config, items):
     for item in items:
         name = _module(item)
+        gated = any(
+            str(m.kwargs.get("reason", "")).startswith("torch is not installed")
+            for m in item.iter_markers("skipif")
+        )
+        if gated and item.get_closest_marker("torch") is None:
+            item.add_marker(pytest.mark.torch)  # an older module's own skipif: -m torch too
+        if not HAS_TORCH and item.get_closest_marker("torch") is not None:
+            item.add_marker(pytest.mark.skip(reason=NO_TORCH))
+        if name in TORCHLESS_MODULES:
+            item.add_marker(pytest.mark.torchless)
         if name in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
         if name in PILOT_MODULES:

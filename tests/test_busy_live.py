@@ -31,7 +31,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import free_port
+from conftest import free_port, needs_torch
 from nvml_standin.build import REPO, build_standin, standin_env
 from tmux import Tmux, needs_tmux
 
@@ -282,6 +282,7 @@ def test_the_80x24_dashboard_shows_busy_with_the_rate_and_no_alarm(job, tmp_path
     assert "STALLED" not in screen and "SUSPECT" not in screen, screen
 
 
+@needs_torch  # torchrun's agents are torch's
 def test_two_torchrun_agents_as_two_nodes_the_other_agents_record_is_read(tmp_path):
     """Agent 0 (ranks 0, 1: they wait) and agent 1 (ranks 2, 3) share one output file;
     rank 3 writes its `[rank3]:` traceback and exits before gputui starts, agent 1 stops

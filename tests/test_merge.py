@@ -287,7 +287,8 @@ def test_a_replays_host_is_its_file_name_without_extensions():
 
 def test_gpus_must_name_a_gpu_of_the_node(demo_until_stall):
     r = run_cli("check", "--replay", demo_until_stall, "--gpus", "4-5")
-    assert r.returncode == 2 and r.stderr.strip() == "gputui: --gpus 4,5: this node has GPUs 0, 1"
+    assert r.returncode == 2
+    assert r.stderr.strip() == "gputui: --gpus 4,5: the recording has GPUs 0, 1"
     r = run_cli("check", "--replay", demo_until_stall, "--gpus", "x")
     assert r.returncode == 2 and "not a GPU list" in r.stderr
 

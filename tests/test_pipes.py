@@ -1,10 +1,11 @@
-"""Every CLI mode with a reader that stops reading: quiet, and exit status 0.
+"""Every CLI mode with a reader that stops reading: quiet, and the mode's own exit status.
 
 `gputui check --demo --json | head -1` used to end in a BrokenPipeError traceback and exit 1,
-the status `check` uses for "hung". Here each mode writes into a pipe whose read end is
-already closed (the first write fails, as after `head -1` has gone), and once into a real
-`head -1`. No traceback, nothing from the interpreter's exit ("Exception ignored ..."), and
-the documented status: 0, or 2 for an error already told on stderr.
+and then in exit 0 whatever the verdict (issue 43: a hang read as healthy by `set -o
+pipefail`). Here each mode writes into a pipe whose read end is already closed (the first
+write fails, as after `head -1` has gone), and once into a real `head -1`. No traceback,
+nothing from the interpreter's exit ("Exception ignored ..."), and the status the mode gives
+with a reader to the end: check's verdict (1 for the demo's hang), 2 for an error.
 """
 
 from __future__ import annotations
@@ -71,8 +72,14 @@ def assert_quiet(r: subprocess.CompletedProcess, status: int = 0) -> None:
     ],
     ids=" ".join,
 )
-def test_a_closed_stdout_ends_the_mode_quietly_with_0(args):
-    assert_quiet(closed_stdout(*args))
+def test_a_closed_stdout_ends_the_mode_quietly_with_its_own_status(args):
+    with open(os.devnull, "w") as sink:
+        read = subprocess.run(
+            [sys.executable, "-m", "gputui", *args], stdout=sink, cwd=REPO, timeout=120
+        )
+    assert_quiet(closed_stdout(*args), status=read.returncode)
+    if args[:2] == ["check", "--demo"]:
+        assert read.returncode == 1  # the demo holds a hang: not read as healthy
 
 
 def test_an_error_told_on_stderr_keeps_exit_2(tmp_path):
@@ -107,8 +114,9 @@ def test_probe_with_a_closed_stdout_is_quiet():
     assert_quiet(r)
 
 
-def test_check_json_into_head_1_is_quiet(tmp_path):
-    """The pipeline of the issue, with a real `head`."""
+def test_check_json_into_head_1_is_quiet_and_exits_with_the_verdict(tmp_path):
+    """The pipeline of the issue, with a real `head`: the first line, then the run goes on
+    into /dev/null and exits 1, the demo's hang."""
     gputui = subprocess.Popen(
         [sys.executable, "-m", "gputui", "check", "--demo", "--json"],
         stdout=subprocess.PIPE,
@@ -123,4 +131,4 @@ def test_check_json_into_head_1_is_quiet(tmp_path):
     gputui.stderr.close()
     assert json.loads(head.stdout)["state"] == "ok"  # the first verdict came through
     assert "Traceback" not in err and "Exception ignored" not in err, err
-    assert gputui.returncode == 0
+    assert gputui.returncode == 1

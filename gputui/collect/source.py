@@ -246,6 +246,10 @@ def filter_gpus(snap: Snapshot, keep: frozenset[int]) -> Snapshot:
     return replace(snap, gpus=gpus, processes=procs, jobs=group_jobs(procs))
 
 
+class NoSuchGpus(GputuiError):
+    """--gpus names none of the node's GPUs: bad input (exit 2), not NVML in trouble."""
+
+
 class FilteredSource:
     """Another source, seen through `--gpus`: only those GPU indices are watched."""
 
@@ -261,6 +265,12 @@ class FilteredSource:
         if snap is None:
             return None
         self.seen = tuple(g.index for g in snap.gpus)
+        if self.seen and not self.keep & set(self.seen):
+            # The one rule of every face (gputui.commands.common.require_gpus): a list that
+            # names none of the node's GPUs is a mistake, said, never an empty view.
+            listed = ",".join(map(str, sorted(self.keep)))
+            have = ", ".join(map(str, self.seen))
+            raise NoSuchGpus(f"--gpus {listed}: this node has GPUs {have}")
         return filter_gpus(snap, self.keep)
 
     def next_delay(self) -> float:

@@ -31,6 +31,8 @@ def _open_in_background(
     not answer cannot hang the start: the wait is bounded. With `pre`, the sample is drawn
     at once in plain text (gputui.ui.widgets.preframe), while Textual is still importing.
     """
+    from gputui.collect.source import NoSuchGpus
+
     result: list = []
 
     def work() -> None:
@@ -56,6 +58,10 @@ def _open_in_background(
             return
         try:
             first = source.sample()
+        except NoSuchGpus as e:  # bad input: said before the UI, as in every face
+            source.close()
+            result.append(e)
+            return
         except Exception:  # the sampler will try again and report it
             first = None
         result.append((source, first))
@@ -81,6 +87,15 @@ def require_terminal() -> None:
         raise GputuiError(
             f"the dashboard needs a terminal, and {'/'.join(missing)} is not one: over ssh "
             "use `ssh -t HOST gputui`; for scripts use `gputui snapshot` or `gputui check`"
+        )
+    from gputui.ui.widgets.preframe import DUMB_TERMS
+
+    term = os.environ.get("TERM", "")
+    if term in DUMB_TERMS:  # Emacs' shell, some CI consoles: no cursor to move
+        raise GputuiError(
+            f"the dashboard needs a terminal that can move the cursor, and TERM={term} "
+            "cannot: use `gputui snapshot` or `gputui check` here, or a real terminal "
+            "(TERM=xterm-256color)"
         )
 
 

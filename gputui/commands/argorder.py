@@ -83,3 +83,29 @@ def reorder(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
             )
         j += 2 if "=" not in token and _takes_value(_action([sub], option)) else 1
     return [name, *before, *argv[i + 1 :]]
+
+
+def not_applying(parser: argparse.ArgumentParser, name: str | None, extra: list[str]) -> str:
+    """The words for arguments the sub-command `name` did not take: an option another of
+    gputui's parsers knows (`gputui dump --demo 1`) "does not apply" to it, as the docs say;
+    anything else is argparse's "unrecognized arguments"."""
+    others = [parser, *_subparsers(parser).values()]
+    options = [t.split("=", 1)[0] for t in extra if t.startswith("-") and t != "-"]
+    known = [o for o in options if _action(others, o) is not None]
+    if name and known and len(known) == len(options):
+        return f"{', '.join(known)} does not apply to `gputui {name}`"
+    return f"unrecognized arguments: {' '.join(extra)}"
+
+
+def suggestion(message: str) -> str:
+    """argparse's "invalid choice: 'chek' (choose from 'check', ...)" with "did you mean
+    check?" when one choice is close (argparse's own suggest_on_error is Python 3.14+)."""
+    import difflib
+    import re
+
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if m is None:
+        return message
+    choices = re.findall(r"'([^']*)'", m.group(2))
+    close = difflib.get_close_matches(m.group(1), choices, n=1, cutoff=0.6)
+    return f"{message}: did you mean {close[0]}?" if close else message

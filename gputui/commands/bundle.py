@@ -9,6 +9,7 @@ driver is when it is needed most), with NVML's state as a note in it and one lin
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -116,12 +117,15 @@ def _samples(args: argparse.Namespace) -> tuple[list[Snapshot], str | None]:
 def _sample_live(args: argparse.Namespace, src: Source, snaps: list[Snapshot]) -> str | None:
     """Live samples for --seconds into `snaps`; NVML's error if a sample did not come."""
     from gputui.collect.bounded import sample_bounded
+    from gputui.collect.source import NoSuchGpus
     from gputui.errors import GputuiError
 
     deadline = time.monotonic() + args.seconds
     while True:
         try:
             s = sample_bounded(src, args.timeout or DEFAULT_TIMEOUT_S)
+        except NoSuchGpus:
+            raise  # bad input: no bundle of a view that shows nothing
         except GputuiError as e:
             return str(e)
         if s is not None:
@@ -146,6 +150,22 @@ def _verdict(args: argparse.Namespace, snaps: list[Snapshot]) -> Verdict | None:
         return v
     finally:
         w.close()
+
+
+_LIVE_STEP = re.compile(r"`gputui dump\b|\(j\) and press p|n adds native frames")
+
+
+def on_recorded_node(v: Verdict | None, node: str | None) -> Verdict | None:
+    """A replay's verdict with each next step that acts on its processes (`gputui dump 815`)
+    said to belong to the recorded node, as `merge` says "On HOST:": those pids are that
+    node's, and on this machine they are someone else's process or none."""
+    import dataclasses
+
+    if v is None or not node or not v.next_steps:
+        return v
+    where = f"On {node} (the recorded node; its pids are not this machine's): "
+    steps = tuple(where + s if _LIVE_STEP.search(s) else s for s in v.next_steps)
+    return dataclasses.replace(v, next_steps=steps)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -173,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
         cancel=cancel,
         snapshots=snaps,
         processes=procs,
-        verdict=_verdict(args, snaps),
+        verdict=on_recorded_node(_verdict(args, snaps), getattr(args, "recorded_node", None)),
         stall_after=args.stall_after,
         hang_after=args.hang_after,
         dump_timeout=args.timeout,
@@ -196,6 +216,12 @@ def run(args: argparse.Namespace) -> int:
     print(clean(first))
     if rep.headline:
         print(f"verdict: {clean(rep.headline)}")
+    if snaps and not any(s.gpus for s in snaps):  # never "replay it" where it cannot
+        print(
+            "gputui: no GPU readings here: the bundle's trace has no samples to replay; "
+            "verdict.json and host.json hold what this machine showed",
+            file=sys.stderr,
+        )
     if nvml_problem:
         print(f"gputui: {nvml_problem}", file=sys.stderr)
         return 2

@@ -125,10 +125,9 @@ def _host(args: argparse.Namespace, snap: Snapshot) -> str:
 
 def _check_gpus(args: argparse.Namespace, source: object) -> None:
     """--gpus that name no GPU of the node are a mistake, said at the first sample."""
-    seen = getattr(source, "seen", None)
-    if args.gpus and seen and not set(args.gpus) & set(seen):
-        have = ", ".join(map(str, seen))
-        raise GputuiError(f"--gpus {','.join(map(str, args.gpus))}: this node has GPUs {have}")
+    from gputui.commands.common import require_gpus
+
+    require_gpus(args.gpus, getattr(source, "seen", None) or (), "this node")
 
 
 def _nvml_problem(source: Source, snap: Snapshot | None = None) -> str | None:
@@ -169,7 +168,10 @@ def _snapshots(args: argparse.Namespace, source: Source) -> Iterator[Snapshot]:
         yield snap
         if not replay and not snap.gpus and source.kind == "host":
             if idle is None:
-                idle = not _host_ranks()
+                ranks = _host_ranks()
+                idle = not ranks
+                if ranks and not args.json:  # said at once, not after the whole --duration
+                    _say_watching(ranks, duration)
             if idle:
                 return  # nothing to watch: said at once, not after the whole --duration
         if not replay:
@@ -178,15 +180,27 @@ def _snapshots(args: argparse.Namespace, source: Source) -> Iterator[Snapshot]:
             time.sleep(source.next_delay())
 
 
-def _host_ranks() -> bool:
-    """Whether a process here carries a distributed job's rank variables: with no GPU, a job
+def _say_watching(ranks: list[int], duration: float | None) -> None:
+    """No GPU, but rank processes: on stderr at once what the run waits for, and how long."""
+    pids = ", ".join(map(str, ranks[:4])) + (", ..." if len(ranks) > 4 else "")
+    print(
+        f"gputui check: no GPUs here; {len(ranks)} process{'es' * (len(ranks) != 1)} "
+        f"(pid {pids}) carry a job's rank variables: watching for a rendezvous that never "
+        f"completes for {duration or 0:.0f} s (--duration sets it)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _host_ranks() -> list[int]:
+    """The pids here that carry a distributed job's rank variables: with no GPU, a job
     waiting in its rendezvous is still a hang to watch for (one scan, a few ms)."""
     from gputui.collect.procs.hostranks import HostRankScanner
 
     scanner = HostRankScanner()
     try:
         scanner.scan()
-        return bool(scanner.ranks())
+        return sorted(r.pid for r in scanner.ranks())
     finally:
         scanner.close()
 

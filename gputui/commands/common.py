@@ -12,7 +12,7 @@ import argparse
 import math
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gputui.errors import GputuiError
@@ -207,8 +207,9 @@ def add_replay_args(p: argparse.ArgumentParser) -> None:
         type=non_negative_float,
         default=None,
         metavar="S",
-        help="start a replay S seconds into the file (--demo: into the demo, which "
-        "starts 8 s before its first hung job)",
+        help="start a replay S seconds into the file (--demo: into the demo, whose first "
+        "job's processes appear at 2 s; a rank stops at about 6 s and the stall is called "
+        "at about 16 s)",
     )
 
 
@@ -324,8 +325,25 @@ def open_source(
     if getattr(args, "gpus", None):
         from gputui.collect.source import FilteredSource
 
+        if isinstance(source, ReplaySource):  # its GPUs are known before it plays
+            where = "the demo recording" if getattr(args, "demo", False) else "the recording"
+            require_gpus(args.gpus, _recorded_gpus(source.snaps), where)
         source = FilteredSource(source, args.gpus)
     return source
+
+
+def _recorded_gpus(snaps: Sequence[Any]) -> tuple[int, ...]:
+    """The GPU indices a recording's first samples hold (all a lazy read has so far)."""
+    return tuple(sorted({g.index for s in snaps[:64] for g in s.gpus}))
+
+
+def require_gpus(gpus: Sequence[int] | None, have: Sequence[int], where: str) -> None:
+    """The one rule for --gpus, in every face: a list that names none of the GPUs `where`
+    has ("this node", "the demo recording") is one line and exit 2, naming the ones it has;
+    with no GPU at all, the no-GPU message is the answer, not this one."""
+    if gpus and have and not set(gpus) & set(have):
+        listed = ",".join(map(str, gpus))
+        raise GputuiError(f"--gpus {listed}: {where} has GPUs {', '.join(map(str, have))}")
 
 
 def require_nonempty(name: str, values: list[int]) -> list[int]:

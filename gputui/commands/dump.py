@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from gputui.commands.common import parse_pids, positive_float
 from gputui.errors import GputuiError
-from gputui.textsafe import clean, clean_lines
+from gputui.textsafe import clean
 
 if TYPE_CHECKING:
     from gputui.collect.model import Snapshot
@@ -103,6 +103,10 @@ def _fail_lines(results: list[ToolResult]) -> int:
     return 1 if bad else 0
 
 
+def _print_kept_tabs(line: str) -> None:
+    print(clean(line, keep_tabs=True), flush=True)
+
+
 def _run_job(args: argparse.Namespace, pid: int) -> int:
     from gputui.jsonout import dumps
     from gputui.tools.attach.dumpall import DumpAll, dump_all
@@ -119,7 +123,7 @@ def _run_job(args: argparse.Namespace, pid: int) -> int:
         print(dumps(doc, indent=2))
     else:
         for text, _kind in res.render():
-            print(clean_lines(text))  # redacted in gputui.tools.runner; escapes here
+            print(clean(text, keep_newlines=True, keep_tabs=True))  # redacted in tools.runner
     status = _fail_lines([d.result for d in res.dumps])
     if nvml_problem:
         found = "" if snap is not None else "; the ranks were found from host processes"
@@ -174,7 +178,8 @@ def run(args: argparse.Namespace) -> int:
         for pid in pids:  # one at a time: cuda-gdb is heavy (11-14 s on a hung rank)
             if len(pids) > 1 and not args.json:
                 print(f"==> pid {pid} <==", flush=True)
-            on_line = None if args.json else (lambda ln: print(clean(ln), flush=True))
+            # gdb prints a tab between a line number and its source: a tab, not `\t`
+            on_line = None if args.json else _print_kept_tabs
             kw: dict[str, Any] = {"on_line": on_line}
             if args.timeout:
                 kw["timeout"] = args.timeout
@@ -189,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
                 if len(pids) > 1:
                     print(f"==> pid {pid} <==")
                 for ln in r.lines:
-                    print(clean(ln))  # py-spy's header names the target's command line
+                    print(clean(ln, keep_tabs=True))  # the header quotes a command line
     if args.json:
         out = [r.to_json() for r in results]
         print(dumps({"results": out}, indent=2))

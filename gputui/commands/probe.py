@@ -180,7 +180,11 @@ def run(args: argparse.Namespace) -> int:
         from gputui.commands.probe_world import run_hidden, run_hosts
 
         hidden = run_hidden(args)
-        return hidden if hidden is not None else run_hosts(args)
+        if hidden is not None:
+            return hidden
+        if getattr(args, "launcher", None) == "local" and not torch_installed():
+            raise GputuiError(INSTALL_HINT)  # every "host" runs here: torch missing is ours
+        return run_hosts(args)
     if getattr(args, "world_reap", None) is not None:
         from gputui.commands.probe_world import run_hidden
 

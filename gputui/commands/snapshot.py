@@ -254,6 +254,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         if source.kind == "replay":
             snaps = source.snaps  # type: ignore[attr-defined]
+            if args.gpus:  # the recording's samples, seen through --gpus as any face sees them
+                from gputui.collect.source import filter_gpus
+
+                snaps = [filter_gpus(s, frozenset(args.gpus)) for s in snaps]
             i = len(snaps) - 1
             if args.at is not None:
                 span = snaps[-1].t - snaps[0].t
@@ -318,6 +322,9 @@ def _moment(args: argparse.Namespace) -> tuple[Snapshot, list[Snapshot], Any, li
         print(f"gputui: {note}", file=sys.stderr)
     snaps = moment.snaps
     if getattr(args, "gpus", None):
+        from gputui.commands.common import require_gpus
+
+        require_gpus(args.gpus, sorted({g.index for s in snaps for g in s.gpus}), "the recording")
         keep = frozenset(args.gpus)
         snaps = [filter_gpus(s, keep) for s in snaps]
     health = HealthTracker()

@@ -148,7 +148,13 @@ class GputuiApp(
     def _prepare(self, snap: Snapshot) -> SnapshotReady:
         """The detector's verdict and the per-GPU history for one sample (sampler thread)."""
         verdict = self.watcher.update(snap)
-        if snap.gpus:  # every sample, for `b` (a message can replace an undrawn one); no host mode
+        if snap.gpus:  # every sample, for `b` (a message can replace an undrawn one)
+            self.recent_snapshots.append(snap)
+        elif not self.recent_snapshots or not self.recent_snapshots[-1].gpus:
+            # A machine without GPUs: its newest host sample alone, so that `b` bundles it
+            # too (GPU samples already kept are never replaced by a sample that lacks them).
+            if self.recent_snapshots:
+                self.recent_snapshots.pop()
             self.recent_snapshots.append(snap)
         if self.story is not None and self.story.check(verdict, snap.phase, snap.t):
             self.sampler.pause(True)  # before the next sample: the finding stays on screen
@@ -248,9 +254,10 @@ class GputuiApp(
     def on_source_ended(self, _: SourceEnded) -> None:
         self.ended = True
         self._show_notes()
-        if self.story is not None and not self.story.done:
-            self.story.finish()  # the demo ends on its summary, not on "replay ended"
-            self.story_bar.redraw()
+        if self.story is not None:
+            if not self.story.done:
+                self.story.finish()  # the demo ends on its summary, not on "replay ended"
+            self.story_bar.redraw()  # its last line: the recording has ended
         self._refresh_status()
         self.ended_event.set()
 
@@ -385,16 +392,20 @@ class GputuiApp(
         else:
             when = time.strftime("%H:%M:%S", time.localtime(snap.t))
             phase = snap.phase if self.source.kind == "replay" else None
-            parts = ["gputui", host, src, f"sample {when}", phase and f"recorded phase: {phase}"]
+            if phase:  # the recording's tag, in words (gputui.ui.widgets.format.phase_words)
+                from gputui.ui.widgets.format import phase_words
+
+                phase = phase_words(phase)
+            parts = ["gputui", host, src, f"sample {when}", phase and f"recorded: {phase}"]
             left = " · ".join(p for p in parts if p)
             # Narrower: the app's name, then the clock time, then the host go first.
             shorter = tuple(
                 " · ".join(p for p in cut if p)
                 for cut in (
-                    [host, src, f"sample {when}", phase and f"phase: {phase}"],
-                    [host, src, phase and f"phase: {phase}"],
-                    [src, phase and f"phase: {phase}"],
-                    [src] if not phase else ["replay", f"phase: {phase}"],
+                    [host, src, f"sample {when}", phase and f"recorded: {phase}"],
+                    [host, src, phase],
+                    [src, phase],
+                    [src] if not phase else ["replay", phase],
                 )
             )
         if stale:

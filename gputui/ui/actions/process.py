@@ -306,6 +306,16 @@ def _send_signal(p: ProcessInfo, sig: signal.Signals) -> tuple[str, SeverityLeve
     return f"sent {sig.name} to pid {p.pid}", "information"
 
 
+def _environ_denied(pid: int) -> str:
+    """Why /proc/PID/environ was refused, and what helps. Reading it is a ptrace check, so
+    ptrace's own advice applies: "run as its user or with sudo" only where it is true (not to
+    root, whom a container's missing CAP_SYS_PTRACE or another namespace refuses)."""
+    from gputui.tools.attach.ptrace import permission_advice
+
+    why = permission_advice(pid, "gputui").split("(ptrace refused): ", 1)[-1]
+    return f"permission denied reading the environment of pid {pid}: {why}"
+
+
 def _environment_text(p: ProcessInfo) -> Text:
     from gputui.redact import redact_env
 
@@ -325,10 +335,7 @@ def _environment_text(p: ProcessInfo) -> Text:
         try:
             env = psutil.Process(p.pid).environ()
         except psutil.AccessDenied:
-            return t.append(
-                f"permission denied reading the environment of pid {p.pid}: run gputui as "
-                "its user or with sudo"
-            )
+            return t.append(_environ_denied(p.pid))
         except psutil.Error as e:
             return t.append(f"cannot read the environment of pid {p.pid}: {type(e).__name__}")
     for k, v in sorted(redact_env(env).items()):

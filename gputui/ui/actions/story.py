@@ -83,6 +83,13 @@ DEMO_CHAPTERS = (
 )
 
 END = "space: play the rest of the recording · q: quit · see docs/demo.md"
+# What the summary's last line offers, by what the replay does now: "space: play the rest"
+# only while it is paused at the summary (said while it played on, it was untrue).
+ENDS = {
+    "paused": END,
+    "playing": "the rest of the recording plays · space: pause · q: quit · see docs/demo.md",
+    "ended": "the recording has ended · q: quit · see docs/demo.md",
+}
 TRY_NEXT = (
     "try: gputui check --demo · gputui bundle --demo · gputui snapshot --demo",
     "on a GPU node: gputui · gputui check · gputui record run.jsonl.gz",
@@ -141,7 +148,9 @@ class DemoStory:
         at, now = self.events.get(i), self.now
         if at is None or now is None or not c.event:
             return None
-        return f"{c.event} in {max(0.0, at - now):.0f} s" if now < at else c.after
+        if now >= at:
+            return c.after
+        return f"{c.event} in {max(1, round(at - now))} s"  # never "in 0 s" before it
 
     def go_on(self) -> str | None:
         """Leave the chapter held at; the phase to skip to (None: no skip, the story ends
@@ -160,8 +169,9 @@ class DemoStory:
         with self._lock:
             self.holding, self.done = None, True
 
-    def lines(self) -> list[tuple[str, str]]:
-        """(text, style) for the story bar."""
+    def lines(self, replay: str = "paused") -> list[tuple[str, str]]:
+        """(text, style) for the story bar; `replay`: "paused", "playing" or "ended" (after
+        the summary, space plays the rest of the recording)."""
         n = len(self.chapters)
         if self.done:
             told = f"demo done: {len(self.found)} of {n} findings shown"
@@ -169,7 +179,7 @@ class DemoStory:
                 (told, STORY_STYLE),
                 *((f"  {f}", HINT_STYLE) for f in self.found),
                 *((f"  {t}", HINT_STYLE) for t in TRY_NEXT),
-                (f"  {END}", HINT_STYLE),
+                (f"  {ENDS.get(replay, END)}", HINT_STYLE),
             ]
         if self.holding is not None:
             c = self.chapters[self.holding]
@@ -223,7 +233,18 @@ class StoryBar(LineView):
     def build(self, width: int) -> list[Strip]:
         if self.story is None:
             return []
-        return [text_line(fit(f" {text}", width), width, spec) for text, spec in self.story.lines()]
+        lines = self.story.lines(self._replay())
+        return [text_line(fit(f" {text}", width), width, spec) for text, spec in lines]
+
+    def _replay(self) -> str:
+        """What the replay does now: "paused", "playing" or "ended"."""
+        try:
+            app = self.app
+        except Exception:  # not mounted: no app to ask
+            return "paused"
+        if getattr(app, "ended", False):
+            return "ended"
+        return "paused" if getattr(getattr(app, "sampler", None), "paused", True) else "playing"
 
     @property
     def line_count(self) -> int:
@@ -238,6 +259,8 @@ class StoryKeys:
         story = self.story
         if story is None or story.holding is None:
             TableActions.action_pause(self)  # the next in GputuiApp's bases that has it
+            if story is not None and story.done:
+                self.story_bar.redraw()  # "space: play the rest" or "plays · space: pause"
             return
         phase = story.go_on()
         if phase is not None:

@@ -3,6 +3,8 @@ environment (`e`). Both are read-only, scroll, and close on escape or q."""
 
 from __future__ import annotations
 
+import textwrap
+from collections.abc import Callable
 from typing import Any
 
 from textual.app import ComposeResult
@@ -13,6 +15,18 @@ from textual.screen import ModalScreen
 from gputui.ui.widgets.palette import role
 from gputui.ui.widgets.safe_text import Static, Text
 
+# Each finding's strength (gputui.diagnose.ranking.Strength) as the label a reader needs:
+# what kind of evidence it is, not the enum's name.
+_KIND = {
+    "HARDWARE": "GPU hardware",
+    "RANK_GONE": "rank gone",
+    "MISMATCH": "collectives differ",
+    "CULPRIT_LINE": "stuck at a line",
+    "RAS_BEHIND": "NCCL RAS",
+    "NVML": "GPU readings",
+    "CONTEXT": "also",
+}
+
 
 class TextScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q", "dismiss", "Close", id="text.close")]
@@ -22,20 +36,41 @@ class TextScreen(ModalScreen[None]):
         max-height: 100%; border: round $primary; background: $surface; padding: 0 1; }
     """
 
-    def __init__(self, title: str, body: Text) -> None:
+    def __init__(self, title: str, body: Text | Callable[[int], Text]) -> None:
         super().__init__()
         self.title_text, self.body = title, body
 
     def compose(self) -> ComposeResult:
+        body = self.body
+        if callable(body):  # laid out for the room it has: bullets wrap under their text
+            body = body(max(20, min(self.app.size.width, 110) - 6))
         with VerticalScroll():
             yield Static(Text(f"{self.title_text}  (esc closes)", style="bold"))
-            yield Static(self.body)
+            yield Static(body)
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)
 
 
-def verdict_text(v: Any | None, snap: Any | None, replay: bool = False) -> Text:
+def _bullet(t: Text, text: str, width: int | None, label: str = "") -> None:
+    """`  · label: text`, its wrapped lines indented under the text, not at the left edge."""
+    head = f"  · {label}: " if label else "  · "
+    if width is None:
+        t.append(head, style="dim" if label else None).append(f"{text}\n")
+        return
+    lines = textwrap.wrap(head + text, width, subsequent_indent="    ", break_on_hyphens=False) or [
+        head
+    ]
+    first = lines[0]
+    t.append(first[: len(head)], style="dim" if label else None)
+    t.append(first[len(head) :] + "\n")
+    for line in lines[1:]:
+        t.append(line + "\n")
+
+
+def verdict_text(
+    v: Any | None, snap: Any | None, replay: bool = False, width: int | None = None
+) -> Text:
     """Everything the banner leaves out: the full reason, every finding, the next steps (in
     a replay, those a replay can follow: gputui.ui.actions.gone_rank.steps_for)."""
     from gputui.ui.actions.gone_rank import steps_for
@@ -54,11 +89,11 @@ def verdict_text(v: Any | None, snap: Any | None, replay: bool = False) -> Text:
     if ranked:  # strongest first, each with its strength (gputui.diagnose.ranking)
         t.append("\nWhat the evidence says, strongest first:\n", style="bold")
         for f in ranked:
-            t.append(f"  · [{f.strength.name.lower()}] ", style="dim").append(f"{f.text}\n")
+            _bullet(t, f.text, width, _KIND.get(f.strength.name, "also"))
     elif v.findings:
         t.append("\nWhat the evidence says:\n", style="bold")
         for f in v.findings:
-            t.append(f"  · {f}\n")
+            _bullet(t, str(f), width)
     for entry in v.stacks:
         rank = entry.get("rank")
         who = f"rank {rank}" if rank is not None else f"pid {entry.get('pid')}"
@@ -72,9 +107,11 @@ def verdict_text(v: Any | None, snap: Any | None, replay: bool = False) -> Text:
     if steps:
         t.append("\nNext steps:\n", style="bold")
         for s in steps:
-            t.append(f"  · {s}\n")
+            _bullet(t, s, width)
     return t
 
 
 def DetailsScreen(v: Any | None, snap: Any | None, replay: bool = False) -> TextScreen:  # noqa: N802
-    return TextScreen("hang detector: verdict details", verdict_text(v, snap, replay))
+    return TextScreen(
+        "hang detector: verdict details", lambda width: verdict_text(v, snap, replay, width)
+    )

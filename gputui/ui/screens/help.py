@@ -79,13 +79,27 @@ def help_rows(bindings: list[Binding], demo: bool = False) -> list[tuple[str, st
     return [*rows, *TABLE_KEYS]
 
 
-def keys_table(bindings: list[Binding], demo: bool = False) -> Table:
-    """Two columns of (key, label), the first half of the rows on the left."""
+KEY_WIDTH = 9
+SCROLLBAR = 2
+TWO_COLUMNS = 2 * (KEY_WIDTH + 1 + LABEL_WIDTH) + 1  # the room two halves need side by side
+
+
+def keys_table(bindings: list[Binding], demo: bool = False, room: int | None = None) -> Table:
+    """Two columns of (key, label), the first half of the rows on the left; where `room`
+    (cells) is too narrow for two, one column whose labels end in "…": the keys always show
+    (at 40 columns two halves squeezed the keys out of sight)."""
     rows = help_rows(bindings, demo)
-    half = (len(rows) + 1) // 2
     table = Table(box=None, show_header=False, padding=(0, 1, 0, 0), pad_edge=False)
+    if room is not None and room < TWO_COLUMNS:
+        label = max(8, room - KEY_WIDTH - 1 - SCROLLBAR)  # one column scrolls: its bar too
+        table.add_column(no_wrap=True, style="bold", min_width=KEY_WIDTH)
+        table.add_column(no_wrap=True, overflow="ellipsis", width=label)
+        for row in rows:
+            table.add_row(*row)
+        return table
+    half = (len(rows) + 1) // 2
     for gap in (1, 0):  # a space between the two halves
-        table.add_column(no_wrap=True, style="bold", min_width=9)
+        table.add_column(no_wrap=True, style="bold", min_width=KEY_WIDTH)
         table.add_column(no_wrap=True, width=LABEL_WIDTH + gap)
     for i in range(half):
         right = rows[i + half] if i + half < len(rows) else ("", "")
@@ -108,11 +122,20 @@ class HelpScreen(ModalScreen[None]):
         self.bindings_list = bindings
         self.demo = demo
 
+    def _room(self) -> int:
+        """Cells inside the border and padding, at the terminal's width now."""
+        return min(78, self.app.size.width) - 4
+
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield Static(Text("gputui keys  (esc closes)", style="bold"))
-            yield Static(keys_table(self.bindings_list, self.demo))
+            yield Static(keys_table(self.bindings_list, self.demo, self._room()), id="help-keys")
             yield Static(Text(NOTES, style="dim"))
+
+    def on_resize(self) -> None:
+        self.query_one("#help-keys", Static).update(
+            keys_table(self.bindings_list, self.demo, self._room())
+        )
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)

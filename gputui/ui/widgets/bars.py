@@ -76,7 +76,9 @@ class FilterChanged(Message):
 class KeyBar(LineView, can_focus=True):
     """Key hints; while focused it is the filter prompt: type, enter applies, escape clears."""
 
-    DEFAULT_CSS = "KeyBar { height: 1; }"
+    # Docked: at 40x12 the demo's stall (story, banner, GPUs, a table of min-height 3) pushed
+    # the key bar below the screen; the keys are what a person needs at a small terminal.
+    DEFAULT_CSS = "KeyBar { height: 1; dock: bottom; }"
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)

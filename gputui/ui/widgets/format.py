@@ -52,3 +52,28 @@ def duration(s: float | None) -> str:
     if s < 86400:
         return f"{s // 3600}h{(s % 3600) // 60:02d}m"
     return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
+
+
+# The calibration runs' phase names (the demo's and any recording made with them), in words.
+_PHASES = {
+    "start": "start of the recording",
+    "idle": "GPUs idle",
+    "between": "between jobs",
+    "train": "a job trains",
+    "comm_heavy": "a job that mostly communicates",
+    "p2p": "GPU-to-GPU copies",
+    "serve_idle": "a server waits for requests",
+    "stall_in_loop": "a rank stops entering all_reduce",
+    "rank_dies": "a rank dies",
+}
+
+
+def phase_words(phase: str) -> str:
+    """A recording's phase tag as a person would say it: `stall_in_loop_dumping` is "a rank
+    stops entering all_reduce (stacks dumped)"; an unknown tag has its underscores spaced."""
+    base, suffix = phase, ""
+    for tail, words in (("_init", "{} (starting)"), ("_dumping", "{} (stacks dumped)")):
+        if phase.endswith(tail):
+            base, suffix = phase[: -len(tail)], words
+    said = _PHASES.get(base, base.replace("_", " "))
+    return suffix.format(said) if suffix else said

@@ -27,7 +27,14 @@ ENTER = "\x1b[?1049h\x1b[H\x1b[2J"  # the alternate screen (as Textual uses), cl
 LEAVE = "\x1b[?1049l"  # back to the normal screen, restored as it was
 
 
+# TERM values of a terminal that cannot move the cursor (Emacs' shell, some CI consoles):
+# no pre-frame there, and gputui.commands.app refuses the dashboard with one line.
+DUMB_TERMS = ("dumb", "unknown")
+
+
 def _terminals() -> bool:
+    if os.environ.get("TERM", "") in DUMB_TERMS:
+        return False
     streams = (sys.stdin, sys.stdout, sys.stderr)
     try:
         return all(s is not None and s.isatty() for s in streams)

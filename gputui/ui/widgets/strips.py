@@ -88,8 +88,13 @@ class Line:
     def strip(self, width: int, fill: str = "") -> Strip:
         """The line as a Strip of exactly `width` cells."""
         s = Strip(self.segments, self.length)
-        if self.length > width:
-            return s.crop(0, width)
+        if self.length > width:  # cut at the right edge: "…" says so (a column, a bar)
+            if width <= 0:
+                return Strip([], 0)
+            kept = s.crop(0, width - 1)
+            segs = list(kept)
+            mark = Segment("…", segs[-1].style if segs else None)
+            return Strip([*segs, mark], width)
         if self.length < width:
             s = Strip([*self.segments, Segment(" " * (width - self.length), style(fill))], width)
         return s
