@@ -173,7 +173,9 @@ async def test_a_paused_live_dashboard_is_paused_not_stale(demo_snaps):
         await until(pilot, lambda: app.sampler.paused and on_screen(app, "PAUSED"))
         paused_at = time.monotonic()
         # long past the stale limit, and the status line checked again since (every 1 s)
-        await until(pilot, lambda: time.monotonic() - paused_at > app._stale_after() + 1.5, timeout=30)
+        await until(
+            pilot, lambda: time.monotonic() - paused_at > app._stale_after() + 1.5, timeout=30
+        )
         await pilot.pause()
         assert on_screen(app, "PAUSED (space resumes)") and not on_screen(app, "STALE")
         await pilot.press("space")
