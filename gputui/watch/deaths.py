@@ -1,0 +1,163 @@
+"""A rank that dies is a fact the moment its process is gone: no stall clock applies.
+
+The detector calls a job stalled once its GPUs have spun for `--stall-after` seconds, and the
+Watcher read last words only then: a rank dead of CUDA OOM was quoted 12 s after its exit on
+the GPU machine (8 s on CPU), whatever had been said in between. Here the exit itself is the
+trigger:
+
+- the sample in which a rank of a job that runs on (a GPU of the job left by its process, or
+  a pid that left a GPU it shared) is first missed starts the lastwords gatherer for that job
+  at once, off the caller's thread (once per set of gone ranks);
+- the job is called stalled at once when its peers spin (they wait for the dead rank), or as
+  soon as the lastwords record names a cause for the gone rank (a traceback, a signal, the
+  OOM killer, an Xid), whether or not its peers spin yet;
+- a rank that leaves with nothing to say while its peers do not spin (the end of a run, an
+  elastic scale-down) is no alarm: the ok reason's "has exited while its job runs on" note
+  says it, as before.
+
+What is judged is pure: the same records give the same call in a replay (the gatherer's
+record carries the words), so the replayed Watcher, which gathers nothing, still calls the
+job from the recorded lastwords record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gputui.collect.model import Job, Snapshot
+from gputui.diagnose.verdict import STALLED, Verdict
+
+# A GPU whose process left longer ago than this is an old departure, not this death (the
+# detector keeps a left GPU for --hang-after when nothing stalls).
+RECENT_S = 30.0
+
+
+def _gone_now(group: Any, snap: Snapshot) -> tuple[tuple[int, ...], tuple[tuple[int, Any], ...]]:
+    """(GPUs whose process left recently, (pid, rank) of pids that left a shared GPU)."""
+    t = snap.t
+    vanished = tuple(
+        sorted(
+            i
+            for i, m in group.members.items()
+            if m.last_seen < t and m.missing_rank is None and t - m.last_seen <= RECENT_S
+        )
+    )
+    gone = tuple(
+        (pid, rank)
+        for pid, (when, rank, _gpu) in group.departed.items()
+        if t - when <= RECENT_S
+    )
+    return vanished, gone
+
+
+def _died(evidence: Any, pids: set[int]) -> bool:
+    """The lastwords evidence names a cause for one of these gone pids."""
+    extra = getattr(evidence, "extra", None) or {}
+    for e in extra.get("ranks") or ():
+        if isinstance(e, dict) and e.get("gone") and e.get("cause") and e.get("pid") in pids:
+            return True
+    return False
+
+
+class DeathWatch:
+    """Per sample: a job that lost a rank has its last words gathered now, and is called as
+    soon as the death is plain (peers spin, or a cause is found)."""
+
+    def __init__(self, gather: Callable[[Verdict, Snapshot, Job], None] | None) -> None:
+        self._gather = gather  # starts the lastwords gatherer (None: a replay gathers nothing)
+        self._asked: dict[str, frozenset[Any]] = {}  # job key -> the gone set gathered for
+
+    def poll(
+        self,
+        snap: Snapshot,
+        detector: Any,
+        newest: Callable[[str, Job, float], dict[str, Any] | None],
+        explainers: dict[str, Any],
+    ) -> tuple[Verdict, Job] | None:
+        """The job's stalled verdict when one of its ranks has died; None otherwise."""
+        groups = detector.memory.groups
+        if not groups or not snap.jobs:
+            return None
+        found = None
+        for job in snap.jobs:
+            group = groups.get(job.key)
+            if group is None or not group.present(snap):
+                continue
+            vanished, gone = _gone_now(group, snap)
+            if not vanished and not gone:
+                self._asked.pop(job.key, None)
+                continue
+            since = min(
+                [group.members[i].last_seen for i in vanished]
+                + [group.departed[p][0] for p, _ in gone]
+            )
+            v0 = _verdict(group, snap, vanished, gone, since)
+            key = frozenset([*vanished, *(p for p, _ in gone)])
+            if self._asked.get(job.key) != key:
+                self._asked[job.key] = key
+                if self._gather is not None:
+                    self._gather(v0, snap, job)
+            if found is not None:
+                continue
+            spinning = [i for i in group.present(snap) if i in detector.runs]
+            if spinning:
+                v = detector.judge_now(job.key, snap)
+                if v is not None:
+                    found = (v, job)
+                    continue
+            rec = newest("lastwords", job, since - 5.0) if "lastwords" in explainers else None
+            if rec is None:
+                continue
+            try:
+                ev = explainers["lastwords"](rec, v0, snap)
+            except Exception:  # noqa: S112 - an explainer's bug: no early call, that is all
+                continue
+            if _died(ev, set(v0.suspect_pids)):
+                found = (v0, job)
+        return found
+
+
+def _verdict(
+    group: Any,
+    snap: Snapshot,
+    vanished: tuple[int, ...],
+    gone: tuple[tuple[int, Any], ...],
+    since: float,
+) -> Verdict:
+    """The stalled verdict of a job one of whose ranks died while the others do not spin
+    (yet): the dead ranks are its suspects; the last words, folded in by the Watcher, say why."""
+    from gputui.diagnose.verdict import next_steps
+
+    words = []
+    pids: list[int] = []
+    for i in vanished:
+        m = group.members[i]
+        who = f"rank {m.rank} (GPU {i}" if m.rank is not None else f"GPU {i} (its process"
+        words.append(who + (f", pid {m.pids[0]})" if m.pids else ")"))
+        pids.extend(m.pids)
+    for pid, rank in gone:
+        words.append(f"rank {rank} (pid {pid})" if rank is not None else f"pid {pid}")
+        pids.append(pid)
+    verb = "has" if len(words) == 1 else "have"
+    label = group.label
+    reason = (
+        f"{'job ' + label + ': ' if label else ''}stalled: {', '.join(words[:4])} {verb} "
+        f"exited {snap.t - since:.0f} s ago while the job runs on."
+    )
+    return Verdict(
+        t=snap.t,
+        state=STALLED,
+        spinning=(),
+        suspects=vanished,
+        suspect_pids=tuple(pids),
+        vanished=vanished,
+        gone=gone,
+        reason=reason,
+        next_steps=next_steps(
+            suspects=vanished, suspect_pids=(), waiting_pid=None, vanished=True,
+            multi_gpu_process=False,
+        ),
+        since=since,
+        job=label,
+    )
