@@ -130,6 +130,10 @@ def _sentence(e: dict[str, Any], w: Words, now: Any = None) -> tuple[str, Streng
             return f"{who} died: {cause}", Strength.RANK_GONE
         log = e.get("log")
         said = "no message found in its log" if log else "no message found"
+        seen = e.get("looked_in")
+        looked = [p[:300] for p in seen[:4] if isinstance(p, str)] if isinstance(seen, list) else []
+        if looked and looked != [log]:  # the other files it wrote, beside its stderr
+            said = f"no message found in {', '.join(looked)}"
         return f"{who} exited; {said} ({_where(e)})", Strength.RANK_GONE
     if w.exception or w.cuda or w.kernel:
         return f"{who} wrote an error and is still alive: {cause}", Strength.RAS_BEHIND
