@@ -66,7 +66,8 @@ def may(st: os.stat_result, uid: int, gids: Iterable[int], bit: int) -> bool:
 def open_for(path: str, uid: int | None, gids: Iterable[int] = ()) -> int:
     """A read-only, non-blocking fd of `path` as `uid` may have it (see the module's
     docstring); OSError when it is a link, under one, or that user could not read it.
-    `uid` None (unknown): links are refused, permissions left to the kernel."""
+    `uid` None (unknown): links are refused; as root, a root-owned file only when anyone
+    could read it."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
     me = os.geteuid()
     if uid is not None and uid == me:
@@ -87,7 +88,8 @@ def open_for(path: str, uid: int | None, gids: Iterable[int] = ()) -> int:
             nfd = os.open(name, _O_PATH | os.O_DIRECTORY | _O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
             os.close(dfd)
             dfd = nfd
-            _check(dfd, uid, groups, SEARCH)
+            if uid is not None:  # an unknown user's: the final file's check is the one
+                _check(dfd, uid, groups, SEARCH)
         fd = os.open(parts[-1], flags | _O_NOFOLLOW, dir_fd=dfd)
     finally:
         os.close(dfd)
@@ -96,13 +98,18 @@ def open_for(path: str, uid: int | None, gids: Iterable[int] = ()) -> int:
 
 
 def _check(fd: int, uid: int | None, gids: tuple[int, ...], bit: int) -> None:
-    if uid is None:
-        return
     st = os.fstat(fd)
-    if not may(st, uid, gids, bit):
+    if uid is None:
+        # Whose it is is unknown (a gone rank's file named by a record): as root, only what
+        # anyone could read, or a file a user other than root owns.
+        ok = os.geteuid() != 0 or st.st_uid != 0 or bool(st.st_mode & bit)
+    else:
+        ok = may(st, uid, gids, bit)
+    if not ok:
         if bit == READ:
             os.close(fd)
-        raise PermissionError(f"uid {uid} could not {'read' if bit == READ else 'search'} it")
+        who = "its user" if uid is None else f"uid {uid}"
+        raise PermissionError(f"{who} could not {'read' if bit == READ else 'search'} it")
 
 
 def is_regular(fd: int) -> bool:
