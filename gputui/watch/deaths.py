@@ -113,7 +113,14 @@ class DeathWatch:
                 ev = explainers["lastwords"](rec, v0, snap)
             except Exception:  # noqa: S112 - an explainer's bug: no early call, that is all
                 continue
-            if _died(ev, set(v0.suspect_pids)):
+            dog = (getattr(ev, "extra", None) or {}).get("watchdog")
+            if isinstance(dog, dict) and dog.get("pids"):
+                # The dead waited for a live rank and the NCCL watchdog ended them: the
+                # rank they waited for is the suspect (gputui.diagnose.gone.watchdog).
+                waited = _waited(group, snap, dog, since)
+                if waited is not None:
+                    found = (waited, job)
+            elif _died(ev, set(v0.suspect_pids)):
                 found = (v0, job)
         return found
 
@@ -158,6 +165,35 @@ def _verdict(
             suspects=vanished, suspect_pids=(), waiting_pid=None, vanished=True,
             multi_gpu_process=False,
         ),
+        since=since,
+        job=label,
+    )
+
+
+def _waited(group: Any, snap: Snapshot, dog: dict[str, Any], since: float) -> Verdict | None:
+    """The stalled verdict of a job whose ranks the NCCL watchdog ended while they waited
+    for the ranks still alive: those are its suspects."""
+    from gputui.diagnose.gone.watchdog import ranks_words
+
+    pids = {p for p in dog.get("pids") or () if isinstance(p, int)}
+    present = set(group.present(snap))
+    gpus = tuple(sorted(i for i in present if pids & set(group.members[i].pids)))
+    if not gpus:
+        return None
+    ended = [r for r in dog.get("ended") or () if isinstance(r, int)]
+    waited = [r for r in dog.get("waited_for") or () if isinstance(r, int)]
+    label = group.label
+    reason = (
+        f"{'job ' + label + ': ' if label else ''}stalled: {ranks_words(waited)} "
+        f"(GPU {', '.join(map(str, gpus))}) is alive while {ranks_words(ended)}, which "
+        "waited for it, have exited."
+    )
+    return Verdict(
+        t=snap.t,
+        state=STALLED,
+        suspects=gpus,
+        suspect_pids=tuple(sorted(pids)),
+        reason=reason,
         since=since,
         job=label,
     )

@@ -126,6 +126,11 @@ def _sentence(e: dict[str, Any], w: Words, now: Any = None) -> tuple[str, Streng
             Strength.RANK_GONE,
         )
     if e.get("gone"):
+        from gputui.diagnose.gone.watchdog import is_victim
+
+        if is_victim(e, w):  # it waited for another rank: not the job's cause
+            said = (cause or "").removeprefix("NCCL watchdog: ")
+            return f"{who} was ended by the NCCL watchdog: {said}", Strength.CONTEXT
         if cause:
             return f"{who} died: {cause}", Strength.RANK_GONE
         log = e.get("log")
@@ -170,6 +175,7 @@ def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot |
         return Evidence(KIND, findings=("the lastwords record could not be read",))
     found: list[Finding] = []
     entries = []
+    parsed: list[tuple[dict[str, Any], Words]] = []
     gone_pids = {p for p, _ in verdict.gone}
     for e in ranks[:MAX_RANKS]:
         if not isinstance(e, dict):
@@ -186,6 +192,7 @@ def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot |
             # is not why the job stalls now).
             e = {**e, "tail": "\n".join(e["tail"].splitlines()[-ALIVE_LINES:])}
         w = words_of(e)
+        parsed.append((e, w))
         entries.append(entry_json(e, w))
         said = _sentence(e, w, record.get("t"))
         if said is None:
@@ -214,9 +221,16 @@ def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot |
             )
         )
     extra: dict[str, Any] = {"ranks": entries} if entries else {}
+    from gputui.diagnose.gone.watchdog import watchdog_finding
+
+    dog = watchdog_finding(parsed)
+    if dog is not None:  # the ranks it ended, and whom they waited for
+        found.insert(0, dog[0])
+        extra["watchdog"] = dog[1]
     if record.get("kernel_error"):
         extra["kernel_error"] = record["kernel_error"]
-    return Evidence(KIND, ranked=tuple(found), extra=extra)
+    named = tuple(extra["watchdog"]["pids"]) if "watchdog" in extra else ()
+    return Evidence(KIND, ranked=tuple(found), extra=extra, suspect_pids=named)
 
 
 def crashed_cores(verdict: Any) -> list[tuple[int | None, int, str]]:
