@@ -132,6 +132,9 @@ class Watcher:
         from gputui.watch.deaths import DeathWatch
 
         self.deaths = DeathWatch(self._gather_lastwords if live else None)
+        from gputui.watch.mismatch_early import MismatchEarly
+
+        self.mismatch = MismatchEarly()
         self._pools: dict[str, ThreadPoolExecutor] = {}
         self._futures: list[Future[Any]] = []
         self.records = RecordStore()  # kept for the verdicts, queued for `gputui record`
@@ -231,6 +234,8 @@ class Watcher:
         self._poll_ras(v, snap, job)
         self.busy.poll(v, snap, job, self.detector)
         early = None if job else self.busy.early(snap, self.detector, self._newest, self.explainers)
+        if early is None and job is None:  # RAS twice on mismatched collectives: call it now
+            early = self.mismatch.early(snap, self.detector, self._newest, self.explainers)
         if early is not None:
             v, job = early, _job_of(early, snap)
         died = None if job else self.deaths.poll(snap, self.detector, self._newest, self.explainers)
