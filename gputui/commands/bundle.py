@@ -159,11 +159,12 @@ def run(args: argparse.Namespace) -> int:
     if pids is not None:
         seen = {p.pid: p for p in snaps[-1].processes if p.live} if snaps else {}
         procs = [seen.get(pid, pid) for pid in pids]
+    verdict = _verdict(args, snaps)
     rep = write_bundle(
         args.out,
         snapshots=snaps,
         processes=procs,
-        verdict=_verdict(args, snaps),
+        verdict=verdict,
         stall_after=args.stall_after,
         hang_after=args.hang_after,
         dump_timeout=args.timeout,
@@ -186,4 +187,6 @@ def run(args: argparse.Namespace) -> int:
     if nvml_problem:
         print(f"gputui: {nvml_problem}", file=sys.stderr)
         return 2
-    return 0
+    from gputui.diagnose.exitcodes import of_verdict
+
+    return of_verdict(verdict)  # the bundled verdict's code: a hang is never 0
