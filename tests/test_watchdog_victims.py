@@ -120,3 +120,26 @@ def test_the_ranks_the_watchdog_ended_are_told_and_the_stuck_rank_stays_first(tm
     assert v.evidence["lastwords"]["watchdog"] == {
         "ended": [0, 1, 2], "after_s": 20.0, "waited_for": [3], "pids": [pids[3]],
     }
+
+
+def test_a_rank_that_died_because_its_peer_went_away_does_not_lead():
+    """The recorded DDP case (1 x H100, tests/data/lastwords): rank 1 raised; rank 0 died 20 s
+    later of NCCL's "remote process exited". Both gone: rank 1's own error leads, rank 0's
+    death is context."""
+    from gputui.diagnose.gone.explain import explain_lastwords
+    from gputui.diagnose.verdict import Verdict
+
+    data = DATA.parent
+    rec = {
+        "ranks": [
+            {"pid": 5, "rank": 0, "gone": True, "seen": True,
+             "tail": (data / "ddp_unused_rank0.txt").read_text()},
+            {"pid": 6, "rank": 1, "gone": True, "seen": True,
+             "tail": (data / "ddp_unused_rank1.txt").read_text()},
+        ]
+    }
+    ev = explain_lastwords(rec, Verdict(t=1.0), None)
+    first = max(ev.ranked, key=lambda f: f.strength)
+    assert first.ranks == (1,) and "Expected to have finished reduction" in first.text
+    peer = next(f for f in ev.ranked if f.ranks == (0,))
+    assert peer.strength.name == "CONTEXT" and "died when a peer went away" in peer.text

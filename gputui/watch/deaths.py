@@ -23,6 +23,7 @@ job from the recorded lastwords record.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from gputui.collect.model import Job, Snapshot
@@ -67,6 +68,9 @@ class DeathWatch:
     def __init__(self, gather: Callable[[Verdict, Snapshot, Job], None] | None) -> None:
         self._gather = gather  # starts the lastwords gatherer (None: a replay gathers nothing)
         self._asked: dict[str, frozenset[Any]] = {}  # job key -> the gone set gathered for
+        # job key -> the verdict that called it: a death stays called while its job is here
+        # (for RECENT_S), even where a sample lists the dead pid on its GPU a moment longer.
+        self._called: dict[str, Verdict] = {}
 
     def poll(
         self,
@@ -78,8 +82,13 @@ class DeathWatch:
         """The job's stalled verdict when one of its ranks has died; None otherwise."""
         groups = detector.memory.groups
         if not groups or not snap.jobs:
+            self._called.clear()
             return None
         found = None
+        here = {job.key for job in snap.jobs}
+        self._called = {
+            k: v for k, v in self._called.items() if k in here and snap.t - v.t <= RECENT_S
+        }
         for job in snap.jobs:
             group = groups.get(job.key)
             if group is None or not group.present(snap):
@@ -122,6 +131,12 @@ class DeathWatch:
                     found = (waited, job)
             elif _died(ev, set(v0.suspect_pids)):
                 found = (v0, job)
+        if found is not None and (found[0].vanished or found[0].gone):
+            self._called.setdefault(found[1].key, found[0])
+        if found is None:  # called before and its job still here: a death stays called
+            job = next((j for j in snap.jobs if j.key in self._called), None)
+            if job is not None:
+                found = (replace(self._called[job.key], t=snap.t), job)
         return found
 
 

@@ -130,8 +130,10 @@ def _sentence(
             Strength.RANK_GONE,
         )
     if e.get("gone"):
-        from gputui.diagnose.gone.watchdog import is_victim
+        from gputui.diagnose.gone.watchdog import is_victim, lost_peer
 
+        if lost_peer(e, w) and not is_victim(e, w):  # another rank's death ended it
+            return f"{who} died when a peer went away: {cause}", Strength.CONTEXT
         if is_victim(e, w):  # it waited for another rank: not the job's cause
             said = (cause or "").removeprefix("NCCL watchdog: ")
             return f"{who} was ended by the NCCL watchdog: {said}", Strength.CONTEXT

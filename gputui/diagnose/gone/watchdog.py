@@ -36,6 +36,24 @@ def is_victim(e: dict[str, Any], w: Words) -> bool:
     return not ex or "watchdog" in ex.lower() or "DistBackendError" in ex
 
 
+# What a rank says when a peer it talks to is gone: the consequence of another's death.
+PEER_LOSS = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "remote process exited",
+    "NCCL communicator was aborted",
+)
+
+
+def lost_peer(e: dict[str, Any], w: Words) -> bool:
+    """A gone rank whose only error says a peer went away (gloo's "Connection closed by
+    peer", NCCL's "remote process exited"): it died of another rank's death."""
+    if not e.get("gone") or w.kernel or not (w.exception or w.nccl):
+        return False
+    said = f"{w.exception or ''} {w.nccl or ''}"
+    return any(p in said for p in PEER_LOSS)
+
+
 def after_s(text: str) -> float | None:
     """The watchdog's timeout in seconds, from its line (Timeout(ms)=, else "ran for")."""
     m = _TIMEOUT.search(text) or _RAN.search(text)
