@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from ras_server import ras_server
 from synth import with_real_pids
 
@@ -51,20 +50,42 @@ if __name__ == "__main__":
 
 def ras_answer(pids: list[int]) -> bytes:
     """NCCL's RAS JSON for a 3-rank communicator: rank 2 one AllReduce behind (812 vs 813)."""
-    status = {"init_state": 0, "async_error": 0, "finalize_called": False,
-              "destroy_flag": False, "abort_flag": False}
+    status = {
+        "init_state": 0,
+        "async_error": 0,
+        "finalize_called": False,
+        "destroy_flag": False,
+        "abort_flag": False,
+    }
     ranks = [
-        {"rank": r, "host": "127.0.0.1", "pid": pid, "cuda_dev": r, "nvml_dev": r,
-         "status": status, "collective_counts": {"AllReduce": 812 if r == 2 else 813,
-                                                 "Broadcast": 1}}
+        {
+            "rank": r,
+            "host": "127.0.0.1",
+            "pid": pid,
+            "cuda_dev": r,
+            "nvml_dev": r,
+            "status": status,
+            "collective_counts": {"AllReduce": 812 if r == 2 else 813, "Broadcast": 1},
+        }
         for r, pid in enumerate(pids)
     ]
-    doc = {"nccl_version": "2.28.9", "cuda_runtime_version": 13000,
-           "cuda_driver_version": 13000, "timestamp": "2026-11-28 21:00:00",
-           "communicators_count": 1,
-           "communicators": [{"hash": "0x5a5605dc3a5f6da2", "secondary_hash": "0x1:0x2",
-                              "size": 3, "ranks_count": 3, "missing_ranks_count": 0,
-                              "ranks": ranks}]}
+    doc = {
+        "nccl_version": "2.28.9",
+        "cuda_runtime_version": 13000,
+        "cuda_driver_version": 13000,
+        "timestamp": "2026-11-28 21:00:00",
+        "communicators_count": 1,
+        "communicators": [
+            {
+                "hash": "0x5a5605dc3a5f6da2",
+                "secondary_hash": "0x1:0x2",
+                "size": 3,
+                "ranks_count": 3,
+                "missing_ranks_count": 0,
+                "ranks": ranks,
+            }
+        ],
+    }
     return ("OK\n" + json.dumps(doc, indent=1)).encode()
 
 
@@ -101,10 +122,16 @@ def test_a_spawn_childs_traceback_is_the_childs_and_ras_names_the_culprit(tmp_pa
     procs = []
     with open(out, "ab") as shared:
         for r in range(3):
-            procs.append(subprocess.Popen(
-                [sys.executable, "train.py", str(r)], cwd=tmp_path, env=env,
-                stdin=subprocess.PIPE, stdout=shared, stderr=shared,
-            ))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "train.py", str(r)],
+                    cwd=tmp_path,
+                    env=env,
+                    stdin=subprocess.PIPE,
+                    stdout=shared,
+                    stderr=shared,
+                )
+            )
     pids = [p.pid for p in procs]
     try:
         assert wait_until(lambda: all(f"ready {r}" in out.read_text() for r in range(3)))

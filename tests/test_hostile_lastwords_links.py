@@ -66,8 +66,13 @@ def python_for_nobody() -> str:
             continue
         try:
             done = subprocess.run(
-                [cand, "-c", "pass"], user=NOBODY, group=NOBODY, extra_groups=[],
-                capture_output=True, timeout=60, cwd="/",
+                [cand, "-c", "pass"],
+                user=NOBODY,
+                group=NOBODY,
+                extra_groups=[],
+                capture_output=True,
+                timeout=60,
+                cwd="/",
             )
         except OSError:
             continue
@@ -116,14 +121,21 @@ def run(places: tuple[Path, Path], trap: str) -> object:
     env = {**os.environ, "TORCHELASTIC_ERROR_FILE": str(secret / "error.json")}
     peer = subprocess.Popen(
         [sys.executable, "-c", "print('ready', flush=True); import sys; sys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
     )
     with open(log, "wb") as err:
         os.fchown(err.fileno(), NOBODY, NOBODY)
         rank = subprocess.Popen(
             [python_for_nobody(), str(mine / "train.py"), str(log), trap, str(target)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=mine,
-            user=NOBODY, group=NOBODY, extra_groups=[], env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            cwd=mine,
+            user=NOBODY,
+            group=NOBODY,
+            extra_groups=[],
+            env=env,
         )
     try:
         for p in (peer, rank):
@@ -131,8 +143,13 @@ def run(places: tuple[Path, Path], trap: str) -> object:
         w = Watcher(60.0, 120.0, auto_dump=False, host_ranks=False)
         try:
             w.update(with_real_pids(1000.0, [peer.pid, rank.pid], ["compute", "compute"]))
-            assert wait_until(lambda: w.rankio is not None and w.rankio.get(rank.pid) is not None
-                              and w.rankio.get(rank.pid).tail_path == str(log))
+            assert wait_until(
+                lambda: (
+                    w.rankio is not None
+                    and w.rankio.get(rank.pid) is not None
+                    and w.rankio.get(rank.pid).tail_path == str(log)
+                )
+            )
             assert rank.stdin is not None
             rank.stdin.write(b"go\n")
             rank.stdin.close()

@@ -32,7 +32,9 @@ RANK = textwrap.dedent(
     import logging, os, sys, time
     rank = int(os.environ.get("RANK", sys.argv[1] if len(sys.argv) > 1 else "0"))
     to = sys.argv[2] if len(sys.argv) > 2 else "stdout"
-    handler = logging.FileHandler(f"rank{rank}.log") if to == "file" else logging.StreamHandler(sys.stdout)
+    handler = logging.StreamHandler(sys.stdout)
+    if to == "file":
+        handler = logging.FileHandler(f"rank{rank}.log")
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     log = logging.getLogger("train")
 
@@ -52,6 +54,7 @@ RANK = textwrap.dedent(
     time.sleep(600)
     """
 )
+RAISED_AT = next(i for i, ln in enumerate(RANK.splitlines(), 1) if "raise RuntimeError" in ln)
 
 
 def wait_until(cond, timeout: float = 60.0) -> bool:
@@ -72,7 +75,9 @@ def watch_death(tmp: Path, r0: int, r1: int) -> object:
         w.update(with_real_pids(t, [r0, r1], ["compute", "compute"]))
         assert wait_until(lambda: w.rankio is not None and w.rankio.get(r1) is not None)
         (tmp / "go").write_text("")
-        assert wait_until(lambda: not psutil.pid_exists(r1) or psutil.Process(r1).status() == "zombie")
+        assert wait_until(
+            lambda: not psutil.pid_exists(r1) or psutil.Process(r1).status() == "zombie"
+        )
         w.update(with_real_pids(t + 0.25, [r0, None], ["spin", "gone"]))
         assert w.wait(30)
         return w.update(with_real_pids(t + 0.5, [r0, None], ["spin", "gone"]))
@@ -85,9 +90,23 @@ def test_a_torchrun_rank_is_quoted_from_its_own_stdout_log(tmp_path):
     (tmp_path / "train.py").write_text(RANK)
     logs = tmp_path / "logs"
     agent = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-         "--monitor-interval", "120", "--log-dir", str(logs), "--redirect", "3", "train.py"],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--monitor-interval",
+            "120",
+            "--log-dir",
+            str(logs),
+            "--redirect",
+            "3",
+            "train.py",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     try:
@@ -102,13 +121,16 @@ def test_a_torchrun_rank_is_quoted_from_its_own_stdout_log(tmp_path):
                 if "RANK" in env:
                     ranks[int(env["RANK"])] = c.pid
             outs = list(logs.glob("*/attempt_0/*/stdout.log"))
-            return len(ranks) == 2 and len(outs) == 2 and all("ready" in o.read_text() for o in outs)
+            return (
+                len(ranks) == 2 and len(outs) == 2 and all("ready" in o.read_text() for o in outs)
+            )
 
         assert wait_until(both_ready, 120), "torchrun's two ranks did not start"
         v = watch_death(tmp_path, ranks[0], ranks[1])
         assert v.state == "stalled" and v.suspects == (1,)
         assert v.findings[0] == (
-            f"rank 1 (pid {ranks[1]}) died: RuntimeError: NaN in loss at step 1207 (train.py:9)"
+            f"rank 1 (pid {ranks[1]}) died: RuntimeError: NaN in loss at step 1207 "
+            f"(train.py:{RAISED_AT})"
         )
         entry = next(e for e in v.evidence["lastwords"]["ranks"] if e["rank"] == 1)
         assert entry["log"].endswith("/attempt_0/1/stdout.log")
@@ -120,7 +142,9 @@ def test_a_torchrun_rank_is_quoted_from_its_own_stdout_log(tmp_path):
 def start(tmp: Path, rank: int, to: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "train.py", str(rank), to],
-        cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=tmp,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
 
 
@@ -128,13 +152,17 @@ def test_a_rank_with_its_own_log_file_is_quoted_from_it(tmp_path):
     (tmp_path / "train.py").write_text(RANK)
     r0, r1 = start(tmp_path, 0, "file"), start(tmp_path, 1, "file")
     try:
-        assert wait_until(lambda: all(
-            (tmp_path / f"rank{r}.log").exists() and "ready" in (tmp_path / f"rank{r}.log").read_text()
-            for r in (0, 1)
-        ))
+        assert wait_until(
+            lambda: all(
+                (tmp_path / f"rank{r}.log").exists()
+                and "ready" in (tmp_path / f"rank{r}.log").read_text()
+                for r in (0, 1)
+            )
+        )
         v = watch_death(tmp_path, r0.pid, r1.pid)
         assert v.findings[0] == (
-            f"rank 1 (pid {r1.pid}) died: RuntimeError: NaN in loss at step 1207 (train.py:9)"
+            f"rank 1 (pid {r1.pid}) died: RuntimeError: NaN in loss at step 1207 "
+            f"(train.py:{RAISED_AT})"
         )
         entry = next(e for e in v.evidence["lastwords"]["ranks"] if e["rank"] == 1)
         assert entry["log"] == str(tmp_path / "rank1.log")
@@ -153,8 +181,13 @@ def test_no_words_anywhere_names_every_file_looked_in(tmp_path):
         w = Watcher(60.0, 120.0, auto_dump=False, host_ranks=False)
         try:
             w.update(with_real_pids(1000.0, [r0.pid, r1.pid], ["compute", "compute"]))
-            assert wait_until(lambda: w.rankio is not None and w.rankio.get(r1.pid) is not None
-                              and w.rankio.get(r1.pid).logs)
+            assert wait_until(
+                lambda: (
+                    w.rankio is not None
+                    and w.rankio.get(r1.pid) is not None
+                    and w.rankio.get(r1.pid).logs
+                )
+            )
             r1.kill()
             r1.wait(timeout=10)
             w.update(with_real_pids(1000.25, [r0.pid, None], ["spin", "gone"]))

@@ -45,18 +45,47 @@ def ras_answer(pids: list[int]) -> bytes:
     """NCCL's RAS JSON: rank 0 ahead in Broadcast (2 vs 1), rank 1 ahead in AllReduce."""
     ranks = []
     for r, pid in enumerate(pids):
-        counts = {"Broadcast": 2 - r, "AllReduce": 1 + r, "Reduce": 0, "AllGather": 0,
-                  "ReduceScatter": 0}
-        status = {"init_state": 0, "async_error": 0, "finalize_called": False,
-                  "destroy_flag": False, "abort_flag": False}
-        ranks.append({"rank": r, "host": "127.0.0.1", "pid": pid, "cuda_dev": r, "nvml_dev": r,
-                      "status": status, "collective_counts": counts})
+        counts = {
+            "Broadcast": 2 - r,
+            "AllReduce": 1 + r,
+            "Reduce": 0,
+            "AllGather": 0,
+            "ReduceScatter": 0,
+        }
+        status = {
+            "init_state": 0,
+            "async_error": 0,
+            "finalize_called": False,
+            "destroy_flag": False,
+            "abort_flag": False,
+        }
+        ranks.append(
+            {
+                "rank": r,
+                "host": "127.0.0.1",
+                "pid": pid,
+                "cuda_dev": r,
+                "nvml_dev": r,
+                "status": status,
+                "collective_counts": counts,
+            }
+        )
     doc = {
-        "nccl_version": "2.28.9", "cuda_runtime_version": 13000, "cuda_driver_version": 13000,
-        "timestamp": "2026-11-28 21:00:00", "communicators_count": 1,
-        "communicators": [{"hash": "0x5a5605dc3a5f6da2", "secondary_hash": "0x1:0x2",
-                           "size": 2, "ranks_count": 2, "missing_ranks_count": 0,
-                           "ranks": ranks}],
+        "nccl_version": "2.28.9",
+        "cuda_runtime_version": 13000,
+        "cuda_driver_version": 13000,
+        "timestamp": "2026-11-28 21:00:00",
+        "communicators_count": 1,
+        "communicators": [
+            {
+                "hash": "0x5a5605dc3a5f6da2",
+                "secondary_hash": "0x1:0x2",
+                "size": 2,
+                "ranks_count": 2,
+                "missing_ranks_count": 0,
+                "ranks": ranks,
+            }
+        ],
     }
     return ("OK\n" + json.dumps(doc, indent=1)).encode()
 
@@ -78,15 +107,25 @@ def job(fake_nccl: Path) -> Iterator:
     procs: list[subprocess.Popen[str]] = []
 
     def start(ras_port: int) -> list[int]:
-        env = {**os.environ, "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-               "NCCL_RAS_ADDR": f"127.0.0.1:{ras_port}", "LD_PRELOAD": str(fake_nccl)}
+        env = {
+            **os.environ,
+            "WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "2",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(free_port()),
+            "NCCL_RAS_ADDR": f"127.0.0.1:{ras_port}",
+            "LD_PRELOAD": str(fake_nccl),
+        }
         for rank in (0, 1):
-            procs.append(subprocess.Popen(
-                [sys.executable, str(TARGET), "120"],
-                env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
-            ))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(TARGET), "120"],
+                    env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+            )
         for p in procs:
             assert p.stdout is not None and p.stdout.readline().startswith("ready "), p.pid
         return [p.pid for p in procs]
@@ -106,8 +145,17 @@ def test_the_first_stalled_line_names_both_collectives_before_stall_after(job):
     env = standin_env(build_standin(), "spin")
     env["GPUTUI_STANDIN_PIDS"] = ",".join(map(str, pids))
     env["PYTHONPATH"] = str(REPO)
-    argv = [sys.executable, "-m", "gputui", "check", "--json", "--duration", "12",
-            "--stall-after", str(STALL_AFTER)]
+    argv = [
+        sys.executable,
+        "-m",
+        "gputui",
+        "check",
+        "--json",
+        "--duration",
+        "12",
+        "--stall-after",
+        str(STALL_AFTER),
+    ]
     with ras_server(*[ras_answer(pids)] * 40, port=port):
         r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stderr

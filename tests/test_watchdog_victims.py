@@ -19,7 +19,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from synth import with_real_pids
 
 from gputui.diagnose import exitcodes
@@ -73,14 +72,21 @@ def test_the_ranks_the_watchdog_ended_are_told_and_the_stuck_rank_stays_first(tm
     for r in range(3):
         (tmp_path / f"dog{r}.txt").write_text(watchdog_text(r))
         with open(tmp_path / f"rank{r}.err", "wb") as err:
-            procs.append(subprocess.Popen(
-                [sys.executable, "waiter.py", f"dog{r}.txt"], cwd=tmp_path,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-            ))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "waiter.py", f"dog{r}.txt"],
+                    cwd=tmp_path,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                )
+            )
     with open(tmp_path / "rank3.err", "wb") as err:
-        procs.append(subprocess.Popen(
-            [sys.executable, "stuck.py"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=err
-        ))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "stuck.py"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=err
+            )
+        )
     pids = [p.pid for p in procs]
     w = Watcher(10.0, 120.0, auto_dump=True, host_ranks=False)
     try:
@@ -118,7 +124,10 @@ def test_the_ranks_the_watchdog_ended_are_told_and_the_stuck_rank_stays_first(tm
     assert first.ranks == (3,), v.findings  # the culprit stays first
     assert not any(f.startswith("rank 0") and "died" in f for f in v.findings)
     assert v.evidence["lastwords"]["watchdog"] == {
-        "ended": [0, 1, 2], "after_s": 20.0, "waited_for": [3], "pids": [pids[3]],
+        "ended": [0, 1, 2],
+        "after_s": 20.0,
+        "waited_for": [3],
+        "pids": [pids[3]],
     }
 
 
@@ -132,10 +141,20 @@ def test_a_rank_that_died_because_its_peer_went_away_does_not_lead():
     data = DATA.parent
     rec = {
         "ranks": [
-            {"pid": 5, "rank": 0, "gone": True, "seen": True,
-             "tail": (data / "ddp_unused_rank0.txt").read_text()},
-            {"pid": 6, "rank": 1, "gone": True, "seen": True,
-             "tail": (data / "ddp_unused_rank1.txt").read_text()},
+            {
+                "pid": 5,
+                "rank": 0,
+                "gone": True,
+                "seen": True,
+                "tail": (data / "ddp_unused_rank0.txt").read_text(),
+            },
+            {
+                "pid": 6,
+                "rank": 1,
+                "gone": True,
+                "seen": True,
+                "tail": (data / "ddp_unused_rank1.txt").read_text(),
+            },
         ]
     }
     ev = explain_lastwords(rec, Verdict(t=1.0), None)

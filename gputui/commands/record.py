@@ -225,7 +225,13 @@ def run(args: argparse.Namespace) -> int:
     codes: list[int] = []
     try:
         failure = write_samples(
-            source, writer, watcher, args.interval, deadline, stop, timeout=args.timeout,
+            source,
+            writer,
+            watcher,
+            args.interval,
+            deadline,
+            stop,
+            timeout=args.timeout,
             codes=codes,
         )
     except BaseException:

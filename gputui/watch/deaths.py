@@ -45,9 +45,7 @@ def _gone_now(group: Any, snap: Snapshot) -> tuple[tuple[int, ...], tuple[tuple[
         )
     )
     gone = tuple(
-        (pid, rank)
-        for pid, (when, rank, _gpu) in group.departed.items()
-        if t - when <= RECENT_S
+        (pid, rank) for pid, (when, rank, _gpu) in group.departed.items() if t - when <= RECENT_S
     )
     return vanished, gone
 
@@ -134,9 +132,9 @@ class DeathWatch:
         if found is not None and (found[0].vanished or found[0].gone):
             self._called.setdefault(found[1].key, found[0])
         if found is None:  # called before and its job still here: a death stays called
-            job = next((j for j in snap.jobs if j.key in self._called), None)
-            if job is not None:
-                found = (replace(self._called[job.key], t=snap.t), job)
+            held = next((j for j in snap.jobs if j.key in self._called), None)
+            if held is not None:
+                found = (replace(self._called[held.key], t=snap.t), held)
         return found
 
 
@@ -177,7 +175,10 @@ def _verdict(
         gone=gone,
         reason=reason,
         next_steps=next_steps(
-            suspects=vanished, suspect_pids=(), waiting_pid=None, vanished=True,
+            suspects=vanished,
+            suspect_pids=(),
+            waiting_pid=None,
+            vanished=True,
             multi_gpu_process=False,
         ),
         since=since,

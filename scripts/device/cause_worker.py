@@ -71,9 +71,7 @@ def main() -> int:
     else:
         torch.cuda.set_device(local)
         dev = torch.device("cuda", local)
-        dist.init_process_group(
-            "nccl", timeout=datetime.timedelta(seconds=timeout), device_id=dev
-        )
+        dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=timeout), device_id=dev)
     x = torch.ones(1 << 20, device=dev)
     for _ in range(3):
         dist.all_reduce(x)

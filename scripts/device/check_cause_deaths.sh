@@ -95,8 +95,9 @@ run_case() {
   touch "$go"
   if [ -n "$dying" ]; then
     local dpid; dpid=$(echo "$pids" | cut -d, -f$((dying + 1)))
-    (for _ in $(seq 1 1200); do  # when the dying rank's process is gone
-      kill -0 "$dpid" 2>/dev/null || { date +%s.%N >"$O/cd_${case}_exit"; break; }
+    (for _ in $(seq 1 1200); do  # when the dying rank's process is gone (or a zombie)
+      st=$(ps -o stat= -p "$dpid" 2>/dev/null)
+      if [ -z "$st" ] || [[ "$st" == Z* ]]; then date +%s.%N >"$O/cd_${case}_exit"; break; fi
       sleep 0.05
     done) &
   fi

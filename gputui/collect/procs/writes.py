@@ -16,8 +16,23 @@ MAX_FDS = 256
 MAX_LOGS = 4
 # Written files that hold no words: checkpoints, tensors, caches, databases.
 _NOT_LOGS = (
-    ".pt", ".pth", ".bin", ".ckpt", ".safetensors", ".npy", ".npz", ".pkl", ".db",
-    ".sqlite", ".lock", ".tmp", ".so", ".arrow", ".parquet", ".h5", ".tfevents",
+    ".pt",
+    ".pth",
+    ".bin",
+    ".ckpt",
+    ".safetensors",
+    ".npy",
+    ".npz",
+    ".pkl",
+    ".db",
+    ".sqlite",
+    ".lock",
+    ".tmp",
+    ".so",
+    ".arrow",
+    ".parquet",
+    ".h5",
+    ".tfevents",
 )
 _LOGISH = (".log", ".err", ".out", ".txt", "stderr", "stdout")
 _WRITE = 0o3  # O_WRONLY | O_RDWR in fdinfo's flags

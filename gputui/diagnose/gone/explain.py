@@ -164,9 +164,7 @@ def _sentence(
     return None
 
 
-def _in_shared(
-    e: dict[str, Any], w: Words, told: dict[tuple[str, str, str], list[int]]
-) -> bool:
+def _in_shared(e: dict[str, Any], w: Words, told: dict[tuple[str, str, str], list[int]]) -> bool:
     """A live rank's error in a file several ranks share that is a child's or unmarked:
     noted under the file (said once for all who share it); False when it is the rank's."""
     from gputui.diagnose.gone.whose import whose_error

@@ -61,7 +61,7 @@ def after_s(text: str) -> float | None:
 
 
 def ranks_words(ranks: Sequence[int]) -> str:
-    """"rank 3", "ranks 0-2", "ranks 0, 2, 5" (at most 8 named)."""
+    """ "rank 3", "ranks 0-2", "ranks 0, 2, 5" (at most 8 named)."""
     rs = sorted(set(ranks))
     if len(rs) == 1:
         return f"rank {rs[0]}"
@@ -87,7 +87,8 @@ def watchdog_finding(
         if secs is not None:
             break
     waited = [
-        e for e, _ in entries
+        e
+        for e, _ in entries
         if not e.get("gone") and isinstance(e.get("rank"), int) and e["rank"] not in ended
     ]
     waited_ranks = sorted({e["rank"] for e in waited})
@@ -101,7 +102,9 @@ def watchdog_finding(
         )
         strength = Strength.RAS_BEHIND  # who, not where: a culprit's line still leads
     else:
-        text = f"{ranks_words(ended)} {verb} ended by the NCCL watchdog{after} waiting in a collective"
+        text = (
+            f"{ranks_words(ended)} {verb} ended by the NCCL watchdog{after} waiting in a collective"
+        )
         strength = Strength.CONTEXT
     finding = Finding(
         text, strength, "lastwords", ranks=tuple(waited_ranks), pids=pids if waited_ranks else ()

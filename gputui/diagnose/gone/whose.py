@@ -34,7 +34,7 @@ def _last_traceback(lines: list[str]) -> int | None:
 
 
 def whose_error(tail: Any, rank: Any, w: Words) -> str:
-    """"own", "child", "thread" or "unmarked" for the error `w` found in a live rank's tail."""
+    """ "own", "child", "thread" or "unmarked" for the error `w` found in a live rank's tail."""
     if not isinstance(tail, str) or not w.exception:
         return "own"
     lines = tail[-65536:].splitlines()
