@@ -10,7 +10,9 @@ trigger:
   at once, off the caller's thread (once per set of gone ranks);
 - the job is called stalled at once when its peers spin (they wait for the dead rank), or as
   soon as the lastwords record names a cause for the gone rank (a traceback, a signal, the
-  OOM killer, an Xid), whether or not its peers spin yet;
+  OOM killer, an Xid), whether or not its peers spin yet; a replay, which gathers nothing,
+  calls it on the recorded lastwords record alone (a recording made without one keeps the
+  clock it was made with: the bundled demo is one);
 - a rank that leaves with nothing to say while its peers do not spin (the end of a run, an
   elastic scale-down) is no alarm: the ok reason's "has exited while its job runs on" note
   says it, as before.
@@ -107,8 +109,11 @@ class DeathWatch:
                     self._gather(v0, snap, job)
             if found is not None:
                 continue
+            # Live, its peers spinning: the death is plain at once. A replay calls it only on
+            # the recorded words (below): a recording made without them (older, or the demo)
+            # keeps the clock it was made with.
             spinning = [i for i in group.present(snap) if i in detector.runs]
-            if spinning:
+            if spinning and self._gather is not None:
                 v = detector.judge_now(job.key, snap)
                 if v is not None:
                     found = (v, job)
