@@ -156,7 +156,7 @@ def _sentence(
             )
         if whose == "thread":
             return f"a thread of {who} raised, the rank lives on: {cause}", Strength.CONTEXT
-        if whose == "unmarked" and e.get("log") in shared:  # any rank writing there may have
+        if whose == "unmarked" and str(e.get("log")) in shared:  # any rank writing there may have
             return f"{who}'s output holds an error not marked as its own: {cause}", Strength.NVML
         return f"{who} wrote an error and is still alive: {cause}", Strength.RAS_BEHIND
     if w.nccl:
@@ -249,7 +249,7 @@ def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot |
         w = words_of(e)
         parsed.append((e, w))
         entries.append(entry_json(e, w))
-        if not e.get("gone") and e.get("log") in shared and _in_shared(e, w, in_shared):
+        if not e.get("gone") and str(e.get("log")) in shared and _in_shared(e, w, in_shared):
             continue  # said once for the file, below
         said = _sentence(e, w, record.get("t"), shared)
         if said is None:
