@@ -86,10 +86,11 @@ def job(tmp_path: Path) -> Iterator[Job]:
     j.close()
 
 
-def after_exit(job: Job, how: bytes, peer: str) -> tuple[object, int]:
-    """Healthy samples until the rank I/O tracker knows rank 1, rank 1 ends, then two samples
-    (0.25 s and 0.5 s of job time after the exit) with the peer in state `peer`: the second's
-    verdict, once the gatherer started by the first has answered, and rank 1's exit code."""
+def after_exit(job: Job, how: bytes, peer: str, samples: int = 2) -> tuple[object, int]:
+    """Healthy samples until the rank I/O tracker knows rank 1, rank 1 ends, then `samples`
+    samples 0.25 s apart (0.5 s of job time after the exit for two) with the peer in state
+    `peer`: the last one's verdict, once the gatherer started by the first has answered, and
+    rank 1's exit code."""
     w = Watcher(60.0, 120.0, auto_dump=False, host_ranks=False)
     t = 1000.0
     try:
@@ -98,7 +99,8 @@ def after_exit(job: Job, how: bytes, peer: str) -> tuple[object, int]:
         code = job.end_rank1(how)
         w.update(with_real_pids(t + 0.25, [job.r0.pid, None], [peer, "gone"]))
         assert w.wait(30), "the lastwords gatherer did not finish within its bounds"
-        v = w.update(with_real_pids(t + 0.5, [job.r0.pid, None], [peer, "gone"]))
+        for i in range(2, samples + 1):
+            v = w.update(with_real_pids(t + 0.25 * i, [job.r0.pid, None], [peer, "gone"]))
         return v, code
     finally:
         w.close()
@@ -125,8 +127,9 @@ def test_a_rank_that_leaves_without_a_word_while_its_peer_computes_is_no_alarm(j
 
 
 def test_a_rank_that_leaves_without_a_word_while_its_peer_spins_is_called_at_once(job):
-    """Its peer waits for it in a collective: the death is plain, the words honest."""
-    v, _ = after_exit(job, b"done", "spin")
+    """Its peer waits for it in a collective (1.5 s of spin: not the last reading of a run
+    that ends): the death is plain, the words honest."""
+    v, _ = after_exit(job, b"done", "spin", samples=8)
     assert v.state == "stalled" and v.suspects == (1,)
     assert v.findings[0].startswith(f"rank 1 (pid {job.r1.pid}) exited; no message found in its")
     assert str(job.log) in v.findings[0]

@@ -8,7 +8,7 @@ trigger:
 - the sample in which a rank of a job that runs on (a GPU of the job left by its process, or
   a pid that left a GPU it shared) is first missed starts the lastwords gatherer for that job
   at once, off the caller's thread (once per set of gone ranks);
-- the job is called stalled at once when its peers spin (they wait for the dead rank), or as
+- the job is called stalled once its peers have spun SPIN_S (they wait for the dead rank), or as
   soon as the lastwords record names a cause for the gone rank (a traceback, a signal, the
   OOM killer, an Xid), whether or not its peers spin yet; a replay, which gathers nothing,
   calls it on the recorded lastwords record alone (a recording made without one keeps the
@@ -34,6 +34,10 @@ from gputui.diagnose.verdict import STALLED, Verdict
 # A GPU whose process left longer ago than this is an old departure, not this death (the
 # detector keeps a left GPU for --hang-after when nothing stalls).
 RECENT_S = 30.0
+# The peers' spin that makes a wordless death plain: NVML averages util over up to a second,
+# so at the end of a run a rank that has just finished its last collective can read as
+# spinning for a sample while its peer exits; a second and a half of spin is a wait.
+SPIN_S = 1.5
 
 
 def _gone_now(group: Any, snap: Snapshot) -> tuple[tuple[int, ...], tuple[tuple[int, Any], ...]]:
@@ -112,7 +116,11 @@ class DeathWatch:
             # Live, its peers spinning: the death is plain at once. A replay calls it only on
             # the recorded words (below): a recording made without them (older, or the demo)
             # keeps the clock it was made with.
-            spinning = [i for i in group.present(snap) if i in detector.runs]
+            spinning = [
+                i
+                for i in group.present(snap)
+                if i in detector.runs and detector.runs[i].length(snap.t) >= SPIN_S
+            ]
             if spinning and self._gather is not None:
                 v = detector.judge_now(job.key, snap)
                 if v is not None:
