@@ -87,7 +87,7 @@ def test_bundle_defaults_to_a_dated_directory_in_the_current_one(tmp_path):
         timeout=60,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # the demo's verdict is a hang: never 0 on any face
     (d,) = list(tmp_path.iterdir())
     assert d.name.startswith("gputui-bundle-") and d.is_dir()
     assert r.stdout.startswith(f"bundle written to {d.name}")

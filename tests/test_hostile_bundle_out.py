@@ -59,7 +59,7 @@ def test_a_dangling_symlink_is_refused_too(tmp_path):
 
 def test_a_bundle_appears_whole_with_no_temporary_directory_left(tmp_path):
     r = run_cli("bundle", "--demo", "--out", str(tmp_path / "b"))
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # the demo's stall: the verdict's code
     assert {p.name for p in tmp_path.iterdir()} == {"b"}
     assert (tmp_path / "b" / "README.txt").is_file()
 
@@ -106,7 +106,7 @@ def test_a_newline_or_an_escape_in_out_is_echoed_escaped(tmp_path):
     line = _one_line(run_cli("bundle", "--demo", "--out", str(tmp_path / hostile / ("a" * 300))))
     assert "b\\n\\x1b]2;TITLE\\x07\\x1b[2J" in line
     r = run_cli("bundle", "--demo", "--out", str(tmp_path / hostile))
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # the demo's stall: the verdict's code
     assert (tmp_path / hostile / "README.txt").is_file()  # written where it was asked
     first = r.stdout.splitlines()[0]
     assert first.startswith("bundle written to ") and "b\\n\\x1b]2;TITLE\\x07" in first
@@ -165,7 +165,7 @@ def test_a_bundle_made_from_a_recording_holds_nothing_of_this_machine(
     recording, marker = recording_naming_a_local_log
     args = ["--demo"] if source == "--demo" else ["--replay", str(recording)]
     r = run_cli("bundle", *args, "--out", str(tmp_path / "b"))
-    assert r.returncode == 0, r.stderr
+    assert r.returncode in (0, 1), r.stderr  # the bundled verdict's code
     files = _bundle_text(tmp_path / "b")
     assert not [f for f in files if f.startswith("lastwords/")]
     everything = "\n".join(files.values())

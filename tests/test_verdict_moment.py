@@ -32,7 +32,7 @@ def test_a_recording_without_a_hang_has_no_moment():
 
 def test_snapshot_of_the_demo_shows_the_stall_by_default():
     r = run_cli("snapshot", "--demo")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # the stall it shows: as check says
     first, *rest = r.stdout.splitlines()
     assert first == "verdict: STALLED: rank 1 (pid 815) is in <module> (worker2.py:37)"
     assert "  - rank 0 waits in synchronize (worker2.py:21)" in rest
@@ -52,7 +52,7 @@ def test_snapshot_json_carries_the_verdict_of_its_moment():
 def test_bundle_of_the_demo_holds_the_stall_and_the_recorded_stacks(tmp_path):
     out = tmp_path / "b"
     r = run_cli("bundle", "--demo", "--out", str(out))
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # the stall it holds: as check says
     verdict = json.loads((out / "verdict.json").read_text())
     assert verdict["state"] == "stalled" and verdict["suspect_pids"] == [815]
     assert "ODD  rank 1 (pid 815)" in (out / "stacks" / "groups.txt").read_text()

@@ -188,12 +188,13 @@ def run(args: argparse.Namespace) -> int:
     from gputui.tools.bundle.safedir import append_note, on_sigterm_cancel
 
     cancel = on_sigterm_cancel()  # a SIGTERM kills the tools and removes the partial directory
+    verdict = _verdict(args, snaps)
     rep = write_bundle(
         args.out,
         cancel=cancel,
         snapshots=snaps,
         processes=procs,
-        verdict=on_recorded_node(_verdict(args, snaps), getattr(args, "recorded_node", None)),
+        verdict=on_recorded_node(verdict, getattr(args, "recorded_node", None)),
         stall_after=args.stall_after,
         hang_after=args.hang_after,
         dump_timeout=args.timeout,
@@ -225,4 +226,6 @@ def run(args: argparse.Namespace) -> int:
     if nvml_problem:
         print(f"gputui: {nvml_problem}", file=sys.stderr)
         return 2
-    return 0
+    from gputui.diagnose.exitcodes import of_verdict
+
+    return of_verdict(verdict)  # the bundled verdict's code: a hang is never 0

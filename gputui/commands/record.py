@@ -127,6 +127,7 @@ def write_samples(
     stop: threading.Event,
     *,
     timeout: float = 10.0,
+    codes: list[int] | None = None,
 ) -> str | None:
     """Sample until `stop`, the deadline or the source's end; write each sample, and each
     stack dump the Watcher took, as soon as it is there (a killed recorder keeps them).
@@ -156,7 +157,11 @@ def write_samples(
                 ) from None
             for rec in snap.records:  # GPU health (Xids, counters), at the sample's time
                 writer.write_record(rec)
-            watcher.update(snap)  # starts a dump on a stall transition; never blocks
+            v = watcher.update(snap)  # starts a dump on a stall transition; never blocks
+            if codes is not None:  # the run's exit code is its worst verdict's
+                from gputui.diagnose.exitcodes import of_verdict
+
+                codes.append(of_verdict(v))
             problem = problem_of(snap) if problem_of is not None else None
             if problem and problem != said:
                 print(f"gputui: {problem}; recording goes on", file=sys.stderr)
@@ -217,9 +222,17 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     failure: str | None = None  # NVML's trouble, said at the end with exit 2
+    codes: list[int] = []
     try:
         failure = write_samples(
-            source, writer, watcher, args.interval, deadline, stop, timeout=args.timeout
+            source,
+            writer,
+            watcher,
+            args.interval,
+            deadline,
+            stop,
+            timeout=args.timeout,
+            codes=codes,
         )
     except BaseException:
         writer.abandon()  # keep what is on disk (complete samples); write nothing more
@@ -236,4 +249,6 @@ def run(args: argparse.Namespace) -> int:
     failure = failure or source.problem()
     if failure:
         raise GputuiError(failure)
-    return 0
+    from gputui.diagnose.exitcodes import worst
+
+    return worst(*codes)  # a hang seen while recording is never 0

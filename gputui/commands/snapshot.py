@@ -364,4 +364,6 @@ def _print(
     problem = source.problem(snap) if live else None  # type: ignore[attr-defined]
     if problem:
         raise GputuiError(problem)
-    return 0
+    from gputui.diagnose.exitcodes import of_verdict
+
+    return of_verdict(verdict)  # a hang or a death is never 0, on any face

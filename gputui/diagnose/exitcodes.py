@@ -14,6 +14,9 @@ Scripts, health checks and epilogues branch on these, so they never change meani
 A busy job is one whose peers spin in a collective while the rank they wait for advances (it
 writes a checkpoint, compiles, evaluates): no alarm; past `--busy-limit` it is a hang (1).
 
+`snapshot` and `bundle` exit with the code of the verdict they show, `record` with the worst
+verdict it saw: every face agrees with `check` (a hang or a death is never 0).
+
 A replay or a `--duration` run exits with the worst verdict it saw, worst first:
 hang (1) > sick GPU (3) > slow (4) > healthy (0). Errors (2) end the run at once.
 """
@@ -61,6 +64,14 @@ def of_state(state: str, *, fail_on_slow: bool = False) -> int:
     """The code of one verdict's state (an unknown state is healthy: never a false alarm)."""
     code = _BY_STATE.get(state, OK)
     return OK if code == SLOW and not fail_on_slow else code
+
+
+def of_verdict(verdict: object) -> int:
+    """A face's code for the verdict it shows (None: nothing judged, healthy): `snapshot`,
+    `bundle` and `record` exit with it, as `check` does, so that no face says 0 for a hang,
+    a death or a stuck child while another says 1."""
+    state = getattr(verdict, "state", None)
+    return of_state(state) if isinstance(state, str) else OK
 
 
 def help_text() -> str:

@@ -128,6 +128,13 @@ class Watcher:
         # its records replay like the others. Made at the first spin (start-up).
         self.explainers["progress"] = explain_progress
         self.busy = BusyWatch(self._record, self._cancel, live, auto_dump, busy_limit)
+        # A rank that dies: its last words at once, no stall clock (gputui.watch.deaths).
+        from gputui.watch.deaths import DeathWatch
+
+        self.deaths = DeathWatch(self._gather_lastwords if live else None)
+        from gputui.watch.mismatch_early import MismatchEarly
+
+        self.mismatch = MismatchEarly()
         self._pools: dict[str, ThreadPoolExecutor] = {}
         self._futures: list[Future[Any]] = []
         self.records = RecordStore()  # kept for the verdicts, queued for `gputui record`
@@ -227,8 +234,13 @@ class Watcher:
         self._poll_ras(v, snap, job)
         self.busy.poll(v, snap, job, self.detector)
         early = None if job else self.busy.early(snap, self.detector, self._newest, self.explainers)
+        if early is None and job is None:  # RAS twice on mismatched collectives: call it now
+            early = self.mismatch.early(snap, self.detector, self._newest, self.explainers)
         if early is not None:
             v, job = early, _job_of(early, snap)
+        died = None if job else self.deaths.poll(snap, self.detector, self._newest, self.explainers)
+        if died is not None:
+            v, job = died
         if job is None:
             self._state.clear()
             self._prune(snap.t)
@@ -305,6 +317,19 @@ class Watcher:
         gather = next((g for k, g in self.gatherers if k == "lastwords"), None)
         if changed and pool is not None and gather is not None and not self._cancel.is_set():
             self._futures.append(pool.submit(self._run, gather, self._target(v, snap, job)))
+
+    def _gather_lastwords(self, v: Verdict, snap: Snapshot, job: Job) -> None:
+        """A rank of `job` has just gone: its last words are read now (gputui.watch.deaths)."""
+        gather = next((g for k, g in self.gatherers if k == "lastwords"), None)
+        if gather is None or self._cancel.is_set():
+            return
+        pool = self._pools.get("lastwords")
+        if pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gputui-lastwords")
+            self._pools["lastwords"] = pool
+        self._futures.append(pool.submit(self._run, gather, self._target(v, snap, job)))
 
     def _run(self, gather: Gather, target: JobTarget) -> None:
         if self._cancel.is_set():
@@ -469,8 +494,8 @@ def _job_of(v: Verdict, snap: Snapshot) -> Job | None:
     """The job the verdict is about: by its label, else the job on its spinning GPUs; a
     node-wide group (environments unreadable) when no job claims them."""
     gpus = set(v.spinning)
-    for job in snap.jobs:
-        if job.label == v.job and gpus & set(job.gpus):
+    for job in snap.jobs:  # a dead rank's job may not spin yet (gputui.watch.deaths)
+        if job.label == v.job and (gpus & set(job.gpus) or not gpus):
             return job
     for job in snap.jobs:
         if gpus & set(job.gpus):

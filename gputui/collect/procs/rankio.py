@@ -89,6 +89,16 @@ class RankIO:
     size: int = -1  # the log file's size at the last read
     seen: float = 0.0  # when it was last seen alive
     error: str | None = None  # why /proc could not be read
+    # Its user: files it names are read as that user could (gputui.collect.safe_open).
+    uid: int | None = None
+    gids: tuple[int, ...] = ()
+    # Other files it writes: stdout's when stderr goes elsewhere, a logging.FileHandler's
+    # file (gputui.collect.procs.writes); read once more when it is gone.
+    logs: tuple[str, ...] = ()
+
+    @property
+    def owner(self) -> tuple[int | None, tuple[int, ...]]:
+        return self.uid, self.gids
 
     def log_path(self) -> str | None:
         """The file to read: stderr's (tracebacks go there), else stdout's."""
@@ -98,12 +108,24 @@ class RankIO:
         return None
 
 
-def read_tail(path: str, last_size: int = -1, limit: int = TAIL_MAX) -> tuple[int, bytes] | None:
+def read_tail(
+    path: str,
+    last_size: int = -1,
+    limit: int = TAIL_MAX,
+    owner: tuple[int | None, tuple[int, ...]] | None = None,
+) -> tuple[int, bytes] | None:
     """(size, last bytes) of a regular file, or None when its size has not changed (nothing
     new to read) or it cannot be read. Never more than `limit` bytes; a file truncated or
-    rotated while read simply gives what is there now."""
+    rotated while read simply gives what is there now. `owner`: (uid, groups) of the process
+    that named the file: opened as that user could, never through a link
+    (gputui.collect.safe_open); None: the caller's own file, opened plainly."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        if owner is None:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        else:
+            from gputui.collect.safe_open import open_for
+
+            fd = open_for(path, *owner)
     except OSError:
         return None
     try:
@@ -243,17 +265,25 @@ def resolve(pid: int, create_time: float | None, rank: int | None, job: str | No
             return RankIO(pid, create_time, rank, job, error="its process has exited")
         err = f"/proc/{pid} not readable ({e.strerror}): run gputui as the job's user or root"
         return RankIO(pid, create_time, rank, job, error=err)
+    from gputui.collect.procs.writes import written_files
+    from gputui.collect.safe_open import owner_of
+
+    uid, gids = owner_of(pid)
+    out, err_ = stream(pid, 1), stream(pid, 2)
     return RankIO(
         pid,
         create_time,
         rank,
         job,
-        stdout=stream(pid, 1),
-        stderr=stream(pid, 2),
+        stdout=out,
+        stderr=err_,
         cwd=cwd,
         error_file=_env_value(pid, "TORCHELASTIC_ERROR_FILE"),
         core_limit=core_limit(pid),
         seen=time.time(),
+        uid=uid,
+        gids=gids,
+        logs=written_files(pid, out, err_),
     )
 
 
@@ -268,8 +298,8 @@ def refresh_tail(io: RankIO) -> RankIO:
     for where in (path, f"/proc/{io.pid}/fd/{fd}"):
         if where.startswith("/proc/") and not alive(io.pid, io.create_time):
             break  # its pid may be another process's now
-        if os.path.exists(where):
-            got = read_tail(where, last)
+        if os.path.lexists(where):
+            got = read_tail(where, last, owner=io.owner)
             if got is None:
                 return io  # unchanged, or unreadable
             size, data = got

@@ -100,7 +100,11 @@ def _cause(e: dict[str, Any], w: Words) -> str | None:
     return cause
 
 
-def _sentence(e: dict[str, Any], w: Words, now: Any = None) -> tuple[str, Strength] | None:
+def _sentence(
+    e: dict[str, Any], w: Words, now: Any = None, shared: frozenset[str] = frozenset()
+) -> tuple[str, Strength] | None:
+    """The sentence for one rank's entry and its strength; `shared`: log files that more
+    than one rank of the record writes to (an unmarked line there is anybody's)."""
     cause = _cause(e, w)
     who = _who(e)
     if e.get("late"):  # gone before gputui started: from what survives it
@@ -126,16 +130,73 @@ def _sentence(e: dict[str, Any], w: Words, now: Any = None) -> tuple[str, Streng
             Strength.RANK_GONE,
         )
     if e.get("gone"):
+        from gputui.diagnose.gone.watchdog import is_victim, lost_peer
+
+        if lost_peer(e, w) and not is_victim(e, w):  # another rank's death ended it
+            return f"{who} died when a peer went away: {cause}", Strength.CONTEXT
+        if is_victim(e, w):  # it waited for another rank: not the job's cause
+            said = (cause or "").removeprefix("NCCL watchdog: ")
+            return f"{who} was ended by the NCCL watchdog: {said}", Strength.CONTEXT
         if cause:
             return f"{who} died: {cause}", Strength.RANK_GONE
         log = e.get("log")
         said = "no message found in its log" if log else "no message found"
+        seen = e.get("looked_in")
+        looked = [p[:300] for p in seen[:4] if isinstance(p, str)] if isinstance(seen, list) else []
+        if looked and looked != [log]:  # the other files it wrote, beside its stderr
+            said = f"no message found in {', '.join(looked)}"
         return f"{who} exited; {said} ({_where(e)})", Strength.RANK_GONE
     if w.exception or w.cuda or w.kernel:
+        from gputui.diagnose.gone.whose import whose_error
+
+        whose = whose_error(e.get("tail"), e.get("rank"), w) if not w.kernel else "own"
+        if whose == "child":  # a multiprocessing child's traceback in the output it inherited
+            return f"a child process of {who} wrote an error into their shared output: {cause}", (
+                Strength.CONTEXT
+            )
+        if whose == "thread":
+            return f"a thread of {who} raised, the rank lives on: {cause}", Strength.CONTEXT
+        if whose == "unmarked" and str(e.get("log")) in shared:  # any rank writing there may have
+            return f"{who}'s output holds an error not marked as its own: {cause}", Strength.NVML
         return f"{who} wrote an error and is still alive: {cause}", Strength.RAS_BEHIND
     if w.nccl:
         return f"{who}: {w.nccl}", Strength.CONTEXT
     return None
+
+
+def _in_shared(e: dict[str, Any], w: Words, told: dict[tuple[str, str, str], list[int]]) -> bool:
+    """A live rank's error in a file several ranks share that is a child's or unmarked:
+    noted under the file (said once for all who share it); False when it is the rank's."""
+    from gputui.diagnose.gone.whose import whose_error
+
+    if not (w.exception or w.cuda) or w.kernel:
+        return False
+    whose = whose_error(e.get("tail"), e.get("rank"), w)
+    if whose not in ("child", "unmarked"):
+        return False
+    rank = e.get("rank")
+    ranks = told.setdefault((str(e["log"]), whose, _cause(e, w) or ""), [])
+    if isinstance(rank, int):
+        ranks.append(rank)
+    return True
+
+
+def shared_findings(told: dict[tuple[str, str, str], list[int]]) -> list[Finding]:
+    """One finding per error found in a shared output file that no rank can own."""
+    from gputui.diagnose.gone.watchdog import ranks_words
+
+    out = []
+    for (path, whose, cause), ranks in list(told.items())[:16]:
+        who = ranks_words(ranks) if ranks else "its ranks"
+        where = f"the output {who} share ({path})"
+        if whose == "child":
+            text = f"a child process wrote an error into {where}: {cause}"
+            strength = Strength.CONTEXT
+        else:
+            text = f"{where} holds an error no rank marked as its own: {cause}"
+            strength = Strength.NVML
+        out.append(Finding(clean(text, limit=400), strength, KIND))
+    return out
 
 
 def entry_json(e: dict[str, Any], w: Words) -> dict[str, Any]:
@@ -166,7 +227,11 @@ def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot |
         return Evidence(KIND, findings=("the lastwords record could not be read",))
     found: list[Finding] = []
     entries = []
+    parsed: list[tuple[dict[str, Any], Words]] = []
     gone_pids = {p for p, _ in verdict.gone}
+    logs = [e.get("log") for e in ranks[:MAX_RANKS] if isinstance(e, dict)]
+    shared = frozenset(p for p in logs if isinstance(p, str) and logs.count(p) > 1)
+    in_shared: dict[tuple[str, str, str], list[int]] = {}  # (file, whose, cause) -> ranks
     for e in ranks[:MAX_RANKS]:
         if not isinstance(e, dict):
             continue
@@ -182,8 +247,11 @@ def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot |
             # is not why the job stalls now).
             e = {**e, "tail": "\n".join(e["tail"].splitlines()[-ALIVE_LINES:])}
         w = words_of(e)
+        parsed.append((e, w))
         entries.append(entry_json(e, w))
-        said = _sentence(e, w, record.get("t"))
+        if not e.get("gone") and str(e.get("log")) in shared and _in_shared(e, w, in_shared):
+            continue  # said once for the file, below
+        said = _sentence(e, w, record.get("t"), shared)
         if said is None:
             continue
         text, strength = said
@@ -209,10 +277,18 @@ def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot |
                 headline=head,
             )
         )
+    found += shared_findings(in_shared)
     extra: dict[str, Any] = {"ranks": entries} if entries else {}
+    from gputui.diagnose.gone.watchdog import watchdog_finding
+
+    dog = watchdog_finding(parsed)
+    if dog is not None:  # the ranks it ended, and whom they waited for
+        found.insert(0, dog[0])
+        extra["watchdog"] = dog[1]
     if record.get("kernel_error"):
         extra["kernel_error"] = record["kernel_error"]
-    return Evidence(KIND, ranked=tuple(found), extra=extra)
+    named = tuple(extra["watchdog"]["pids"]) if "watchdog" in extra else ()
+    return Evidence(KIND, ranked=tuple(found), extra=extra, suspect_pids=named)
 
 
 def crashed_cores(verdict: Any) -> list[tuple[int | None, int, str]]:

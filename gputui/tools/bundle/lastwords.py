@@ -54,7 +54,7 @@ def bundle_files(
     for e in (evidence.get("lastwords") or {}).get("ranks") or ():
         if not isinstance(e, dict) or not e.get("gone") or not isinstance(e.get("log"), str):
             continue
-        got = read_tail(e["log"])
+        got = read_tail(e["log"], owner=(None, ()))  # never a link, nor a root-only file
         if got is not None and n < MAX_FILES:
             gone = f"# gone: pid {e.get('pid')}, rank {e.get('rank')}; log {e['log']}"
             yield f"lastwords/gone-pid-{e.get('pid')}.txt", clean_lines(gone) + "\n" + _safe(got[1])

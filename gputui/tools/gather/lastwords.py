@@ -84,8 +84,10 @@ def _entry(
         tail=_text(io.tail, RECORD_TAIL if gone else ALIVE_TAIL),
         error=io.error,
     )
+    if gone:
+        _other_logs(e, io)
     if io.error_file:
-        got = read_tail(io.error_file, -1, ERROR_FILE_MAX)
+        got = read_tail(io.error_file, -1, ERROR_FILE_MAX, owner=io.owner)
         e["error_file"] = io.error_file
         if got is not None:
             e["error_file_text"] = _text(got[1], ERROR_FILE_MAX)
@@ -95,6 +97,29 @@ def _entry(
     if gone and (crashed or io.core_limit not in (None, "0")):
         e["core"] = find_core(pid, io.cwd, pattern, io.create_time)
     return e
+
+
+def _other_logs(e: dict[str, Any], io: RankIO) -> None:
+    """A gone rank whose stderr holds no words: the other files it wrote (stdout's, its own
+    log file) are read once, as its user could, and the first with a traceback speaks for
+    it; `looked_in` lists every file read, for the honest "no message found"."""
+    from gputui.diagnose.gone.lastwords import parse_log
+
+    looked = [p for p in (io.log_path(),) if p]
+    w = parse_log(e.get("tail") or "", io.rank)
+    for path in io.logs:
+        looked.append(path)
+        if w.exception or w.cuda:
+            continue
+        got = read_tail(path, -1, owner=io.owner)
+        if got is None:
+            continue
+        text = _text(got[1], RECORD_TAIL)
+        w = parse_log(text, io.rank)
+        if w.exception or w.cuda:
+            e.update(log=path, tail=text)
+    if looked:
+        e["looked_in"] = looked
 
 
 def _about(

@@ -85,8 +85,13 @@ def _files(ranks: Sequence[Any], tracker: Any) -> list[tuple[str, str]]:
     return list(out.items())
 
 
+# Files named by processes of any user, read as root: never through a link, and a root-only
+# file never (gputui.collect.safe_open).
+_ANYONE: tuple[None, tuple[int, ...]] = (None, ())
+
+
 def _read(path: str) -> tuple[str, float | None] | None:
-    got = read_tail(path, -1, LATE_TAIL)
+    got = read_tail(path, -1, LATE_TAIL, owner=_ANYONE)
     if got is None:
         return None
     try:
@@ -256,7 +261,7 @@ def _entry(
     if exit_ is not None and exit_.error_file and exit_.error_file.startswith("/"):
         err_path = exit_.error_file
     if err_path:
-        got = read_tail(err_path, -1, ERROR_FILE_MAX)
+        got = read_tail(err_path, -1, ERROR_FILE_MAX, owner=_ANYONE)
         if got is not None:
             text = got[1].decode("utf-8", "replace")
             if parse_error_file(text).exception:

@@ -1,0 +1,174 @@
+"""Ranks in different collectives are named in the verdict's first line within 10 s.
+
+What is real: a 2-rank torch.distributed job on gloo (tests/targets/gloo_mismatch_rank.py:
+rank 0 in `broadcast` from send_weights, rank 1 in `all_reduce` from train_step), py-spy,
+/proc, and `gputui check --json` run as a person runs it against the stand-in
+libnvidia-ml.so.1 (`spin`: both GPUs spin in their collective). What stands in: NCCL RAS, a
+TCP server (tests/ras_server.py) answering in NCCL's own JSON for the job's real pids, rank 0
+ahead in Broadcast and rank 1 in AllReduce, the same in every answer; and NCCL itself, an
+empty libnccl.so.2.28.9 preloaded so that gputui asks RAS, as on a GPU node.
+
+Before: the first alarm at --stall-after (10 s), "different lines in synchronize" on the GPU
+machine, the collectives named only at +19 s. Now the first stalled line names both
+collectives, and comes before --stall-after (gputui.watch.mismatch_early).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import free_port
+from nvml_standin.build import REPO, build_standin, standin_env
+from ras_server import ras_server
+
+from gputui.tools.which import find_tool
+
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed"),
+    pytest.mark.skipif(find_tool("py-spy") is None, reason="py-spy is not installed"),
+    pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc to build a stand-in libnccl"),
+]
+
+TARGET = Path(__file__).parent / "targets" / "gloo_mismatch_rank.py"
+STALL_AFTER = 10.0
+
+
+def ras_answer(pids: list[int]) -> bytes:
+    """NCCL's RAS JSON: rank 0 ahead in Broadcast (2 vs 1), rank 1 ahead in AllReduce."""
+    ranks = []
+    for r, pid in enumerate(pids):
+        counts = {
+            "Broadcast": 2 - r,
+            "AllReduce": 1 + r,
+            "Reduce": 0,
+            "AllGather": 0,
+            "ReduceScatter": 0,
+        }
+        status = {
+            "init_state": 0,
+            "async_error": 0,
+            "finalize_called": False,
+            "destroy_flag": False,
+            "abort_flag": False,
+        }
+        ranks.append(
+            {
+                "rank": r,
+                "host": "127.0.0.1",
+                "pid": pid,
+                "cuda_dev": r,
+                "nvml_dev": r,
+                "status": status,
+                "collective_counts": counts,
+            }
+        )
+    doc = {
+        "nccl_version": "2.28.9",
+        "cuda_runtime_version": 13000,
+        "cuda_driver_version": 13000,
+        "timestamp": "2026-11-28 21:00:00",
+        "communicators_count": 1,
+        "communicators": [
+            {
+                "hash": "0x5a5605dc3a5f6da2",
+                "secondary_hash": "0x1:0x2",
+                "size": 2,
+                "ranks_count": 2,
+                "missing_ranks_count": 0,
+                "ranks": ranks,
+            }
+        ],
+    }
+    return ("OK\n" + json.dumps(doc, indent=1)).encode()
+
+
+@pytest.fixture
+def fake_nccl(tmp_path: Path) -> Path:
+    src = tmp_path / "nccl.c"
+    src.write_text("int gputui_test_nccl_stand_in(void) { return 0; }\n")
+    lib = tmp_path / "libnccl.so.2.28.9"
+    r = subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(lib), str(src)], capture_output=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    return lib
+
+
+@pytest.fixture
+def job(fake_nccl: Path) -> Iterator:
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(ras_port: int) -> list[int]:
+        env = {
+            **os.environ,
+            "WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "2",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(free_port()),
+            "NCCL_RAS_ADDR": f"127.0.0.1:{ras_port}",
+            "LD_PRELOAD": str(fake_nccl),
+        }
+        for rank in (0, 1):
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(TARGET), "120"],
+                    env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().startswith("ready "), p.pid
+        return [p.pid for p in procs]
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait(timeout=10)
+        if p.stdout is not None:
+            p.stdout.close()
+
+
+def test_the_first_stalled_line_names_both_collectives_before_stall_after(job):
+    with ras_server(b"") as srv:
+        port = srv.port
+    pids = job(port)
+    env = standin_env(build_standin(), "spin")
+    env["GPUTUI_STANDIN_PIDS"] = ",".join(map(str, pids))
+    env["PYTHONPATH"] = str(REPO)
+    argv = [
+        sys.executable,
+        "-m",
+        "gputui",
+        "check",
+        "--json",
+        "--duration",
+        "12",
+        "--stall-after",
+        str(STALL_AFTER),
+    ]
+    with ras_server(*[ras_answer(pids)] * 40, port=port):
+        r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    first = next(x for x in lines if x["state"] == "stalled")
+    took = first["t"] - first["since"]
+    for x in lines:
+        print(f"  +{x['t'] - first['since']:5.1f} s {x['state']:8s} {x['reason'][:120]}")
+    assert took < STALL_AFTER, [(x["t"] - first["since"], x["state"]) for x in lines]
+    head = first["reason"]
+    assert head.startswith("ranks in different collectives"), head
+    assert "Broadcast" in head or "broadcast" in head, head
+    assert "AllReduce" in head or "all_reduce" in head, head
+    last = lines[-1]  # the stacks add each rank's line
+    assert last["reason"].startswith("ranks in different collectives: rank 0 in broadcast ("), last
+    assert "rank 1 in all_reduce (" in last["reason"]
