@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gputui.diagnose.evidence import Evidence
+from gputui.diagnose.hang.threads import holder_sentence
 from gputui.diagnose.ranking import Finding, Strength, strongest
 from gputui.diagnose.verdict import BUSY, Verdict
 
@@ -67,6 +68,10 @@ class RankProgress:
     for_s: float = 0.0  # since the first reading of this episode
     frame: str | None = None  # the user frame of the last dump
     why: str = ""  # the stuck rank's words: "no bytes moved and its stack stands still"
+    cores: float | None = None  # CPU over the window, in cores
+    # The stuck rank's cause, fit for a headline: "rank 1 spins in poll_ready (train.py:40),
+    # 1.0 core, nothing advances", or the side thread that holds the GIL; None when asleep.
+    cause: str | None = None
 
     def who(self) -> str:
         return f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
@@ -87,6 +92,8 @@ class RankProgress:
             "for_s": round(self.for_s, 1),
             "frame": self.frame,
             "why": self.why or None,
+            "cores": None if self.cores is None else round(self.cores, 2),
+            "cause": self.cause,
         }
 
 
@@ -194,7 +201,14 @@ def judge_rank(e: dict[str, Any]) -> RankProgress | None:
             what, rate = "reads", _rate_words(read / span)
         return replace(base, advancing=True, what=what, rate=rate, for_s=for_s)
     t_window = t_end - WINDOW_S
-    stirred = [d for d in dumps if d.get("moved") is True and (_num(d.get("t")) or 0.0) >= t_window]
+    held = _held(dumps, t_window)
+    if held is not None:
+        # Another thread holds the GIL in one place while the main thread stands still:
+        # whatever CPU it burns, nothing the job waits for advances.
+        cause = holder_sentence(base.who(), *held)
+        why = f"{cause.split(': ', 1)[1]}; CPU time in one place is not progress"
+        return replace(base, advancing=False, for_s=for_s, why=why, cores=cpu, cause=cause)
+    stirred = _stirred(dumps, t_window, names)
     native = _in_native_work(dumps, t_window)
     if cpu >= CPU_MIN and native is not None and not stirred:
         # One long call into a library's native code (torch.save's CRC and write of a large
@@ -216,7 +230,51 @@ def judge_rank(e: dict[str, Any]) -> RankProgress | None:
             what = "computes on the CPU (compile, evaluation...)"
         rate = f"{cpu:.1f} CPU core{'s' if round(cpu, 1) != 1.0 else ''}"
         return replace(base, advancing=True, what=what, rate=rate, for_s=for_s)
-    return replace(base, advancing=False, for_s=for_s, why=_stuck_words(cpu, dumps, t_window))
+    cause = None
+    if cpu >= CPU_MIN and frame is not None:
+        cause = f"{base.who()} spins in {frame}, {_cores(cpu)}, nothing advances"
+    why = _stuck_words(cpu, dumps, t_window)
+    return replace(base, advancing=False, for_s=for_s, why=why, cores=cpu, cause=cause)
+
+
+def _cores(cpu: float) -> str:
+    return f"{cpu:.1f} core{'s' if round(cpu, 1) != 1.0 else ''}"
+
+
+def _stirred(dumps: list[dict[str, Any]], since: float, names: str) -> bool:
+    """Frames that change as proof of progress: the main thread reaches code it never stood
+    in before in this spin (`new`) at the last dump, or at more than half the window's dumps.
+    A loop polling a flag moves between the same two or three stacks and never to a new
+    one: that is a hang, however hard it spins. A known long phase (compile, autotune,
+    evaluation, save, load) whose frames move is enough. A record written before `new` was
+    kept has only `moved`: read as before."""
+    recent = [d for d in dumps if d.get("outcome") in ("done", None)]
+    recent = [d for d in recent if (_num(d.get("t")) or 0.0) >= since]
+    if not recent:
+        return False
+    moved = any(d.get("moved") is True for d in recent)
+    if not any("new" in d for d in recent):
+        return moved
+    if moved and (_COMPILE.search(names) or _EVAL.search(names) or _CHECKPOINT.search(names)):
+        return True
+    new = [d.get("new") is True for d in recent]
+    return new[-1] or 2 * sum(new) > len(new)
+
+
+def _held(dumps: list[dict[str, Any]], since: float) -> tuple[str, str, bool, str | None] | None:
+    """(thread, frame, holds the GIL, the collective its main thread waits in) when the last
+    two dumps in the window found the same side thread at the same frame keeping the main
+    thread, which stood still, from running."""
+    done = [d for d in dumps if d.get("outcome") == "done" and (_num(d.get("t")) or 0.0) >= since]
+    if len(done) < 2:
+        return None
+    a, b = done[-2:]
+    name, frame = _text(b.get("holder"), 120), _text(b.get("holder_frame"))
+    if name is None or frame is None or b.get("moved") is True:
+        return None
+    if (_text(a.get("holder"), 120), _text(a.get("holder_frame"))) != (name, frame):
+        return None
+    return name, frame, b.get("holder_gil") is True, _text(b.get("waits_in"), 60)
 
 
 def _in_native_work(dumps: list[dict[str, Any]], since: float) -> str | None:
@@ -259,13 +317,18 @@ def explain_progress(record: dict[str, Any], verdict: Verdict, snap: Any) -> Evi
     found = []
     for j in judged:
         if j.advancing is False and j.pid in suspects:
+            # With a cause (a spin, a GIL holder) it is the culprit's line, said at once
+            # from the dumps the poller already took; asleep, the stacks say where.
+            holder = j.cause is not None and "thread `" in j.cause
             found.append(
                 Finding(
-                    f"{j.who()} (pid {j.pid}) makes no progress: {j.why}",
-                    Strength.CONTEXT,
+                    j.cause if holder and j.cause else f"{j.who()} (pid {j.pid}) makes no progress: {j.why}",
+                    Strength.CULPRIT_LINE if j.cause else Strength.CONTEXT,
                     KIND,
                     ranks=(j.rank,) if j.rank is not None else (),
                     pids=(j.pid,),
+                    frame=j.frame if j.cause and not holder else None,
+                    headline=j.cause,
                 )
             )
     extra = {"ranks": [j.to_json() for j in judged]}
@@ -289,6 +352,8 @@ def judged(evidence: Evidence | None) -> dict[int, RankProgress]:
                 float(r.get("for_s") or 0.0),
                 r.get("frame"),
                 r.get("why") or "",
+                r.get("cores"),
+                r.get("cause"),
             )
     return out
 
@@ -372,6 +437,15 @@ def busy_json(phase: RankProgress) -> dict[str, Any]:
 
 
 def no_progress(evidence: Evidence | None, pids: tuple[int, ...]) -> bool:
-    """Every one of `pids` was judged and none advances (the plain case for an early call)."""
+    """Every one of `pids` was judged, none advances, and none burns CPU (the plain case for
+    an early call). A rank that burns CPU may be in a phase the window has not yet proved
+    (torch.save's first seconds pickle in one call, before any byte is written): the early
+    rule never calls it stalled; the ordinary judgement at --stall-after does, with its
+    cause, when it is a spin."""
     by_pid = judged(evidence)
-    return bool(pids) and all(p in by_pid and by_pid[p].advancing is False for p in pids)
+    return bool(pids) and all(
+        p in by_pid
+        and by_pid[p].advancing is False
+        and (by_pid[p].cores is None or by_pid[p].cores < CPU_MIN)
+        for p in pids
+    )

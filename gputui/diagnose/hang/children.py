@@ -1,0 +1,76 @@
+"""Every child of a rank: the DataLoader worker, spawn child or compile worker it waits for.
+
+Why: a rank whose main thread waits in `for batch in loader` shows `Queue.get` and its own
+loop line; the cause is in the worker that never sends its batch (PyTorch issue 87995: 31
+ranks in all_reduce, rank 0 "stuck at dataloader", and no way to see which worker). The
+stacks record carries each child's dump (gputui.tools.attach.children); this reads it.
+
+A child is stuck when its main thread stands in user code (the dataset's fetch function)
+while its rank waits on a queue, a pipe or a future. An idle worker waits on its own index
+queue, in library code only: not stuck. A forked child's stack still holds its parent's
+frames outside its entry point (`BaseProcess._bootstrap`): those are cut, or every worker
+would seem to stand on the parent's `for batch in loader` line.
+
+Pure: reads `RankStack.children`, which a record written before children were kept does not
+have: such a rank has no stuck child, as before.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gputui.collect.frames import ChildStack, Frame, RankStack
+from gputui.diagnose.hang.stack_reading import is_library, read_stack
+
+# The main thread's innermost functions when it waits on something a child feeds.
+_WAITS = re.compile(
+    r"(^|\.)(get|poll|_poll|wait|select|recv|recv_bytes|_recv|_recv_bytes|result|join|"
+    r"_try_get_data|_get_data|_next_data|__next__|acquire|communicate|read)$"
+)
+_ENTRIES = ("_bootstrap", "BaseProcess.run", "spawn_main", "_main")
+
+
+@dataclass(frozen=True)
+class StuckChild:
+    child: ChildStack
+    frame: Frame  # its innermost user frame
+
+    def words(self, rank_who: str, rank_line: Frame | None) -> str:
+        """`DataLoader worker 1 of rank 1 (pid 908) is stuck in fetch_record (data.py:31);
+        rank 1 waits for it at main (train.py:133)`."""
+        who = f"{self.child.role} of {rank_who} (pid {self.child.pid})"
+        line = f"{who} is stuck in {self.frame.label()}"
+        if rank_line is not None:
+            line += f"; {rank_who} waits for it at {rank_line.label()}"
+        return line
+
+
+def own_frames(frames: Sequence[Frame]) -> tuple[Frame, ...]:
+    """A child's frames inside its own entry point: a forked child's stack goes on into
+    its parent's (`DataLoader.__iter__`, the parent's loop line), which are not its code."""
+    for i, f in enumerate(frames):
+        if f.function.rsplit(".", 1)[-1] in ("_bootstrap", "spawn_main") or f.function in _ENTRIES:
+            return tuple(frames[:i])
+    return tuple(frames)
+
+
+def waits_on_child(frames: Sequence[Frame]) -> bool:
+    """Whether a main thread waits on a queue, pipe, future or process (not a collective)."""
+    inner = [f for f in frames[:12] if is_library(f)]
+    return any(_WAITS.search(f.function) for f in inner)
+
+
+def stuck_child(s: RankStack) -> StuckChild | None:
+    """The child a rank waits for that stands in its own code, when the rank waits on one."""
+    if not s.ok or not s.children or not waits_on_child(s.frames):
+        return None
+    for c in s.children:
+        if c.outcome != "done":
+            continue
+        mine = own_frames(c.frames)
+        reading = read_stack(mine)
+        if reading.frame is not None and not is_library(reading.frame):
+            return StuckChild(c, reading.frame)
+    return None
