@@ -13,6 +13,11 @@ Both ranks initialise the process group and complete one all_reduce; rank 0 then
               fetch_record(); the main thread waits in `for batch in loader`
   loader-kill the same, but worker 1 is killed with SIGKILL (as the OOM killer does) inside
               fetch_record(): the rank dies of DataLoader's "killed by signal" error
+  checkpoint  save_checkpoint(): torch.save of a 16 MB state dict again and again, at about
+              40 MB/s (--path), for good: progress, never a hang
+
+Rank 0 stands in for the peers: when rank 1 dies gloo ends its all_reduce with an error, so
+it then waits on, as an NCCL rank would.
 
 `ready <pid>` is printed on stdout once rank 1 stands where the test expects it (rank 0:
 once its main thread is inside all_reduce). Bounded by --lifetime (SIGALRM's default action
@@ -94,14 +99,28 @@ def fetch_record(i: int, kill: bool, parent: int) -> torch.Tensor:
     return torch.full((4,), float(i))
 
 
+def save_checkpoint(path: str, rate_mb: float) -> None:
+    state = {"weight": torch.randn(4 << 20), "step": 812}  # 16 MiB
+    say_ready()
+    start, written = time.monotonic(), 0
+    while True:
+        torch.save(state, path)
+        written += 16 << 20
+        ahead = written / (rate_mb * 1e6) - (time.monotonic() - start)
+        if ahead > 0:
+            time.sleep(ahead)  # a bounded rate, as a shared file system gives
+
+
 def train_step(grad: torch.Tensor) -> None:
     dist.all_reduce(grad)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("role", choices=("gil", "poll", "loader", "loader-kill"))
+    ap.add_argument("role", choices=("gil", "poll", "loader", "loader-kill", "checkpoint"))
     ap.add_argument("--lifetime", type=int, default=120)
+    ap.add_argument("--path", default="ckpt.pt")
+    ap.add_argument("--rate", type=float, default=40.0)
     a = ap.parse_args()
     signal.alarm(a.lifetime)
     deadline = time.monotonic() + a.lifetime
@@ -115,8 +134,12 @@ def main() -> None:
             target=lambda: (wait_until_main_in("all_reduce", deadline), say_ready()), daemon=True
         )
         waiter.start()
-        while True:
-            train_step(grad)
+        try:
+            while True:
+                train_step(grad)
+        except RuntimeError:  # gloo ends the collective when its peer dies; NCCL would not:
+            while True:  # wait on, as an NCCL rank does until its watchdog ends it
+                time.sleep(1.0)
     if a.role == "gil":
         stats = threading.Thread(
             target=stats_loop, args=("all_reduce", deadline), name="stats", daemon=True
@@ -126,6 +149,8 @@ def main() -> None:
             train_step(grad)
     elif a.role == "poll":
         poll_ready(threading.Event())
+    elif a.role == "checkpoint":
+        save_checkpoint(a.path, a.rate)
     else:
         kill = a.role == "loader-kill"
         loader = torch.utils.data.DataLoader(Records(kill), batch_size=1, num_workers=2)

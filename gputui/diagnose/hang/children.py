@@ -18,6 +18,7 @@ have: such a rank has no stuck child, as before.
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -74,3 +75,45 @@ def stuck_child(s: RankStack) -> StuckChild | None:
         if reading.frame is not None and not is_library(reading.frame):
             return StuckChild(c, reading.frame)
     return None
+
+
+# torch's words when a worker dies under its rank: "DataLoader worker (pid 4242) is killed
+# by signal: Killed." (its SIGCHLD handler), then "DataLoader worker (pid(s) 4242) exited
+# unexpectedly". The signal is said by strsignal's description.
+_KILLED = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: ([A-Za-z][\w ]*)")
+
+
+def _signal_named(description: str) -> signal.Signals | None:
+    for s in signal.Signals:
+        try:
+            if signal.strsignal(s) == description.strip():
+                return s
+        except ValueError:
+            continue
+    return None
+
+
+def killed_child(text: str) -> tuple[int, str] | None:
+    """(pid, "SIGKILL (signal 9)") of a DataLoader worker a rank's output says was killed.
+
+    The rank printed it, so the worker was on the rank's node: a death told from it is on
+    this node whenever the rank is (never "on another node")."""
+    m = _KILLED.search(text)
+    if m is None:
+        return None
+    sig = _signal_named(m.group(2))
+    said = f"{sig.name} (signal {int(sig)})" if sig is not None else f"signal {m.group(2)!r}"
+    return int(m.group(1)), said
+
+
+def killed_child_words(text: str, rank_who: str) -> str | None:
+    """`rank 1's DataLoader worker (pid 4242) was killed by SIGKILL (signal 9) on this node
+    (the OOM killer sends SIGKILL)`, from the rank's output, or None."""
+    got = killed_child(text)
+    if got is None:
+        return None
+    pid, sig = got
+    line = f"{rank_who}'s DataLoader worker (pid {pid}) was killed by {sig} on this node"
+    if sig.startswith("SIGKILL"):
+        line += " (the OOM killer sends SIGKILL: see `dmesg`)"
+    return line
