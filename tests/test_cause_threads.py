@@ -188,7 +188,7 @@ def test_a_dataloader_worker_killed_by_sigkill_is_told_on_this_node(job):
     assert code == 1, (err, [x["reason"] for x in lines])
     said = [x["reason"] for x in lines] + [f for x in lines for f in x.get("findings", [])]
     assert not any("on another node" in s for s in said), said
-    hit = first_naming(lines, r"rank 1|pid %d" % j.pids[1])
+    hit = first_naming(lines, rf"rank 1|pid {j.pids[1]}")
     assert hit["state"] in ("stalled", "hung")
     assert any(str(pid) in s for s in said), said  # the worker's pid is quoted
 

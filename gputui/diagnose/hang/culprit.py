@@ -30,7 +30,7 @@ from gputui.collect.model import Snapshot
 from gputui.diagnose.evidence import GONE_WORDS, Evidence
 from gputui.diagnose.hang.children import stuck_child
 from gputui.diagnose.hang.stack_reading import Reading, read_stack, user_chain
-from gputui.diagnose.hang.threads import rank_holder
+from gputui.diagnose.hang.threads import rank_holder, side_json
 from gputui.diagnose.ranking import Finding, Strength
 from gputui.diagnose.verdict import Verdict
 
@@ -173,27 +173,8 @@ def _entry(r: _Rank) -> dict[str, Any]:
 
 
 def _side_entries(s: RankStack, gone: bool) -> dict[str, Any]:
-    """The rank's other threads and its children for its `check --json` stack entry (only
-    when the dump had them: an old record's entry keeps its old keys)."""
-    out: dict[str, Any] = {}
-    if s.threads and not gone:
-        out["threads"] = [
-            {"name": t.name, "status": t.status, "stack": [f.label() for f in t.frames]}
-            for t in s.threads
-        ]
-    if s.children and not gone:
-        out["children"] = [
-            {
-                "pid": c.pid,
-                "role": c.role,
-                "outcome": c.outcome,
-                "status": c.status,
-                "stack": [f.label() for f in c.frames],
-                "error": c.error,
-            }
-            for c in s.children
-        ]
-    return out
+    """The rank's other threads and children for its `check --json` stack entry."""
+    return {} if gone else side_json(s)
 
 
 def _order(r: _Rank) -> tuple[int, int, int]:

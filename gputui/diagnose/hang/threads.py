@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gputui.collect.frames import Frame, RankStack, ThreadStack
 from gputui.diagnose.hang.stack_reading import is_library, read_stack
@@ -74,3 +75,60 @@ def rank_holder(s: RankStack) -> Holder | None:
 
 def _has_user_frame(frames: Sequence[Frame]) -> bool:
     return any(not is_library(f) for f in frames)
+
+
+def entry_lines(entry: dict[str, Any], indent: str = "    ") -> list[str]:
+    """Every thread and child of one `check --json` stack entry, as the stack pane, the
+    details screen and a replay's `a` show them: the thread holding the GIL first (it is
+    why the main thread cannot move), then the main thread, then the other threads, then
+    the children. An entry from an old record (its main thread only) gives its frames."""
+    main = [str(f) for f in entry.get("stack") or ()]
+    threads = [t for t in entry.get("threads") or () if isinstance(t, dict)]
+    children = [c for c in entry.get("children") or () if isinstance(c, dict)]
+    if not threads and not children:
+        return [f"{indent}{f}" for f in main]
+    first = [t for t in threads[:1] if "gil" in str(t.get("status", "")).split("+")]
+    rest = [t for t in threads if not first or t is not first[0]]
+    out: list[str] = []
+    for t in first:
+        out += _thread_block(t, indent, "  <-- holds the GIL")
+    out.append(f"{indent}thread `MainThread`")
+    out += [f"{indent}    {f}" for f in main]
+    for t in rest:
+        out += _thread_block(t, indent, "")
+    for c in children:
+        state = c.get("status") or c.get("outcome")
+        out.append(f"{indent}child pid {c.get('pid')}: {c.get('role')} ({state})")
+        if c.get("error"):
+            out.append(f"{indent}    {c.get('error')}")
+        out += [f"{indent}    {f}" for f in c.get("stack") or ()]
+    return out
+
+
+def _thread_block(t: dict[str, Any], indent: str, mark: str) -> list[str]:
+    head = f"{indent}thread `{t.get('name')}` ({t.get('status')}){mark}"
+    return [head, *(f"{indent}    {f}" for f in t.get("stack") or ())]
+
+
+def side_json(s: RankStack) -> dict[str, Any]:
+    """A rank's other threads and its children as `check --json` shows them (labels, not
+    frame triples); empty for a dump that had neither (an old record's keys stay as they were)."""
+    out: dict[str, Any] = {}
+    if s.threads:
+        out["threads"] = [
+            {"name": t.name, "status": t.status, "stack": [f.label() for f in t.frames]}
+            for t in s.threads
+        ]
+    if s.children:
+        out["children"] = [
+            {
+                "pid": c.pid,
+                "role": c.role,
+                "outcome": c.outcome,
+                "status": c.status,
+                "stack": [f.label() for f in c.frames],
+                "error": c.error,
+            }
+            for c in s.children
+        ]
+    return out

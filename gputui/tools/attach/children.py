@@ -88,7 +88,10 @@ def dump_children(
         error = None if res.ok else clip(redact_text(res.message or str(outcome.value)))
         role = role_of(name, mt.frames if mt else ())
         found.append(
-            (role, ChildStack(kid.pid, role, outcome.value, frames, mt.status if mt else None, error))
+            (
+                role,
+                ChildStack(kid.pid, role, outcome.value, frames, mt.status if mt else None, error),
+            )
         )
     # Number the workers of each kind in start order: "DataLoader worker 0", "... 1".
     seen: dict[str, int] = {}

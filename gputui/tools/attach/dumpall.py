@@ -129,7 +129,25 @@ class StackGroup:
                 f"dump failed: {m.label} (pid {m.pid}): {m.result.message}" for m in self.members
             ]
         pids = ", ".join(str(m.pid) for m in self.members)
-        return [f"pids {pids}", *(f"    {s}" for s in self.stack)]
+        lines = [f"pids {pids}", *(f"    {s}" for s in self.stack)]
+        if not self.odd and len(self.members) > 1:
+            return lines
+        # The rank that stands out: every thread (the GIL holder first) and every child.
+        from gputui.diagnose.hang.threads import entry_lines
+
+        for m in self.members:
+            entry = side_entry(m)
+            if entry.get("threads") or entry.get("children"):
+                lines += [f"pid {m.pid}, every thread and child:", *entry_lines(entry)]
+        return lines
+
+
+def side_entry(d: RankDump) -> dict[str, Any]:
+    """A dump in the shape of a `check --json` stack entry (labels, not frame triples)."""
+    from gputui.diagnose.hang.threads import side_json
+
+    rs = rank_stack(d)
+    return {"stack": [f.label() for f in rs.frames], **side_json(rs)}
 
 
 def group_dumps(dumps: Sequence[RankDump]) -> tuple[StackGroup, ...]:
@@ -305,9 +323,9 @@ def rank_stack(d: RankDump, process: ProcessInfo | None = None) -> RankStack:
     running) and its children, bounded and redacted, because it is written to files."""
     mt = main_thread(d.threads)
     frames = _safe_frames(mt.frames if mt else (), MAX_FRAMES)
-    others = sorted(
-        (t for t in d.threads if t is not mt), key=lambda t: (not t.gil, not t.active)
-    )[:MAX_THREADS]
+    others = sorted((t for t in d.threads if t is not mt), key=lambda t: (not t.gil, not t.active))[
+        :MAX_THREADS
+    ]
     threads = tuple(
         ThreadStack(
             clip(t.tid, 40),

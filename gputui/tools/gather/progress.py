@@ -176,7 +176,7 @@ class ProgressPoller(EpisodeWorker[_Episode]):
             r.seen.add(sig)
         reading = read_stack(frames)
         frame = reading.frame
-        dump: dict[str, Any] = {
+        entry: dict[str, Any] = {
             "t": round(t, 3),
             "outcome": "done",
             "moved": moved,
@@ -187,11 +187,11 @@ class ProgressPoller(EpisodeWorker[_Episode]):
         main_runs = mt is not None and mt.gil
         holder = None if main_runs else holder_of([x for x in threads if x is not mt], frames)
         if holder is not None:  # the side thread that keeps the main thread from moving
-            dump["holder"] = redact_text(holder.name)[:120]
-            dump["holder_frame"] = redact_text(holder.frame.label())[:300]
-            dump["holder_gil"] = holder.gil
-            dump["waits_in"] = reading.collective
-        r.dumps.append(dump)
+            entry["holder"] = redact_text(holder.name)[:120]
+            entry["holder_frame"] = redact_text(holder.frame.label())[:300]
+            entry["holder_gil"] = holder.gil
+            entry["waits_in"] = reading.collective
+        r.dumps.append(entry)
 
     def _record(self, key: str, ep: _Episode, t: float) -> dict[str, Any]:
         ranks = []

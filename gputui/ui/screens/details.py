@@ -38,6 +38,7 @@ class TextScreen(ModalScreen[None]):
 def verdict_text(v: Any | None, snap: Any | None, replay: bool = False) -> Text:
     """Everything the banner leaves out: the full reason, every finding, the next steps (in
     a replay, those a replay can follow: gputui.ui.actions.gone_rank.steps_for)."""
+    from gputui.diagnose.hang.threads import entry_lines
     from gputui.ui.actions.gone_rank import steps_for
 
     t = Text()
@@ -66,8 +67,8 @@ def verdict_text(v: Any | None, snap: Any | None, replay: bool = False) -> Text:
         t.append(f"{entry.get('role')}): {entry.get('outcome')}\n", style="bold")
         if entry.get("error"):
             t.append(f"    {entry['error']}\n", style="italic")
-        for frame in entry.get("stack") or ():
-            t.append(f"    {frame}\n")
+        for line in entry_lines(entry):  # every thread (the GIL holder first), every child
+            t.append(f"{line}\n")
     steps = steps_for(v, replay)
     if steps:
         t.append("\nNext steps:\n", style="bold")
