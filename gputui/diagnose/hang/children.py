@@ -39,13 +39,18 @@ class StuckChild:
     frame: Frame  # its innermost user frame
 
     def words(self, rank_who: str, rank_line: Frame | None) -> str:
-        """`DataLoader worker 1 of rank 1 (pid 908) is stuck in fetch_record (data.py:31);
-        rank 1 waits for it at main (train.py:133)`."""
-        who = f"{self.child.role} of {rank_who} (pid {self.child.pid})"
-        line = f"{who} is stuck in {self.frame.label()}"
-        if rank_line is not None:
-            line += f"; {rank_who} waits for it at {rank_line.label()}"
-        return line
+        line = rank_line.label() if rank_line is not None else None
+        return child_sentence(self.child.role, rank_who, self.child.pid, self.frame.label(), line)
+
+
+def child_sentence(role: str, rank_who: str, pid: int, frame: str, rank_line: str | None) -> str:
+    """`DataLoader worker 1 of rank 1 (pid 908) is stuck in fetch_record (data.py:31); rank
+    1 waits for it at main (train.py:133)`: the same words from the stall's dump and from
+    the progress dumps, so the verdict says it once."""
+    line = f"{role} of {rank_who} (pid {pid}) is stuck in {frame}"
+    if rank_line:
+        line += f"; {rank_who} waits for it at {rank_line}"
+    return line
 
 
 def own_frames(frames: Sequence[Frame]) -> tuple[Frame, ...]:

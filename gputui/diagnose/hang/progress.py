@@ -33,11 +33,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gputui.diagnose.evidence import Evidence
+from gputui.diagnose.hang.children import child_sentence
 from gputui.diagnose.hang.progress_signs import (
     _CHECKPOINT,
     _COMPILE,
     _EVAL,
     CPU_MIN,
+    _child,
     _cores,
     _delta,
     _dumps,
@@ -82,6 +84,8 @@ class RankProgress:
     # The stuck rank's cause, fit for a headline: "rank 1 spins in poll_ready (train.py:40),
     # 1.0 core, nothing advances", or the side thread that holds the GIL; None when asleep.
     cause: str | None = None
+    cause_frame: str | None = None  # the line to change: the spin's, the holder's, the child's
+    steady: bool = False  # the cause is the stacks' own sentence (a holder, a child): said once
 
     def who(self) -> str:
         return f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
@@ -104,6 +108,8 @@ class RankProgress:
             "why": self.why or None,
             "cores": None if self.cores is None else round(self.cores, 2),
             "cause": self.cause,
+            "cause_frame": self.cause_frame,
+            "steady": self.steady,
         }
 
 
@@ -159,7 +165,16 @@ def judge_rank(e: dict[str, Any]) -> RankProgress | None:
         # whatever CPU it burns, nothing the job waits for advances.
         held_by = holder_sentence(base.who(), *held)
         why = f"{held_by.split(': ', 1)[1]}; CPU time in one place is not progress"
-        return replace(base, advancing=False, for_s=for_s, why=why, cores=cpu, cause=held_by)
+        return replace(
+            base,
+            advancing=False,
+            for_s=for_s,
+            why=why,
+            cores=cpu,
+            cause=held_by,
+            cause_frame=held[1],
+            steady=True,
+        )
     stirred = _stirred(dumps, t_window, names)
     native = _in_native_work(dumps, t_window)
     if cpu >= CPU_MIN and native is not None and not stirred:
@@ -182,11 +197,17 @@ def judge_rank(e: dict[str, Any]) -> RankProgress | None:
             what = "computes on the CPU (compile, evaluation...)"
         rate = f"{cpu:.1f} CPU core{'s' if round(cpu, 1) != 1.0 else ''}"
         return replace(base, advancing=True, what=what, rate=rate, for_s=for_s)
-    cause = None
+    why = _stuck_words(cpu, dumps, t_window)
+    out = replace(base, advancing=False, for_s=for_s, why=why, cores=cpu)
+    child = _child(dumps, t_window)
+    if child is not None:  # it waits on a child that is stuck in its own code
+        role, pid, at, line = child
+        cause = child_sentence(role, base.who(), pid, at, line)
+        return replace(out, cause=cause, cause_frame=at, steady=True)
     if cpu >= CPU_MIN and frame is not None:
         cause = f"{base.who()} spins in {frame}, {_cores(cpu)}, nothing advances"
-    why = _stuck_words(cpu, dumps, t_window)
-    return replace(base, advancing=False, for_s=for_s, why=why, cores=cpu, cause=cause)
+        return replace(out, cause=cause, cause_frame=frame)
+    return out
 
 
 def explain_progress(record: dict[str, Any], verdict: Verdict, snap: Any) -> Evidence:
@@ -200,18 +221,18 @@ def explain_progress(record: dict[str, Any], verdict: Verdict, snap: Any) -> Evi
     found = []
     for j in judged:
         if j.advancing is False and j.pid in suspects:
-            # With a cause (a spin, a GIL holder) it is the culprit's line, said at once
-            # from the dumps the poller already took; asleep, the stacks say where.
-            holder = j.cause is not None and "thread `" in j.cause
+            # With a cause (a spin, a GIL holder, a stuck child) it is the culprit's line,
+            # said at once from the dumps the poller already took; asleep, the stacks say
+            # where. A holder's or a child's sentence is the stacks' own: said once.
             stuck = f"{j.who()} (pid {j.pid}) makes no progress: {j.why}"
             found.append(
                 Finding(
-                    j.cause if holder and j.cause else stuck,
+                    j.cause if j.steady and j.cause else stuck,
                     Strength.CULPRIT_LINE if j.cause else Strength.CONTEXT,
                     KIND,
                     ranks=(j.rank,) if j.rank is not None else (),
                     pids=(j.pid,),
-                    frame=j.frame if j.cause and not holder else None,
+                    frame=j.cause_frame if j.cause else None,
                     headline=j.cause,
                 )
             )
@@ -238,6 +259,8 @@ def judged(evidence: Evidence | None) -> dict[int, RankProgress]:
                 r.get("why") or "",
                 r.get("cores"),
                 r.get("cause"),
+                r.get("cause_frame"),
+                r.get("steady") is True,
             )
     return out
 

@@ -143,3 +143,19 @@ def _stuck_words(cpu: float, dumps: list[dict[str, Any]], since: float) -> str:
             "busy-wait loop, not progress"
         )
     return "no bytes read or written, no CPU time to speak of, its stack stands still"
+
+
+def _child(dumps: list[dict[str, Any]], since: float) -> tuple[str, int, str, str | None] | None:
+    """(role, pid, frame, the rank's own line) of the child its main thread waits for, when
+    the last two dumps in the window found the same child stuck at the same frame (one dump
+    may catch a healthy worker in its dataset's code)."""
+    done = [d for d in dumps if d.get("outcome") == "done" and (_num(d.get("t")) or 0.0) >= since]
+    if len(done) < 2:
+        return None
+    a, b = done[-2:]
+    pid, frame, role = b.get("child"), _text(b.get("child_frame")), _text(b.get("child_role"), 120)
+    if not isinstance(pid, int) or isinstance(pid, bool) or frame is None or role is None:
+        return None
+    if (a.get("child"), _text(a.get("child_frame"))) != (pid, frame):
+        return None
+    return role, pid, frame, _text(b.get("frame"))

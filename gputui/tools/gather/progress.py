@@ -149,6 +149,7 @@ class ProgressPoller(EpisodeWorker[_Episode]):
 
     def _dump_one(self, p: ProcessInfo, r: _Rank) -> None:
         from gputui.collect.frames import main_thread
+        from gputui.diagnose.hang.children import waits_on_child
         from gputui.diagnose.hang.culprit import read_stack
         from gputui.diagnose.hang.threads import holder_of
         from gputui.redact import redact_text
@@ -191,7 +192,36 @@ class ProgressPoller(EpisodeWorker[_Episode]):
             entry["holder_frame"] = redact_text(holder.frame.label())[:300]
             entry["holder_gil"] = holder.gil
             entry["waits_in"] = reading.collective
+        if waits_on_child(frames):  # on a queue, a pipe, a future: its children feed it
+            entry.update(self._stuck_child(p, frames))
         r.dumps.append(entry)
+
+    def _stuck_child(self, p: ProcessInfo, frames: tuple[Any, ...]) -> dict[str, Any]:
+        """The child its main thread waits for that stands in its own code, for the judge:
+        {"child": pid, "child_role": ..., "child_frame": ...}, or nothing."""
+        from gputui.collect.frames import RankStack
+        from gputui.diagnose.hang.children import stuck_child
+        from gputui.redact import redact_text
+        from gputui.tools.attach.children import dump_children
+        from gputui.tools.attach.dumpall import parse_py_spy
+        from gputui.tools.attach.stacks import py_spy_dump
+
+        dump = self._dump or py_spy_dump
+        kids = dump_children(
+            p.pid,
+            lambda pid, **kw: dump(pid, **kw),
+            timeout=DUMP_TIMEOUT_S,
+            cancel=self.cancel,
+            parse=parse_py_spy,
+        )
+        found = stuck_child(RankStack(p.pid, None, None, "done", frames, children=kids))
+        if found is None:
+            return {}
+        return {
+            "child": found.child.pid,
+            "child_role": redact_text(found.child.role)[:120],
+            "child_frame": redact_text(found.frame.label())[:300],
+        }
 
     def _record(self, key: str, ep: _Episode, t: float) -> dict[str, Any]:
         ranks = []
