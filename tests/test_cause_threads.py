@@ -163,10 +163,12 @@ def test_a_dataloader_worker_stuck_in_its_dataset_is_named_not_the_ranks_queue_g
     )
     assert m is not None, hit["reason"]
     mine = next(s for s in lines[-1]["stacks"] if s["rank"] == 1)
+    assert "children" in mine, mine
     workers = {c["role"]: c for c in mine["children"]}
     assert set(workers) == {"DataLoader worker 0", "DataLoader worker 1"}, mine["children"]
     assert workers["DataLoader worker 1"]["pid"] == int(m.group(1))
-    assert workers["DataLoader worker 1"]["stack"][0].startswith("fetch_record (cause_rank.py:")
+    stack = workers["DataLoader worker 1"]["stack"]
+    assert stack and stack[0].startswith("fetch_record (cause_rank.py:"), mine["children"]
     assert lines[-1]["culprit_frame"].startswith("fetch_record (cause_rank.py:")
 
 

@@ -55,6 +55,22 @@ def children_of(pid: int) -> list[psutil.Process]:
     return [k for _, _, k in sorted(out)][:MAX_CHILDREN]
 
 
+def _dump_once_more(
+    pid: int, dump: Callable[..., ToolResult], timeout: float | None, cancel: Cancel | None
+) -> ToolResult:
+    """One dump of a child, tried a second time when the first failed while it lives: the
+    progress watch may be reading the same child at that moment (one tracer at a time)."""
+    res = ToolResult("py-spy", pid, Outcome.FAILED, "not dumped")
+    for _ in range(2):
+        try:
+            res = dump(pid, timeout=timeout, cancel=cancel)
+        except Exception as e:  # one child's surprise must not lose the rank's own stack
+            res = ToolResult("py-spy", pid, Outcome.FAILED, f"{type(e).__name__}: {e}")
+        if res.ok or res.outcome in (Outcome.GONE, Outcome.MISSING, Outcome.CANCELLED):
+            break
+    return res
+
+
 def dump_children(
     pid: int,
     dump: Callable[..., ToolResult],
@@ -74,10 +90,7 @@ def dump_children(
             name = kid.name()
         except psutil.Error:
             continue
-        try:
-            res = dump(kid.pid, timeout=timeout, cancel=cancel)
-        except Exception as e:  # one child's surprise must not lose the rank's own stack
-            res = ToolResult("py-spy", kid.pid, Outcome.FAILED, f"{type(e).__name__}: {e}")
+        res = _dump_once_more(kid.pid, dump, timeout, cancel)
         threads = parse(res.lines) if res.ok else ()
         mt = main_thread(threads)
         frames = tuple(
