@@ -170,6 +170,18 @@ def test_a_dataloader_worker_stuck_in_its_dataset_is_named_not_the_ranks_queue_g
     stack = workers["DataLoader worker 1"]["stack"]
     assert stack and stack[0].startswith("fetch_record (cause_rank.py:"), mine["children"]
     assert lines[-1]["culprit_frame"].startswith("fetch_record (cause_rank.py:")
+    # `gputui dump PID` shows the rank's children after its own threads.
+    r = subprocess.run(
+        [sys.executable, "-m", "gputui", "dump", "--json", str(j.pids[1])],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    (res,) = json.loads(r.stdout)["results"]
+    kids = {c["role"]: c for c in res["children"]}
+    assert kids["DataLoader worker 1"]["pid"] == int(m.group(1)), res["children"]
 
 
 def test_a_dataloader_worker_killed_by_sigkill_is_told_on_this_node(job):
