@@ -241,3 +241,25 @@ def test_the_early_rule_never_calls_a_rank_that_burns_cpu():
     asleep = explain_progress({"ranks": [entry(0.0, [])]}, v, None)
     assert not no_progress(burning, (908,))
     assert no_progress(asleep, (908,))
+
+
+def test_the_stack_pane_shows_the_odd_rank_whole_the_holder_first():
+    from gputui.tools.attach.dumpall import RankDump, group_dumps
+    from gputui.tools.result import Outcome, ToolResult
+
+    main = ThreadStack("908", "idle", "MainThread", ALL_REDUCE)
+    ok = ToolResult("py-spy", 908, Outcome.DONE, "")
+    odd = RankDump(908, 1, ok, (main, FEEDER, STATS))
+    peer = RankDump(
+        907,
+        0,
+        ToolResult("py-spy", 907, Outcome.DONE, ""),
+        (ThreadStack("907", "idle", "MainThread", (Frame("load_batch", "train.py", 7),)),),
+    )
+    groups = group_dumps([peer, odd])
+    body = next(g for g in groups if g.members[0].pid == 908).body()
+    at = body.index("pid 908, every thread and child:")
+    assert body[at + 1] == "    thread `stats` (active+gil)  <-- holds the GIL"
+    assert body.index("    thread `MainThread`") < body.index(
+        "    thread `QueueFeederThread` (idle)"
+    )

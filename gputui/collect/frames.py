@@ -24,7 +24,7 @@ from typing import Any
 MAX_RANKS = 256
 MAX_FRAMES = 64
 MAX_TEXT = 300  # characters of a function name, file name or error message
-MAX_THREADS = 16  # a rank's other threads kept in a record (the GIL holder first)
+MAX_THREADS = 8  # a rank's other threads kept in a record (the GIL holder first, then running)
 MAX_CHILDREN = 8  # a rank's children kept in a record (DataLoader workers, spawn children)
 MAX_SIDE_FRAMES = 24  # frames of another thread or a child: its innermost user code is near
 
