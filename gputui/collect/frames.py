@@ -20,7 +20,8 @@ from typing import Any
 
 # Bounds on a stacks record's body. A node has at most a few dozen local ranks; a deep
 # Python stack is ~100 frames, but the culprit is in the innermost few dozen and a record
-# must stay small enough to sit in a recording line (8 ranks x 64 frames ~ 40 KB).
+# must stay small enough to sit in a recording line (8 ranks x 64 frames ~ 40 KB; with 8
+# other threads and 8 children of 24 frames each, ~200 KB: far below a line's 8 MiB).
 MAX_RANKS = 256
 MAX_FRAMES = 64
 MAX_TEXT = 300  # characters of a function name, file name or error message
