@@ -142,13 +142,19 @@ def test_a_one_line_spin_polling_a_flag_is_a_hang_not_busy(job):
     code, lines, err = j.check("--duration", "15")
     assert code == 1, (err, [x["reason"] for x in lines])
     assert not any(x["state"] == "busy" for x in lines), [x["reason"] for x in lines]
+    judged = next(r for r in lines[-1]["progress"]["ranks"] if r["pid"] == j.pids[1])
+    assert judged["advancing"] is False
+    if judged["cores"] < 0.25:
+        # On a CI box shared with five other test workers the loop once got under a
+        # quarter of a core: by the numbers it burns no CPU, and the stacks name its line.
+        hit = first_naming(lines, r"poll_ready")
+        assert hit["reason"].startswith(f"rank 1 (pid {j.pids[1]}) is in poll_ready"), hit
+        return
     hit = first_naming(lines, r"spins in")
     assert re.fullmatch(
         r"rank 1 spins in poll_ready \(cause_rank\.py:\d+\), [\d.]+ cores?, nothing advances",
         hit["reason"],
     ), hit["reason"]
-    judged = next(r for r in lines[-1]["progress"]["ranks"] if r["pid"] == j.pids[1])
-    assert judged["advancing"] is False
 
 
 def test_a_dataloader_worker_stuck_in_its_dataset_is_named_not_the_ranks_queue_get(job):
