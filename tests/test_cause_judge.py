@@ -263,3 +263,11 @@ def test_the_stack_pane_shows_the_odd_rank_whole_the_holder_first():
     assert body.index("    thread `MainThread`") < body.index(
         "    thread `QueueFeederThread` (idle)"
     )
+
+
+def test_a_moment_is_not_blamed_a_library_holder_or_a_main_thread_outside_a_collective():
+    tqdm = ThreadStack("8481", "active+gil", "monitor", (Frame("run", "tqdm/_monitor.py", 60),))
+    assert rank_holder(rank1(frames=ALL_REDUCE, threads=(tqdm,))) is None
+    # Its main thread waits on a queue: its children say why, not a passing holder.
+    assert rank_holder(rank1(frames=QUEUE_GET, threads=(STATS,))) is None
+    assert rank_holder(rank1(frames=ALL_REDUCE, threads=(STATS,))) is not None

@@ -46,20 +46,23 @@ def holder_sentence(who: str, name: str, frame: str, gil: bool, waits_in: str | 
 
 
 def holder_of(threads: Sequence[ThreadStack], main_frames: Sequence[Frame]) -> Holder | None:
-    """The side thread that holds the GIL (or, the main thread idle, runs Python in user
-    code), when the main thread is not the one running; else None."""
-    if not threads:
+    """The side thread that holds the GIL (or, none holding it, runs Python) in user code
+    while the main thread waits in a collective or `synchronize`; else None.
+
+    Both conditions keep a moment from being blamed: a library thread (a queue feeder, a
+    progress bar) holding the GIL for an instant blocks nobody, and a main thread that
+    waits on a queue or a lock has a reason of its own (its children, gputui.diagnose.hang.children).
+    """
+    if not threads or read_stack(main_frames).collective is None:
         return None
-    best = next((t for t in threads if t.gil and t.frames), None)
-    if best is None:
+    best = next((t for t in threads if t.gil and _has_user_frame(t.frames)), None)
+    if best is None and not any(t.gil for t in threads):
         best = next((t for t in threads if t.active and _has_user_frame(t.frames)), None)
-        if best is None:
-            return None
-    frame = read_stack(best.frames).frame
-    if frame is None:
+    if best is None:
         return None
-    if not best.gil and is_library(frame):
-        return None  # an active library thread (a feeder, a watchdog) blocks nobody
+    frame = read_stack(best.frames).frame
+    if frame is None or is_library(frame):
+        return None
     return Holder(best.name or f"tid {best.tid}", frame, best.gil)
 
 
