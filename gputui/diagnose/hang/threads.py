@@ -51,7 +51,7 @@ def holder_of(threads: Sequence[ThreadStack], main_frames: Sequence[Frame]) -> H
 
     Both conditions keep a moment from being blamed: a library thread (a queue feeder, a
     progress bar) holding the GIL for an instant blocks nobody, and a main thread that
-    waits on a queue or a lock has a reason of its own (its children, gputui.diagnose.hang.children).
+    waits on a queue or a lock has a reason of its own (its children: hang.children).
     """
     if not threads or read_stack(main_frames).collective is None:
         return None
