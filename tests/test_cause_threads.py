@@ -132,6 +132,7 @@ def test_a_side_thread_holding_the_gil_is_the_culprit_not_a_busy_rank(job):
     last = lines[-1]
     assert last["culprit_frame"].startswith("parse_record (cause_rank.py:"), last
     mine = next(s for s in last["stacks"] if s["rank"] == 1)
+    assert mine["outcome"] == "done" and "threads" in mine, mine
     holder = mine["threads"][0]  # every thread, the holder first
     assert holder["name"] == "stats" and "gil" in holder["status"], mine["threads"]
     assert holder["stack"][1].startswith("parse_record (cause_rank.py:")

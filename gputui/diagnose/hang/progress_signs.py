@@ -81,10 +81,10 @@ def _cores(cpu: float) -> str:
 
 
 def _stirred(dumps: list[dict[str, Any]], since: float, names: str) -> bool:
-    """Frames that change as proof of progress: the main thread reaches code it never stood
-    in before in this spin (`new`) at the last dump, or at more than half the window's dumps.
-    A loop polling a flag moves between the same two or three stacks and never to a new
-    one: that is a hang, however hard it spins. A known long phase (compile, autotune,
+    """Frames that change as proof of progress: the main thread's innermost user function is
+    one it never stood in before in this spin (`new`) at the last dump, or at more than half
+    the window's dumps. A loop polling a flag stays in its own function: a hang, however
+    hard it spins. A known long phase (compile, autotune,
     evaluation, save, load) whose frames move is enough. A record written before `new` was
     kept has only `moved`: read as before."""
     recent = [d for d in dumps if d.get("outcome") in ("done", None)]

@@ -168,15 +168,18 @@ class ProgressPoller(EpisodeWorker[_Episode]):
         # Functions, not lines: a `while True: pass` is seen on either of its two lines.
         sig = "|".join(f"{f.function}@{f.file}" for f in frames)
         moved = r.last_sig is not None and sig != r.last_sig  # the first dump is the baseline
-        # New: code this episode never stood in before. A loop that polls a flag alternates
-        # between two or three stacks (`poll_ready`, `poll_ready > is_set`): they move, but
-        # never to anything new; a compile or a phase that advances keeps reaching new code.
-        new = moved and sig not in r.seen
-        r.last_sig = sig
-        if len(r.seen) < MAX_SEEN:
-            r.seen.add(sig)
         reading = read_stack(frames)
         frame = reading.frame
+        # New: its innermost user function is one this spin never stood in before. A loop
+        # polling a flag stays in its own function (`poll_ready`, with or without the
+        # library's `is_set` under it): its stack moves, never to new code of its own;
+        # generated kernels or a phase that advances keep reaching new code. A long phase in
+        # a library under one user line (torch.compile, torch.save) is told by its names.
+        own = f"{frame.function}@{frame.file}" if frame is not None else sig
+        new = moved and own not in r.seen
+        r.last_sig = sig
+        if len(r.seen) < MAX_SEEN:
+            r.seen.add(own)
         entry: dict[str, Any] = {
             "t": round(t, 3),
             "outcome": "done",
