@@ -20,10 +20,14 @@ from typing import Any
 
 # Bounds on a stacks record's body. A node has at most a few dozen local ranks; a deep
 # Python stack is ~100 frames, but the culprit is in the innermost few dozen and a record
-# must stay small enough to sit in a recording line (8 ranks x 64 frames ~ 40 KB).
+# must stay small enough to sit in a recording line (8 ranks x 64 frames ~ 40 KB; with 8
+# other threads and 8 children of 24 frames each, ~200 KB: far below a line's 8 MiB).
 MAX_RANKS = 256
 MAX_FRAMES = 64
 MAX_TEXT = 300  # characters of a function name, file name or error message
+MAX_THREADS = 8  # a rank's other threads kept in a record (the GIL holder first, then running)
+MAX_CHILDREN = 8  # a rank's children kept in a record (DataLoader workers, spawn children)
+MAX_SIDE_FRAMES = 24  # frames of another thread or a child: its innermost user code is near
 
 # Names of the calls a rank waits in when its peers do not arrive. Matched against the last
 # component of a function name (py-spy 0.4 prints `Class.method`). Native names cover
@@ -87,9 +91,87 @@ class Frame:
 @dataclass(frozen=True)
 class ThreadStack:
     tid: str
-    status: str  # py-spy's word: active, idle, gil...
+    status: str  # py-spy's words: active, idle, active+gil...
     name: str  # the thread's Python name, "MainThread" for the main thread
     frames: tuple[Frame, ...]
+
+    @property
+    def gil(self) -> bool:
+        """It held the GIL when py-spy looked (`active+gil`): no other thread runs Python."""
+        return "gil" in self.status.split("+")
+
+    @property
+    def active(self) -> bool:
+        """On a CPU, or runnable, when py-spy looked (not waiting in a lock or a syscall)."""
+        return "active" in self.status.split("+")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tid": self.tid,
+            "name": self.name,
+            "status": self.status,
+            "frames": [f.to_json() for f in self.frames[:MAX_SIDE_FRAMES]],
+        }
+
+    @classmethod
+    def from_json(cls, d: Any) -> ThreadStack:
+        if not isinstance(d, dict):
+            raise ValueError("a thread is an object")
+        frames = d.get("frames") or []
+        if not isinstance(frames, list) or len(frames) > MAX_SIDE_FRAMES:
+            raise ValueError(f"a thread's frames: a list of at most {MAX_SIDE_FRAMES}")
+        return cls(
+            tid=_text(str(d.get("tid", ""))[:40], "tid"),
+            status=_text(d.get("status", ""), "status")[:40],
+            name=_text(d.get("name", ""), "name"),
+            frames=tuple(Frame.from_json(f) for f in frames),
+        )
+
+
+@dataclass(frozen=True)
+class ChildStack:
+    """A child process of a rank (a DataLoader worker, a spawn child, a compile worker), as
+    a stacks record carries it: its role in words, and where its main thread stands."""
+
+    pid: int
+    role: str  # "DataLoader worker 1", "spawn child", "child"
+    outcome: str  # one of OUTCOMES
+    frames: tuple[Frame, ...] = ()  # its main thread's, innermost first
+    status: str | None = None  # py-spy's words for its main thread
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "role": self.role,
+            "outcome": self.outcome,
+            "frames": [f.to_json() for f in self.frames[:MAX_SIDE_FRAMES]],
+            "status": self.status,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_json(cls, d: Any) -> ChildStack:
+        if not isinstance(d, dict):
+            raise ValueError("a child is an object")
+        outcome = d.get("outcome")
+        if outcome not in OUTCOMES:
+            raise ValueError(f"a child's outcome {str(outcome)[:20]!r} is unknown")
+        frames = d.get("frames") or []
+        if not isinstance(frames, list) or len(frames) > MAX_SIDE_FRAMES:
+            raise ValueError(f"a child's frames: a list of at most {MAX_SIDE_FRAMES}")
+        pid = _int(d.get("pid"), "pid", 1, 1 << 22)
+        if pid is None:
+            raise ValueError("a child needs its pid")
+        status, error = d.get("status"), d.get("error")
+        return cls(
+            pid=pid,
+            role=_text(d.get("role"), "role"),
+            outcome=outcome,
+            frames=tuple(Frame.from_json(f) for f in frames),
+            status=None if status is None else _text(status, "status"),
+            error=None if error is None else _text(error, "error"),
+        )
 
 
 def main_thread(threads: Sequence[ThreadStack]) -> ThreadStack | None:
@@ -128,6 +210,10 @@ class RankStack:
     thread: str | None = None  # py-spy's status of the main thread (active, idle)
     create_time: float | None = None
     elapsed_s: float | None = None
+    # Its other threads (the GIL holder first) and its children; a record written before
+    # they were kept has neither, and reads as a rank with only its main thread.
+    threads: tuple[ThreadStack, ...] = ()
+    children: tuple[ChildStack, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -158,6 +244,10 @@ class RankStack:
             d["create_time"] = self.create_time
         if self.elapsed_s is not None:
             d["elapsed_s"] = round(self.elapsed_s, 4)
+        if self.threads:
+            d["threads"] = [t.to_json() for t in self.threads[:MAX_THREADS]]
+        if self.children:
+            d["children"] = [c.to_json() for c in self.children[:MAX_CHILDREN]]
         return d
 
     @classmethod
@@ -173,6 +263,11 @@ class RankStack:
             raise ValueError(f"frames: a list of at most {MAX_FRAMES}")
         error = d.get("error")
         thread = d.get("thread")
+        threads, children = d.get("threads") or [], d.get("children") or []
+        if not isinstance(threads, list) or len(threads) > MAX_THREADS:
+            raise ValueError(f"threads: a list of at most {MAX_THREADS}")
+        if not isinstance(children, list) or len(children) > MAX_CHILDREN:
+            raise ValueError(f"children: a list of at most {MAX_CHILDREN}")
         return cls(
             pid=_int(d.get("pid"), "pid", 1, 1 << 22),
             rank=_int(d.get("rank"), "rank", 0, 1 << 24),
@@ -183,6 +278,8 @@ class RankStack:
             thread=None if thread is None else _text(thread, "thread"),
             create_time=_float(d.get("create_time"), "create_time"),
             elapsed_s=_float(d.get("elapsed_s"), "elapsed_s"),
+            threads=tuple(ThreadStack.from_json(t) for t in threads),
+            children=tuple(ChildStack.from_json(c) for c in children),
         )
 
 

@@ -174,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
         return _run_job(args, pids[0])
 
     results: list[ToolResult] = []
+    kids: dict[int | None, list[dict[str, Any]]] = {}  # each rank's children (py-spy only)
     if args.gdb:
         for pid in pids:  # one at a time: cuda-gdb is heavy (11-14 s on a hung rank)
             if len(pids) > 1 and not args.json:
@@ -187,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
     else:  # py-spy is fast: in parallel, printed in the order given once done
         res = dump_all(pids, native=args.native, timeout=args.timeout)
         order = {d.pid: d for d in res.dumps}
+        kids = {d.pid: [c.to_json() for c in d.children] for d in res.dumps if d.children}
         for pid in pids:
             r = order[pid].result
             results.append(r)
@@ -195,7 +197,15 @@ def run(args: argparse.Namespace) -> int:
                     print(f"==> pid {pid} <==")
                 for ln in r.lines:
                     print(clean(ln, keep_tabs=True))  # the header quotes a command line
+                for c in order[pid].children:  # its DataLoader workers, spawn children
+                    print(clean(f"==> child pid {c.pid} of pid {pid}: {c.role} ({c.status}) <=="))
+                    for f in c.frames:
+                        print(clean(f"    {f.label()}"))
+                    if c.error:
+                        print(clean(f"    {c.error}"))
     if args.json:
-        out = [r.to_json() for r in results]
+        out = [
+            {**r.to_json(), **({"children": kids[r.pid]} if r.pid in kids else {})} for r in results
+        ]
         print(dumps({"results": out}, indent=2))
     return _fail_lines(results)

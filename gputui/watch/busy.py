@@ -151,6 +151,10 @@ class BusyWatch:
 
         if ras_busy is not None:
             return ras_busy
+        # A rank that spins, or whose side thread holds the GIL, is said from the progress
+        # dumps first: "rank 1 spins in poll_ready (...), 1.0 core, nothing advances" says
+        # more than the stacks' "rank 1 is in poll_ready (...)" of equal strength.
+        ev = sorted(ev, key=lambda e: e.kind != "progress")
         if any(e.kind == "progress" for e in ev):
             from gputui.diagnose.hang.progress import (
                 busy_json,

@@ -110,11 +110,18 @@ def check_record(rec: Any) -> str | None:
     {"type": "progress", "t": number, "job": str, "trigger": str, "stacks": str,
      "ranks": [{"pid": int, "rank": int|null, "gpu": int|null,
                 "first": [reading], "samples": [reading, ...],   # at most 64
-                "dumps": [{"t": number, "outcome": str, "moved"?: bool, "frame"?: str|null,
-                           "functions"?: [str, ...]}, ...],       # at most 16
+                "dumps": [{"t": number, "outcome": str, "moved"?: bool, "new"?: bool,
+                           "frame"?: str|null, "functions"?: [str, ...],
+                           "holder"?: str, "holder_frame"?: str, "holder_gil"?: bool,
+                           "waits_in"?: str|null,
+                           "child"?: int, "child_role"?: str, "child_frame"?: str},
+                          ...],                                   # at most 16
                 "error"?: str}, ...]}                             # at most 64 ranks
     where a reading is [t, cpu_s, read_bytes|null, write_bytes|null, rchar|null,
-    wchar|null, state|null] (the state letter may be absent: 6 items).
+    wchar|null, state|null] (the state letter may be absent: 6 items). A dump's `new` says
+    its main thread stood in code not seen before in the spin; `holder*` name the side thread
+    holding the GIL while the main thread stood still; `child*` the child it waits for that
+    stood in its own code. A record written before those keys reads as before.
     """
     if not isinstance(rec, dict) or rec.get("type") != "progress":
         return "not a progress record"

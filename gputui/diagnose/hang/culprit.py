@@ -28,7 +28,9 @@ from typing import Any
 from gputui.collect.frames import Frame, RankStack, ranks_of_record
 from gputui.collect.model import Snapshot
 from gputui.diagnose.evidence import GONE_WORDS, Evidence
+from gputui.diagnose.hang.children import stuck_child
 from gputui.diagnose.hang.stack_reading import Reading, read_stack, user_chain
+from gputui.diagnose.hang.threads import rank_holder, side_json
 from gputui.diagnose.ranking import Finding, Strength
 from gputui.diagnose.verdict import Verdict
 
@@ -77,7 +79,7 @@ def explain_stacks(record: dict[str, Any], verdict: Verdict, snap: Snapshot | No
     ranked = _findings(ranks, _all_ranks_here(record, snap, len(ranks)))
     suspects = sorted((r for r in ranks if r.role == SUSPECT), key=_order)
     culprit = next(
-        (r.reading.frame.label() for r in suspects if r.outcome == "done" and r.reading.frame),
+        (_cause_frame(r) for r in suspects if r.outcome == "done" and _cause_frame(r)),
         None,
     )
     return Evidence(
@@ -166,7 +168,13 @@ def _entry(r: _Rank) -> dict[str, Any]:
         "line": line.label() if (line := r.site()) else None,
         "stack": [] if gone else [f.label() for f in r.stack.frames],
         "error": None if r.outcome == "done" else _why(r),
+        **_side_entries(r.stack, gone),
     }
+
+
+def _side_entries(s: RankStack, gone: bool) -> dict[str, Any]:
+    """The rank's other threads and children for its `check --json` stack entry."""
+    return {} if gone else side_json(s)
 
 
 def _order(r: _Rank) -> tuple[int, int, int]:
@@ -284,6 +292,8 @@ def _findings(ranks: list[_Rank], all_here: bool = False) -> list[Finding]:
             # Who, not why: a rank's last words (another source) say why, more strongly.
             text = f"{r.stack.who()} {GONE_WORDS}"
             out.append(_finding(text, Strength.CULPRIT_LINE, [r]))
+        elif r.outcome == "done" and (cause := _cause(r)) is not None:
+            out.append(cause)
         elif r.outcome == "done" and r.reading.frame is not None:
             label = r.reading.frame.label()
             text = f"{r.stack.who()} is in {label}"
@@ -306,6 +316,35 @@ def _findings(ranks: list[_Rank], all_here: bool = False) -> list[Finding]:
     for text, rs in _failure_sentences(failed):
         context(text, rs)
     return out
+
+
+def _cause(r: _Rank) -> Finding | None:
+    """A suspect's cause outside its main thread: the side thread that holds the GIL
+    (gputui.diagnose.hang.threads), or the child it waits for that is stuck in its own code
+    (gputui.diagnose.hang.children). Either is the line to change, so it leads."""
+    who = f"rank {r.stack.rank}" if r.stack.rank is not None else r.stack.who()
+    holder = rank_holder(r.stack)
+    if holder is not None:
+        text = holder.words(who, r.reading.collective)
+        label = holder.frame.label()
+        return _finding(text, Strength.CULPRIT_LINE, [r], frame=label)
+    child = stuck_child(r.stack)
+    if child is not None:
+        text = child.words(who, r.reading.frame)
+        f = _finding(text, Strength.CULPRIT_LINE, [r], frame=child.frame.label())
+        return replace(f, pids=(*f.pids, child.child.pid))
+    return None
+
+
+def _cause_frame(r: _Rank) -> str | None:
+    """The culprit frame of a suspect: its holder's or stuck child's, else its own line."""
+    holder = rank_holder(r.stack)
+    if holder is not None:
+        return holder.frame.label()
+    child = stuck_child(r.stack)
+    if child is not None:
+        return child.frame.label()
+    return r.reading.frame.label() if r.reading.frame else None
 
 
 def _why(r: _Rank) -> str:

@@ -29,11 +29,31 @@ the verdict is stalled or hung again, with the reason. Pure: the record carries 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from gputui.diagnose.evidence import Evidence
+from gputui.diagnose.hang.children import child_sentence
+from gputui.diagnose.hang.progress_signs import (
+    _CHECKPOINT,
+    _COMPILE,
+    _EVAL,
+    CPU_MIN,
+    _child,
+    _cores,
+    _delta,
+    _dumps,
+    _flushing,
+    _held,
+    _in_native_work,
+    _rate_words,
+    _readings,
+    _stirred,
+    _strs,
+    _stuck_words,
+    _text,
+)
+from gputui.diagnose.hang.threads import holder_sentence
 from gputui.diagnose.ranking import Finding, Strength, strongest
 from gputui.diagnose.verdict import BUSY, Verdict
 
@@ -43,15 +63,8 @@ WINDOW_S = 10.0  # readings this far back judge "advances now"
 MIN_SPAN_S = 1.5  # fewer seconds of readings than this: not judged yet
 BYTES_MIN = 1 << 20  # 1 MiB moved in the window ...
 BYTES_MIN_RATE = 256 * 1024  # ... at 256 KiB/s or more (a heartbeat's bytes are far below)
-CPU_MIN = 0.25  # cores over the window, with frames that move
 MAX_RANKS = 64
-MAX_READINGS = 64
-MAX_DUMPS = 16
 EARLY_S = 5.0  # plain evidence of a rank that makes no progress: the verdict from here on
-
-_CHECKPOINT = re.compile(r"checkpoint|ckpt|save|serializ", re.I)
-_COMPILE = re.compile(r"compile|inductor|dynamo|triton|autotun|codegen", re.I)
-_EVAL = re.compile(r"eval|valid", re.I)
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,12 @@ class RankProgress:
     for_s: float = 0.0  # since the first reading of this episode
     frame: str | None = None  # the user frame of the last dump
     why: str = ""  # the stuck rank's words: "no bytes moved and its stack stands still"
+    cores: float | None = None  # CPU over the window, in cores
+    # The stuck rank's cause, fit for a headline: "rank 1 spins in poll_ready (train.py:40),
+    # 1.0 core, nothing advances", or the side thread that holds the GIL; None when asleep.
+    cause: str | None = None
+    cause_frame: str | None = None  # the line to change: the spin's, the holder's, the child's
+    steady: bool = False  # the cause is the stacks' own sentence (a holder, a child): said once
 
     def who(self) -> str:
         return f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
@@ -87,65 +106,11 @@ class RankProgress:
             "for_s": round(self.for_s, 1),
             "frame": self.frame,
             "why": self.why or None,
+            "cores": None if self.cores is None else round(self.cores, 2),
+            "cause": self.cause,
+            "cause_frame": self.cause_frame,
+            "steady": self.steady,
         }
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _readings(e: dict[str, Any], key: str = "samples") -> list[list[float | None]]:
-    """[t, cpu_s, read_bytes, write_bytes, rchar, wchar] of each reading, oldest first."""
-    out = []
-    raw = e.get(key)
-    for r in raw[:MAX_READINGS] if isinstance(raw, list) else ():
-        if isinstance(r, list) and len(r) in (6, 7) and _num(r[0]) is not None:
-            out.append([_num(x) for x in r[:6]])
-    return sorted(out, key=lambda r: r[0] or 0.0)
-
-
-def _flushing(e: dict[str, Any]) -> bool:
-    """Its last reading found it waiting on I/O in the kernel (state D): a checkpoint's
-    final sync or fsync, whose bytes the kernel's own threads write, not the rank."""
-    raw = e.get("samples")
-    rows = [
-        r
-        for r in (raw[:MAX_READINGS] if isinstance(raw, list) else ())
-        if isinstance(r, list) and r
-    ]
-    last = max(rows, key=lambda r: _num(r[0]) or 0.0, default=None) if rows else None
-    return last is not None and len(last) == 7 and last[6] == "D"
-
-
-def _delta(a: list[float | None], b: list[float | None], *idx: int) -> float:
-    """The largest advance among the counters at `idx` (a counter unknown at either end,
-    or going back, counts 0)."""
-    best = 0.0
-    for i in idx:
-        x, y = a[i], b[i]
-        if x is not None and y is not None and y > x:
-            best = max(best, y - x)
-    return best
-
-
-def _rate_words(bytes_per_s: float) -> str:
-    mb = bytes_per_s / 1e6
-    return f"{mb:.0f} MB/s" if mb >= 10 else f"{mb:.1f} MB/s"
-
-
-def _dumps(e: dict[str, Any]) -> list[dict[str, Any]]:
-    raw = e.get("dumps")
-    out = [d for d in (raw[:MAX_DUMPS] if isinstance(raw, list) else ()) if isinstance(d, dict)]
-    return [d for d in out if _num(d.get("t")) is not None]
-
-
-def _strs(v: Any) -> list[str]:
-    """The strings of a list from a record (anything else: none)."""
-    return [x[:200] for x in v[:64] if isinstance(x, str)] if isinstance(v, list) else []
-
-
-def _text(v: Any, limit: int = 300) -> str | None:
-    return v[:limit] if isinstance(v, str) and v else None
 
 
 def judge_rank(e: dict[str, Any]) -> RankProgress | None:
@@ -194,7 +159,23 @@ def judge_rank(e: dict[str, Any]) -> RankProgress | None:
             what, rate = "reads", _rate_words(read / span)
         return replace(base, advancing=True, what=what, rate=rate, for_s=for_s)
     t_window = t_end - WINDOW_S
-    stirred = [d for d in dumps if d.get("moved") is True and (_num(d.get("t")) or 0.0) >= t_window]
+    held = _held(dumps, t_window)
+    if held is not None:
+        # Another thread holds the GIL in one place while the main thread stands still:
+        # whatever CPU it burns, nothing the job waits for advances.
+        held_by = holder_sentence(base.who(), *held)
+        why = f"{held_by.split(': ', 1)[1]}; CPU time in one place is not progress"
+        return replace(
+            base,
+            advancing=False,
+            for_s=for_s,
+            why=why,
+            cores=cpu,
+            cause=held_by,
+            cause_frame=held[1],
+            steady=True,
+        )
+    stirred = _stirred(dumps, t_window, names)
     native = _in_native_work(dumps, t_window)
     if cpu >= CPU_MIN and native is not None and not stirred:
         # One long call into a library's native code (torch.save's CRC and write of a large
@@ -216,36 +197,17 @@ def judge_rank(e: dict[str, Any]) -> RankProgress | None:
             what = "computes on the CPU (compile, evaluation...)"
         rate = f"{cpu:.1f} CPU core{'s' if round(cpu, 1) != 1.0 else ''}"
         return replace(base, advancing=True, what=what, rate=rate, for_s=for_s)
-    return replace(base, advancing=False, for_s=for_s, why=_stuck_words(cpu, dumps, t_window))
-
-
-def _in_native_work(dumps: list[dict[str, Any]], since: float) -> str | None:
-    """The library function a rank's main thread stood in at its last two dumps (in the
-    window, the same functions both times), when that is not its own code: a long native
-    call (torch.save of 16 GiB spent its first seconds in one CRC, on 4 x H200). A loop in
-    the rank's own code (`while True: pass`) has its own function innermost: None."""
-    done = [d for d in dumps if d.get("outcome") == "done" and (_num(d.get("t")) or 0.0) >= since]
-    if len(done) < 2 or any(d.get("moved") for d in done[-2:]):
-        return None
-    a, b = (_strs(d.get("functions")) for d in done[-2:])
-    if not b or a != b:
-        return None
-    frame = _text(done[-1].get("frame"))
-    own = frame.split(" (", 1)[0] if frame else None
-    return None if own is None or b[0] == own else b[0]
-
-
-def _stuck_words(cpu: float, dumps: list[dict[str, Any]], since: float) -> str:
-    """Why a rank is not advancing, in words that do not change at every reading."""
-    recent = [d for d in dumps if (_num(d.get("t")) or 0.0) >= since]
-    if not recent:
-        return "no bytes read or written; CPU time alone is not progress (its stack is unknown)"
-    if cpu >= CPU_MIN:
-        return (
-            "no bytes read or written, and it burns CPU with its stack standing still: a "
-            "busy-wait loop, not progress"
-        )
-    return "no bytes read or written, no CPU time to speak of, its stack stands still"
+    why = _stuck_words(cpu, dumps, t_window)
+    out = replace(base, advancing=False, for_s=for_s, why=why, cores=cpu)
+    child = _child(dumps, t_window)
+    if child is not None:  # it waits on a child that is stuck in its own code
+        role, pid, at, line = child
+        cause = child_sentence(role, base.who(), pid, at, line)
+        return replace(out, cause=cause, cause_frame=at, steady=True)
+    if cpu >= CPU_MIN and frame is not None:
+        cause = f"{base.who()} spins in {frame}, {_cores(cpu)}, nothing advances"
+        return replace(out, cause=cause, cause_frame=frame)
+    return out
 
 
 def explain_progress(record: dict[str, Any], verdict: Verdict, snap: Any) -> Evidence:
@@ -259,13 +221,19 @@ def explain_progress(record: dict[str, Any], verdict: Verdict, snap: Any) -> Evi
     found = []
     for j in judged:
         if j.advancing is False and j.pid in suspects:
+            # With a cause (a spin, a GIL holder, a stuck child) it is the culprit's line,
+            # said at once from the dumps the poller already took; asleep, the stacks say
+            # where. A holder's or a child's sentence is the stacks' own: said once.
+            stuck = f"{j.who()} (pid {j.pid}) makes no progress: {j.why}"
             found.append(
                 Finding(
-                    f"{j.who()} (pid {j.pid}) makes no progress: {j.why}",
-                    Strength.CONTEXT,
+                    j.cause if j.steady and j.cause else stuck,
+                    Strength.CULPRIT_LINE if j.cause else Strength.CONTEXT,
                     KIND,
                     ranks=(j.rank,) if j.rank is not None else (),
                     pids=(j.pid,),
+                    frame=j.cause_frame if j.cause else None,
+                    headline=j.cause,
                 )
             )
     extra = {"ranks": [j.to_json() for j in judged]}
@@ -289,6 +257,10 @@ def judged(evidence: Evidence | None) -> dict[int, RankProgress]:
                 float(r.get("for_s") or 0.0),
                 r.get("frame"),
                 r.get("why") or "",
+                r.get("cores"),
+                r.get("cause"),
+                r.get("cause_frame"),
+                r.get("steady") is True,
             )
     return out
 
@@ -372,6 +344,14 @@ def busy_json(phase: RankProgress) -> dict[str, Any]:
 
 
 def no_progress(evidence: Evidence | None, pids: tuple[int, ...]) -> bool:
-    """Every one of `pids` was judged and none advances (the plain case for an early call)."""
+    """Every one of `pids` was judged, none advances, and none burns CPU (the plain case for
+    an early call). A rank that burns CPU may be in a phase the window has not yet proved
+    (torch.save's first seconds pickle in one call, before any byte is written): the early
+    rule never calls it stalled; the ordinary judgement at --stall-after does, with its
+    cause, when it is a spin."""
     by_pid = judged(evidence)
-    return bool(pids) and all(p in by_pid and by_pid[p].advancing is False for p in pids)
+    return bool(pids) and all(p in by_pid and _plainly_still(by_pid[p]) for p in pids)
+
+
+def _plainly_still(j: RankProgress) -> bool:
+    return j.advancing is False and (j.cores is None or j.cores < CPU_MIN)

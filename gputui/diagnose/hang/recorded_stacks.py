@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gputui.diagnose.hang.threads import entry_lines
+
 
 @dataclass(frozen=True)
 class RecordedGroup:
@@ -38,7 +40,7 @@ class RecordedGroup:
         e = self.entries[0]
         if e.get("outcome") not in (None, "done"):
             return [f"{e.get('outcome')}: {e.get('error') or 'no stack'}"]
-        return [f"    {frame}" for frame in e.get("stack") or ()] or ["    (no frames)"]
+        return entry_lines(e) or ["    (no frames)"]
 
 
 def _key(e: dict[str, Any]) -> tuple[Any, ...]:

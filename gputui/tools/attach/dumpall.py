@@ -22,6 +22,9 @@ import psutil
 
 from gputui.collect.frames import (
     MAX_FRAMES,
+    MAX_SIDE_FRAMES,
+    MAX_THREADS,
+    ChildStack,
     Frame,
     RankStack,
     ThreadStack,
@@ -73,6 +76,7 @@ class RankDump:
     rank: int | None
     result: ToolResult
     threads: tuple[ThreadStack, ...]
+    children: tuple[ChildStack, ...] = ()  # dumped when its main thread is in no collective
 
     @property
     def label(self) -> str:
@@ -125,7 +129,25 @@ class StackGroup:
                 f"dump failed: {m.label} (pid {m.pid}): {m.result.message}" for m in self.members
             ]
         pids = ", ".join(str(m.pid) for m in self.members)
-        return [f"pids {pids}", *(f"    {s}" for s in self.stack)]
+        lines = [f"pids {pids}", *(f"    {s}" for s in self.stack)]
+        if not self.odd and len(self.members) > 1:
+            return lines
+        # The rank that stands out: every thread (the GIL holder first) and every child.
+        from gputui.diagnose.hang.threads import entry_lines
+
+        for m in self.members:
+            entry = side_entry(m)
+            if entry.get("threads") or entry.get("children"):
+                lines += [f"pid {m.pid}, every thread and child:", *entry_lines(entry)]
+        return lines
+
+
+def side_entry(d: RankDump) -> dict[str, Any]:
+    """A dump in the shape of a `check --json` stack entry (labels, not frame triples)."""
+    from gputui.diagnose.hang.threads import side_json
+
+    rs = rank_stack(d)
+    return {"stack": [f.label() for f in rs.frames], **side_json(rs)}
 
 
 def group_dumps(dumps: Sequence[RankDump]) -> tuple[StackGroup, ...]:
@@ -248,11 +270,14 @@ def dump_all(
     tool_path: str | None = None,
     how: str = "",
     dump: Callable[..., ToolResult] = py_spy_dump,
+    children: bool = True,
 ) -> DumpAll:
     """py-spy every target in parallel (bounded pool) and group the stacks.
 
     `on_line` gets one progress line per finished process, from worker threads, one at a
-    time (a lock serialises them).
+    time (a lock serialises them). With `children`, a rank whose main thread is in no
+    collective has its child processes dumped too (gputui.tools.attach.children): the
+    DataLoader worker it waits for is where its hang is.
     """
     start = time.monotonic()
     lock = threading.Lock()
@@ -264,7 +289,19 @@ def dump_all(
         except Exception as e:  # one rank's surprise must not lose the other ranks' stacks
             msg = f"{type(e).__name__}: {e}"
             res = ToolResult("py-spy", Target.of(t).pid, Outcome.FAILED, msg)
-        d = RankDump(Target.of(t).pid, rank, res, parse_py_spy(res.lines) if res.ok else ())
+        threads = parse_py_spy(res.lines) if res.ok else ()
+        kids: tuple[ChildStack, ...] = ()
+        mt = main_thread(threads)
+        if children and mt is not None and not any(collective_name(f) for f in mt.frames):
+            from gputui.tools.attach.children import dump_children
+
+            def one_child(pid: int, **kw: Any) -> ToolResult:
+                return dump(pid, native=False, tool_path=tool_path, **kw)
+
+            kids = dump_children(
+                Target.of(t).pid, one_child, timeout=timeout, cancel=cancel, parse=parse_py_spy
+            )
+        d = RankDump(Target.of(t).pid, rank, res, threads, kids)
         if on_line is not None:
             with lock:
                 on_line(f"{d.label}: {res.summary()}")
@@ -281,12 +318,22 @@ def dump_all(
 
 
 def rank_stack(d: RankDump, process: ProcessInfo | None = None) -> RankStack:
-    """One rank's dump in the form a stacks record carries: the main thread only (what the
-    grouping and the culprit read), bounded and redacted, because it is written to files."""
+    """One rank's dump in the form a stacks record carries it: its main thread (what the
+    grouping and the culprit read), its other threads (the GIL holder first, then those
+    running) and its children, bounded and redacted, because it is written to files."""
     mt = main_thread(d.threads)
-    frames = tuple(
-        Frame(clip(redact_text(f.function)), clip(redact_text(f.file)), f.line)
-        for f in (mt.frames if mt else ())[:MAX_FRAMES]
+    frames = _safe_frames(mt.frames if mt else (), MAX_FRAMES)
+    others = sorted((t for t in d.threads if t is not mt), key=lambda t: (not t.gil, not t.active))[
+        :MAX_THREADS
+    ]
+    threads = tuple(
+        ThreadStack(
+            clip(t.tid, 40),
+            clip(t.status, 40),
+            clip(redact_text(t.name)),
+            _safe_frames(t.frames, MAX_SIDE_FRAMES),
+        )
+        for t in others
     )
     outcome = d.result.outcome
     error = None if d.result.ok else clip(redact_text(d.result.message or str(outcome)))
@@ -302,6 +349,15 @@ def rank_stack(d: RankDump, process: ProcessInfo | None = None) -> RankStack:
         thread=clip(mt.status, 40) if mt else None,
         create_time=process.create_time if process is not None else None,
         elapsed_s=d.result.elapsed_s,
+        threads=threads,
+        children=d.children,
+    )
+
+
+def _safe_frames(frames: Sequence[Frame], limit: int) -> tuple[Frame, ...]:
+    return tuple(
+        Frame(clip(redact_text(f.function)), clip(redact_text(f.file)), f.line)
+        for f in frames[:limit]
     )
 
 

@@ -41,6 +41,7 @@ WINDOW_S = 12.0  # readings kept (the judge's window is 10 s)
 MAX_RANKS = 16
 MAX_DUMPS = 8
 MAX_FUNCTIONS = 12  # innermost: what the words look for (save, compile, eval)
+MAX_SEEN = 256  # distinct main-thread stacks remembered per rank in one spin
 MIN_SPAN_S = 1.6  # readings spanning this long before the first record (the judge's 1.5 s)
 
 
@@ -59,6 +60,7 @@ class _Rank:
     readings: deque[Counters] = field(default_factory=lambda: deque(maxlen=64))
     dumps: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_DUMPS))
     last_sig: str | None = None  # the functions of the main thread at the last dump
+    seen: set[str] = field(default_factory=set)  # every such signature of this episode
     last_dump: float = float("-inf")
     rank: int | None = None
     gpu: int | None = None
@@ -147,7 +149,9 @@ class ProgressPoller(EpisodeWorker[_Episode]):
 
     def _dump_one(self, p: ProcessInfo, r: _Rank) -> None:
         from gputui.collect.frames import main_thread
+        from gputui.diagnose.hang.children import waits_on_child
         from gputui.diagnose.hang.culprit import read_stack
+        from gputui.diagnose.hang.threads import holder_of
         from gputui.redact import redact_text
         from gputui.tools.attach.dumpall import parse_py_spy
         from gputui.tools.attach.stacks import py_spy_dump
@@ -158,22 +162,69 @@ class ProgressPoller(EpisodeWorker[_Episode]):
         if not res.ok:
             r.dumps.append({"t": round(t, 3), "outcome": str(res.outcome.value)})
             return
-        mt = main_thread(parse_py_spy(res.lines))
+        threads = parse_py_spy(res.lines)
+        mt = main_thread(threads)
         frames = tuple(f for f in (mt.frames if mt else ()) if not f.function.startswith("0x"))
         # Functions, not lines: a `while True: pass` is seen on either of its two lines.
         sig = "|".join(f"{f.function}@{f.file}" for f in frames)
         moved = r.last_sig is not None and sig != r.last_sig  # the first dump is the baseline
+        reading = read_stack(frames)
+        frame = reading.frame
+        # New: its innermost user function is one this spin never stood in before. A loop
+        # polling a flag stays in its own function (`poll_ready`, with or without the
+        # library's `is_set` under it): its stack moves, never to new code of its own;
+        # generated kernels or a phase that advances keep reaching new code. A long phase in
+        # a library under one user line (torch.compile, torch.save) is told by its names.
+        own = f"{frame.function}@{frame.file}" if frame is not None else sig
+        new = moved and own not in r.seen
         r.last_sig = sig
-        frame = read_stack(frames).frame
-        r.dumps.append(
-            {
-                "t": round(t, 3),
-                "outcome": "done",
-                "moved": moved,
-                "frame": redact_text(frame.label())[:300] if frame is not None else None,
-                "functions": [redact_text(f.function)[:120] for f in frames[:MAX_FUNCTIONS]],
-            }
+        if len(r.seen) < MAX_SEEN:
+            r.seen.add(own)
+        entry: dict[str, Any] = {
+            "t": round(t, 3),
+            "outcome": "done",
+            "moved": moved,
+            "new": new,
+            "frame": redact_text(frame.label())[:300] if frame is not None else None,
+            "functions": [redact_text(f.function)[:120] for f in frames[:MAX_FUNCTIONS]],
+        }
+        main_runs = mt is not None and mt.gil
+        holder = None if main_runs else holder_of([x for x in threads if x is not mt], frames)
+        if holder is not None:  # the side thread that keeps the main thread from moving
+            entry["holder"] = redact_text(holder.name)[:120]
+            entry["holder_frame"] = redact_text(holder.frame.label())[:300]
+            entry["holder_gil"] = holder.gil
+            entry["waits_in"] = reading.collective
+        if waits_on_child(frames):  # on a queue, a pipe, a future: its children feed it
+            entry.update(self._stuck_child(p, frames))
+        r.dumps.append(entry)
+
+    def _stuck_child(self, p: ProcessInfo, frames: tuple[Any, ...]) -> dict[str, Any]:
+        """The child its main thread waits for that stands in its own code, for the judge:
+        {"child": pid, "child_role": ..., "child_frame": ...}, or nothing."""
+        from gputui.collect.frames import RankStack
+        from gputui.diagnose.hang.children import stuck_child
+        from gputui.redact import redact_text
+        from gputui.tools.attach.children import dump_children
+        from gputui.tools.attach.dumpall import parse_py_spy
+        from gputui.tools.attach.stacks import py_spy_dump
+
+        dump = self._dump or py_spy_dump
+        kids = dump_children(
+            p.pid,
+            lambda pid, **kw: dump(pid, **kw),
+            timeout=DUMP_TIMEOUT_S,
+            cancel=self.cancel,
+            parse=parse_py_spy,
         )
+        found = stuck_child(RankStack(p.pid, None, None, "done", frames, children=kids))
+        if found is None:
+            return {}
+        return {
+            "child": found.child.pid,
+            "child_role": redact_text(found.child.role)[:120],
+            "child_frame": redact_text(found.frame.label())[:300],
+        }
 
     def _record(self, key: str, ep: _Episode, t: float) -> dict[str, Any]:
         ranks = []

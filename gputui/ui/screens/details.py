@@ -73,6 +73,7 @@ def verdict_text(
 ) -> Text:
     """Everything the banner leaves out: the full reason, every finding, the next steps (in
     a replay, those a replay can follow: gputui.ui.actions.gone_rank.steps_for)."""
+    from gputui.diagnose.hang.threads import entry_lines
     from gputui.ui.actions.gone_rank import steps_for
 
     t = Text()
@@ -101,8 +102,8 @@ def verdict_text(
         t.append(f"{entry.get('role')}): {entry.get('outcome')}\n", style="bold")
         if entry.get("error"):
             t.append(f"    {entry['error']}\n", style="italic")
-        for frame in entry.get("stack") or ():
-            t.append(f"    {frame}\n")
+        for line in entry_lines(entry):  # every thread (the GIL holder first), every child
+            t.append(f"{line}\n")
     steps = steps_for(v, replay)
     if steps:
         t.append("\nNext steps:\n", style="bold")

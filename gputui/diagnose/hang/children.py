@@ -1,0 +1,124 @@
+"""Every child of a rank: the DataLoader worker, spawn child or compile worker it waits for.
+
+Why: a rank whose main thread waits in `for batch in loader` shows `Queue.get` and its own
+loop line; the cause is in the worker that never sends its batch (PyTorch issue 87995: 31
+ranks in all_reduce, rank 0 "stuck at dataloader", and no way to see which worker). The
+stacks record carries each child's dump (gputui.tools.attach.children); this reads it.
+
+A child is stuck when its main thread stands in user code (the dataset's fetch function)
+while its rank waits on a queue, a pipe or a future. An idle worker waits on its own index
+queue, in library code only: not stuck. A forked child's stack still holds its parent's
+frames outside its entry point (`BaseProcess._bootstrap`): those are cut, or every worker
+would seem to stand on the parent's `for batch in loader` line.
+
+Pure: reads `RankStack.children`, which a record written before children were kept does not
+have: such a rank has no stuck child, as before.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gputui.collect.frames import ChildStack, Frame, RankStack
+from gputui.diagnose.hang.stack_reading import is_library, read_stack
+
+# The main thread's innermost functions when it waits on something a child feeds.
+_WAITS = re.compile(
+    r"(^|\.)(get|poll|_poll|wait|select|recv|recv_bytes|_recv|_recv_bytes|result|join|"
+    r"_try_get_data|_get_data|_next_data|__next__|acquire|communicate|read)$"
+)
+_ENTRIES = ("_bootstrap", "BaseProcess.run", "spawn_main", "_main")
+
+
+@dataclass(frozen=True)
+class StuckChild:
+    child: ChildStack
+    frame: Frame  # its innermost user frame
+
+    def words(self, rank_who: str, rank_line: Frame | None) -> str:
+        line = rank_line.label() if rank_line is not None else None
+        return child_sentence(self.child.role, rank_who, self.child.pid, self.frame.label(), line)
+
+
+def child_sentence(role: str, rank_who: str, pid: int, frame: str, rank_line: str | None) -> str:
+    """`DataLoader worker 1 of rank 1 (pid 908) is stuck in fetch_record (data.py:31); rank
+    1 waits for it at main (train.py:133)`: the same words from the stall's dump and from
+    the progress dumps, so the verdict says it once."""
+    line = f"{role} of {rank_who} (pid {pid}) is stuck in {frame}"
+    if rank_line:
+        line += f"; {rank_who} waits for it at {rank_line}"
+    return line
+
+
+def own_frames(frames: Sequence[Frame]) -> tuple[Frame, ...]:
+    """A child's frames inside its own entry point: a forked child's stack goes on into
+    its parent's (`DataLoader.__iter__`, the parent's loop line), which are not its code."""
+    for i, f in enumerate(frames):
+        if f.function.rsplit(".", 1)[-1] in ("_bootstrap", "spawn_main") or f.function in _ENTRIES:
+            return tuple(frames[:i])
+    return tuple(frames)
+
+
+def waits_on_child(frames: Sequence[Frame]) -> bool:
+    """Whether a main thread waits on a queue, pipe, future or process (not a collective)."""
+    inner = [f for f in frames[:12] if is_library(f)]
+    return any(_WAITS.search(f.function) for f in inner)
+
+
+def stuck_child(s: RankStack) -> StuckChild | None:
+    """The child a rank waits for that stands in its own code, when the rank waits on one."""
+    if not s.ok or not s.children or not waits_on_child(s.frames):
+        return None
+    for c in s.children:
+        if c.outcome != "done":
+            continue
+        mine = own_frames(c.frames)
+        reading = read_stack(mine)
+        if reading.frame is not None and not is_library(reading.frame):
+            return StuckChild(c, reading.frame)
+    return None
+
+
+# torch's words when a worker dies under its rank: "DataLoader worker (pid 4242) is killed
+# by signal: Killed." (its SIGCHLD handler), then "DataLoader worker (pid(s) 4242) exited
+# unexpectedly". The signal is said by strsignal's description.
+_KILLED = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: ([A-Za-z][\w ]*)")
+
+
+def _signal_named(description: str) -> signal.Signals | None:
+    for s in signal.Signals:
+        try:
+            if signal.strsignal(s) == description.strip():
+                return s
+        except ValueError:
+            continue
+    return None
+
+
+def killed_child(text: str) -> tuple[int, str] | None:
+    """(pid, "SIGKILL (signal 9)") of a DataLoader worker a rank's output says was killed.
+
+    The rank printed it, so the worker was on the rank's node: a death told from it is on
+    this node whenever the rank is (never "on another node")."""
+    m = _KILLED.search(text)
+    if m is None:
+        return None
+    sig = _signal_named(m.group(2))
+    said = f"{sig.name} (signal {int(sig)})" if sig is not None else f"signal {m.group(2)!r}"
+    return int(m.group(1)), said
+
+
+def killed_child_words(text: str, rank_who: str) -> str | None:
+    """`rank 1's DataLoader worker (pid 4242) was killed by SIGKILL (signal 9) on this node
+    (the OOM killer sends SIGKILL)`, from the rank's output, or None."""
+    got = killed_child(text)
+    if got is None:
+        return None
+    pid, sig = got
+    line = f"{rank_who}'s DataLoader worker (pid {pid}) was killed by {sig} on this node"
+    if sig.startswith("SIGKILL"):
+        line += " (the OOM killer sends SIGKILL: see `dmesg`)"
+    return line
