@@ -1,0 +1,211 @@
+"""The fast reading of a recording of plain GPU lines: into columns, or not at all.
+
+A *plain* recording is one whose every line is a GPU line of readings (the calibration
+format's floor: `{"t": ..., "gpu": 0, "util": ..., "mem_util": ..., "power_w": ...,
+"pids": [...], ...}`) without processes (`procs`, `proc_mem`) or typed records: what another
+tool, a cron job or the calibration recorder writes. `read_plain(path)` reads it into
+gputui.collect.trace.columns.Columns, checking each field by the full reader's rules
+(gputui.collect.trace.schema) a column at a time (a type set, a min and a max over a block
+of lines, in C) instead of a line at a time.
+
+It gives up (returns None) on anything a clean file does not hold: a typed record, a
+process list, a line that is not one JSON object, a value the full reader would turn into
+N/A or refuse, a repeated or out-of-order sample, a cut last line, a line nested deeper
+than the bound, a bound of the file hit... The caller then reads the file with the full
+reader (gputui.collect.trace.read), which has the words for each of those, so a damaged
+file gets exactly the error it always got, and this path never has to be as careful as the
+full reader about what to say: only about what it accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from array import array
+from pathlib import Path
+from typing import Any
+
+from gputui.collect.trace import schema
+from gputui.collect.trace.columns import FLOAT_ATTRS, INT_ATTRS, Columns
+from gputui.collect.trace.grouping import SAME_SAMPLE_S
+from gputui.collect.trace.lines import iter_lines
+from gputui.errors import GputuiError
+
+BLOCK = 8192
+"""Lines checked at a time: large enough that a column's checks run in C, small enough
+that the block's parsed lines (about 1 KiB each) stay a few MiB."""
+
+# The file keys read, in order: readings (key, attr, lo, hi, integral), then the rest.
+_READINGS = schema.GPU_READINGS
+_KEYS = ("t", "gpu", *(r[0] for r in _READINGS), "pids", "name", "uuid", "phase")
+_NONE = type(None)
+_NUMBER_TYPES = {int, float, _NONE}
+
+
+class _NotPlain(Exception):
+    """The file is not a clean plain recording: the full reader reads it."""
+
+
+def read_plain(path: str | Path) -> Columns | None:
+    """The file's samples as columns, or None when it is not a clean plain recording.
+    GputuiError only for what the full reader would refuse before its first line (no
+    such file, a FIFO, not gzip): the file itself."""
+    reader = _PlainReader()
+    lines = iter_lines(path)
+    try:
+        reader.read(lines)
+    except _NotPlain:
+        return None
+    except GputuiError:
+        if reader.n_lines == 0:
+            raise  # the file itself (no such file, a FIFO, a bad gzip header)
+        return None  # a bound hit on the way: the full reader says which, where
+    except (ValueError, RecursionError, OverflowError, MemoryError, TypeError):
+        return None
+    finally:
+        lines.close()
+    if len(reader.cols) == 0:
+        return None
+    return reader.cols
+
+
+class _PlainReader:
+    def __init__(self) -> None:
+        self.cols = Columns()
+        self.rows: list[tuple[Any, ...]] = []
+        self.n_lines = 0
+        self.strings: dict[Any, Any] = {}  # checked strings and pid lists, shared
+        # the open sample: its time, GPUs, how many pids it lists
+        self.t0 = -1.0
+        self.gpus: set[int] = set()
+        self.listed = 0
+        self.recent: set[tuple[float, int]] = set()  # (t, gpu) of the open sample's lines
+        self.older: set[tuple[float, int]] = set()  # ...and of the sample before it
+
+    def read(self, lines: Any) -> None:
+        loads, keys = json.loads, _KEYS
+        rows = self.rows
+        for data, ended, _n in lines:
+            self.n_lines += 1
+            if not ended or data[:1] != b"{" or data.count(b"[") + data.count(b"{") > 16:
+                raise _NotPlain  # a cut last line, padding, nesting deeper than the bound
+            d = loads(data.decode("utf-8"))
+            if type(d) is not dict or "type" in d or "procs" in d or "proc_mem" in d:
+                raise _NotPlain
+            rows.append(tuple(map(d.get, keys)))
+            if len(rows) >= BLOCK:
+                self._flush()
+        self._flush()
+
+    def _flush(self) -> None:
+        rows = self.rows[:]
+        self.rows.clear()  # the same list: read() holds it
+        if not rows:
+            return
+        cols = list(zip(*rows, strict=True))
+        ts, gpus = cols[0], cols[1]
+        if set(map(type, ts)) - {int, float} or set(map(type, gpus)) != {int}:
+            raise _NotPlain
+        if not all(map(math.isfinite, ts)) or min(ts) < 0 or max(ts) > schema.T_MAX:
+            raise _NotPlain
+        if min(gpus) < 0 or max(gpus) > schema.MAX_GPU_INDEX:
+            raise _NotPlain
+        c = self.cols
+        for k, (key, attr, lo, hi, integral) in enumerate(_READINGS, start=2):
+            col = cols[k]
+            _check_numbers(col, lo, hi, integral)
+            if attr in FLOAT_ATTRS:
+                c.floats[attr].extend([math.nan if v is None else v for v in col])
+            elif attr in INT_ATTRS:
+                c.ints[attr].extend(col)
+        base = len(c.t)
+        n_readings = 2 + len(_READINGS)
+        pids = [self._pids(v) for v in cols[n_readings]]
+        c.pids.extend(pids)
+        c.names.extend(self._text(v) for v in cols[n_readings + 1])
+        c.uuids.extend(self._text(v) for v in cols[n_readings + 2])
+        c.phases.extend(self._text(v) for v in cols[n_readings + 3])
+        c.t.extend(ts)
+        c.gpu.extend(gpus)
+        self._group(ts, gpus, pids, base)
+
+    def _group(
+        self, ts: tuple[float, ...], gpus: tuple[int, ...], pids: list[Any], base: int
+    ) -> None:
+        """Samples by the full reader's rule (gputui.collect.trace.grouping), for clean
+        files only: a line whose time and GPU repeat one of this or the last sample's, or a
+        sample whose time does not advance, gives up (the full reader drops an exact
+        repeat and refuses the rest, with its words)."""
+        starts, t0, seen, listed = self.cols.starts, self.t0, self.gpus, self.listed
+        recent, older = self.recent, self.older
+        for k, (t, gpu) in enumerate(zip(ts, gpus, strict=True)):
+            at = (t, gpu)
+            if at in recent or at in older:
+                raise _NotPlain
+            if t0 < 0 or gpu in seen or abs(t - t0) > SAME_SAMPLE_S:
+                if t0 >= 0 and t <= t0:
+                    raise _NotPlain
+                if len(starts) >= schema.MAX_SAMPLES:
+                    raise _NotPlain
+                starts.append(base + k)
+                t0, seen, listed = t, {gpu}, 0
+                older, recent = recent, set()
+            else:
+                if len(seen) >= schema.MAX_GPUS_PER_SAMPLE:
+                    raise _NotPlain
+                seen.add(gpu)
+            recent.add(at)
+            listed += len(pids[k])
+            if listed > schema.MAX_PROCS_PER_SAMPLE:
+                raise _NotPlain
+        self.t0, self.gpus, self.listed = t0, seen, listed
+        self.recent, self.older = recent, older
+
+    def _pids(self, v: Any) -> tuple[int, ...]:
+        if v is None:
+            return ()
+        if type(v) is not list:
+            raise _NotPlain
+        key = tuple(v)
+        got = self.strings.get(("pids", key))
+        if got is None:
+            if len(v) > schema.MAX_PROCS_PER_GPU or any(
+                type(p) is not int or not 1 <= p <= schema.PID_MAX_LIMIT for p in v
+            ):
+                raise _NotPlain
+            got = key
+            self._keep(("pids", key), got)
+        return got  # type: ignore[no-any-return]
+
+    def _text(self, v: Any) -> str | None:
+        if v is None:
+            return None
+        if type(v) is not str:
+            raise _NotPlain
+        got = self.strings.get(v)
+        if got is None:
+            if len(v) > schema.MAX_STR_CHARS:
+                raise _NotPlain
+            got = schema.printable(v)
+            self._keep(v, got)
+        return got  # type: ignore[no-any-return]
+
+    def _keep(self, key: Any, value: Any) -> None:
+        if len(self.strings) >= 65536:
+            self.strings.clear()
+        self.strings[key] = value
+
+
+def _check_numbers(col: tuple[Any, ...], lo: float, hi: float, integral: bool) -> None:
+    """Every value a reading the full reader keeps as it is (None, or a number in range;
+    a whole number for `integral`): else not clean (N/A, or an error, is its to say)."""
+    kinds = set(map(type, col))
+    if not kinds <= _NUMBER_TYPES or (integral and float in kinds):
+        raise _NotPlain
+    vals = [v for v in col if v is not None] if _NONE in kinds else col
+    if not vals:
+        return
+    if not all(map(math.isfinite, vals)) or min(vals) < lo or max(vals) > hi:
+        raise _NotPlain
+    if not integral and int in kinds:
+        array("d", [v for v in vals if type(v) is int])  # OverflowError: not clean
