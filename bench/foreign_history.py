@@ -88,7 +88,11 @@ def samples(n: int) -> Iterator[tuple[float, list[dict[str, Any]]]]:
     """(t, both GPUs' readings) of `n` samples: the healthy cycle, a hang at HANG_AT."""
     ph = _phases()
     cycle = [(name, s) for name in CYCLE for s in ph[name]]
-    spin = [s for s in ph["stall_in_loop"] if s[0]["util"] >= 90 and s[1]["util"] <= 5]
+    spin = [  # GPU 0 spinning (a kernel at full util, no memory traffic, idle power)
+        s for s in ph["stall_in_loop"]
+        if s[0]["util"] >= 90 and s[0]["mem_util"] <= 1 and s[0]["power_w"] <= 150
+        and s[1]["util"] <= 5
+    ]  # fmt: skip
     hang_from, hang_n = int(n * HANG_AT), int(HANG_S * HZ)
     k = 0
     for i in range(n):
