@@ -126,7 +126,8 @@ def make_csv(path: Path, n: int, units: bool = True) -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.write(", ".join(head) + "\n")
         for t, gpus in samples(n):
-            stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}"
+            stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.gmtime(t))
+            stamp += f".{round(t * 1000) % 1000:03d}"
             for d in gpus:
                 row = []
                 for _name, key, unit in CSV_COLUMNS:

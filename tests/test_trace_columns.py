@@ -45,7 +45,10 @@ def _foreign_lines(repeat_hang_s: float = 120.0) -> list[dict]:
     spin = [
         (a, b)
         for a, b in zip(stall[::2], stall[1::2], strict=False)
-        if a["gpu"] == 0 and a["util"] >= 90 and a["mem_util"] <= 1 and a["power_w"] <= 150
+        if a["gpu"] == 0
+        and a["util"] >= 90
+        and a["mem_util"] <= 1
+        and a["power_w"] <= 150
         and b["util"] <= 5
     ]
     out, t = [], 1_795_600_000.0

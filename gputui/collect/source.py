@@ -7,6 +7,7 @@ A Source is pulled by exactly one thread (the Sampler, or a CLI loop). `sample()
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -72,7 +73,7 @@ class ReplaySource:
 
     def __init__(
         self,
-        snaps: list[Snapshot],
+        snaps: list[Snapshot] | Sequence[Snapshot],  # a Sequence: gputui.collect.trace.columns
         name: str = "trace",
         speed: float = 1.0,
         start_s: float = 0.0,

@@ -47,9 +47,7 @@ class Columns:
 
     t: array = field(default_factory=lambda: array("d"))  # the line's time
     gpu: array = field(default_factory=lambda: array("H"))  # its GPU index
-    floats: dict[str, array] = field(
-        default_factory=lambda: {a: array("d") for a in FLOAT_ATTRS}
-    )
+    floats: dict[str, array] = field(default_factory=lambda: {a: array("d") for a in FLOAT_ATTRS})
     ints: dict[str, list[int | None]] = field(default_factory=lambda: {a: [] for a in INT_ATTRS})
     pids: list[tuple[int, ...]] = field(default_factory=list)  # shared tuples
     names: list[str | None] = field(default_factory=list)  # shared strings
@@ -152,17 +150,14 @@ class ColumnSnaps(Sequence[Snapshot]):
                     p = ProcessInfo(pid=pid, gpus=(gi,), gpu_mem_mb=None, live=False)
                     if pid in procs:  # one process on several GPUs
                         a = procs[pid]
-                        p = ProcessInfo(
-                            pid=pid, gpus=tuple(sorted(set(a.gpus) | {gi})), live=False
-                        )
+                        p = ProcessInfo(pid=pid, gpus=tuple(sorted(set(a.gpus) | {gi})), live=False)
                     procs[pid] = p
             got = tuple(sorted(procs.values(), key=lambda p: (p.gpus, p.pid)))
             if len(self._procs) > 4096:
                 self._procs.clear()
             self._procs[key] = got
         who = tuple(
-            (p.pid, p.gpus, p.rank, p.ppid, p.parent_cmd, bool(p.cmdline), p.env_error)
-            for p in got
+            (p.pid, p.gpus, p.rank, p.ppid, p.parent_cmd, bool(p.cmdline), p.env_error) for p in got
         )
         jobs = self._jobs.get(who)
         if jobs is None:

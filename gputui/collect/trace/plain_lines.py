@@ -111,7 +111,7 @@ class _PlainReader:
         if min(gpus) < 0 or max(gpus) > schema.MAX_GPU_INDEX:
             raise _NotPlain
         c = self.cols
-        for k, (key, attr, lo, hi, integral) in enumerate(_READINGS, start=2):
+        for k, (_key, attr, lo, hi, integral) in enumerate(_READINGS, start=2):
             col = cols[k]
             _check_numbers(col, lo, hi, integral)
             if attr in FLOAT_ATTRS:

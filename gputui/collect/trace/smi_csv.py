@@ -72,7 +72,9 @@ FIELDS = {
 _RANGES = {attr: (lo, hi) for _key, attr, lo, hi, _int in schema.GPU_READINGS}
 _HEAD = re.compile(r"[a-z_]+(?:\.[a-z_]+)*(?: \[[^\]]{1,16}\])?")
 _NUMBER = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?")
-_STAMP = re.compile(r"([0-9]{4})/([0-9]{2})/([0-9]{2}) ([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,6})?")
+_STAMP = re.compile(
+    r"([0-9]{4})/([0-9]{2})/([0-9]{2}) ([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,6})?"
+)
 
 
 def _field(head: str) -> str:
@@ -198,9 +200,7 @@ def _row(
 ) -> None:
     values = [v.strip() for v in line.split(",")]
     if len(values) != len(heads):
-        raise GputuiError(
-            f"{where}: {len(values)} fields where the header names {len(heads)}"
-        )
+        raise GputuiError(f"{where}: {len(values)} fields where the header names {len(heads)}")
     got: dict[str, float | str | None] = {}
     t = -1.0
     gpu = -1
@@ -232,11 +232,11 @@ def _row(
     cols.t.append(t)
     cols.gpu.append(gpu)
     for attr in FLOAT_ATTRS:
-        v = got.get(attr)
-        cols.floats[attr].append(math.nan if v is None else float(v))  # type: ignore[arg-type]
+        x = got.get(attr)
+        cols.floats[attr].append(x if isinstance(x, float) else math.nan)
     for attr in ("pstate", "events"):
-        v = got.get(attr)
-        cols.ints[attr].append(None if v is None else int(v))  # type: ignore[arg-type]
+        x = got.get(attr)
+        cols.ints[attr].append(int(x) if isinstance(x, float) else None)
     cols.pids.append(())
     cols.names.append(got.get("name"))  # type: ignore[arg-type]
     cols.uuids.append(got.get("uuid"))  # type: ignore[arg-type]
