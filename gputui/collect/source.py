@@ -188,7 +188,9 @@ class ReplaySource:
         snap = self.snaps[self.pos]
         self.pos += 1
         if self.realtime and self.pos < len(self.snaps):
-            gap = (self.snaps[self.pos].t - snap.t) / self.speed
+            times = getattr(self.snaps, "times", None)  # columns: the time without the sample
+            nxt = times[self.pos] if times is not None else self.snaps[self.pos].t
+            gap = (nxt - snap.t) / self.speed
             self._delay = min(MAX_REPLAY_DELAY_S, max(0.0, gap))
         else:
             self._delay = 0.0
