@@ -83,11 +83,11 @@ class _PlainReader:
         self.older: set[tuple[float, int]] = set()  # ...and of the sample before it
 
     def read(self, lines: Any) -> None:
-        loads, keys = json.loads, _KEYS
+        loads, keys, depth = json.loads, _KEYS, schema.MAX_DEPTH
         rows = self.rows
         for data, ended, _n in lines:
             self.n_lines += 1
-            if not ended or data[:1] != b"{" or data.count(b"[") + data.count(b"{") > 16:
+            if not ended or data[:1] != b"{" or data.count(b"[") + data.count(b"{") > depth:
                 raise _NotPlain  # a cut last line, padding, nesting deeper than the bound
             d = loads(data.decode("utf-8"))
             if type(d) is not dict or "type" in d or "procs" in d or "proc_mem" in d:
