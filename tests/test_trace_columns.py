@@ -30,6 +30,18 @@ CALIBRATION = DATA / "h200x2-trace.jsonl.gz"
 FLOOR = ("util", "mem_util", "power_w", "sm_mhz", "mem_used_mb", "temp", "pstate", "events")
 
 
+@pytest.fixture(params=["orjson", "json"])
+def parser(request, monkeypatch):
+    """Each in-process test runs with orjson (the `history` extra) and without it."""
+    from gputui.collect.trace import plain_lines
+
+    if request.param == "json":
+        monkeypatch.setattr(plain_lines, "_ORJSON", None)
+    else:
+        pytest.importorskip("orjson")
+    return request.param
+
+
 def _calibration() -> list[dict]:
     with gzip.open(CALIBRATION, "rt") as f:
         return [json.loads(line) for line in f]
@@ -71,13 +83,13 @@ def _write(path: Path, rows: list[dict]) -> Path:
 @pytest.mark.parametrize(
     "path", [CALIBRATION, DATA / "h200x4-straggler-4x.jsonl.gz"], ids=lambda p: p.name
 )
-def test_a_plain_recordings_columns_build_the_full_readers_snapshots(path):
+def test_a_plain_recordings_columns_build_the_full_readers_snapshots(path, parser):
     cols = read_columns(path)
     assert cols is not None
     assert list(ColumnSnaps(cols)) == TraceReader(path).read()
 
 
-def test_a_foreign_file_with_a_hang_reads_the_same_and_replays_to_the_hang(tmp_path):
+def test_a_foreign_file_with_a_hang_reads_the_same_and_replays_to_the_hang(tmp_path, parser):
     path = _write(tmp_path / "node-3.jsonl", _foreign_lines())
     cols = read_columns(path)
     assert cols is not None
@@ -110,9 +122,12 @@ def test_gputuis_own_recordings_are_left_to_the_full_reader(path):
         "util true",  # a bool where a number belongs: an error
         "time backwards",  # an error naming the line
         "a procs list",  # processes: not readings alone
+        "NaN",  # json reads it (then N/A), orjson refuses it: the full reader's either way
+        "a 30-digit pid",  # orjson reads a float: not a pid; json an int: out of range
+        "a lone surrogate",  # json reads it (made printable), orjson refuses it
     ],
 )
-def test_a_file_the_columns_do_not_take_gets_the_full_readers_answer(tmp_path, change):
+def test_a_file_the_columns_do_not_take_gets_the_full_readers_answer(tmp_path, change, parser):
     rows = _foreign_lines(repeat_hang_s=5)
     lines = [json.dumps(d) for d in rows]
     if change == "repeat a line":
@@ -123,11 +138,18 @@ def test_a_file_the_columns_do_not_take_gets_the_full_readers_answer(tmp_path, c
         lines[9] = lines[9].replace('"util": ', '"util": true, "x": ', 1)
     elif change == "time backwards":
         lines[11], lines[21] = lines[21], lines[11]
+    elif change == "NaN":
+        lines[9] = lines[9].replace('"util": ', '"util": NaN, "x": ', 1)
+    elif change == "a 30-digit pid":
+        lines[9] = lines[9].replace('"pids": [', '"pids": [123456789012345678901234567890, ', 1)
+    elif change == "a lone surrogate":
+        lines[9] = lines[9][:-1] + ', "phase": "x\\ud800y"}'
     else:
         lines[3] = lines[3][:-1] + ', "procs": []}'
     path = tmp_path / "f.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    assert read_columns(path) is None
+    if change != "a lone surrogate" or parser == "orjson":
+        assert read_columns(path) is None  # json reads that one: made printable, as the full
     try:
         want: object = TraceReader(path).read()
     except GputuiError as e:
