@@ -221,6 +221,7 @@ def test_a_hang_in_nvidia_smi_csv_is_seen_as_a_gpu_spinning(tmp_path):
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0].endswith("2 GPU(s) on node-9"), r.stdout  # the file's name
     final = r.stdout.splitlines()[-1]
     assert final.startswith("final: ok: no job to judge: GPU 0 spin"), r.stdout
     assert "list no process" in final
@@ -257,3 +258,22 @@ def test_a_bad_nvidia_smi_csv_is_one_line_and_exit_2(tmp_path, text, said):
         assert r.returncode == 2, (cmd, r.stdout, r.stderr)
         assert said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert "Traceback" not in r.stderr
+
+
+def test_every_face_that_replays_reads_the_csv(tmp_path):
+    """snapshot (its window of history) and the dashboard's and the exporter's source."""
+    rows = _foreign_lines(repeat_hang_s=20)
+    path = tmp_path / "gpu-log.csv"
+    path.write_text(_csv(rows))
+    r = subprocess.run(
+        [sys.executable, "-m", "gputui", "snapshot", "--replay", str(path), "--json"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    shown = json.loads(r.stdout)
+    assert [g["util"] for g in shown["gpus"]] == [rows[-2]["util"], rows[-1]["util"]]
+    assert shown["hostname"] is None and shown["processes"] == []
+    src = ReplaySource.from_file(path, realtime=True, lazy=True)  # as the dashboard opens it
+    first = src.sample()
+    assert first is not None and first.gpus[0].power_limit_w == 700.0
+    assert src.next_delay() == pytest.approx(0.25)
