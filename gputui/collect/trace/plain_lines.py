@@ -47,7 +47,7 @@ _NONE = type(None)
 _NUMBER_TYPES = {int, float, _NONE}
 
 
-_SCAN = json.JSONDecoder().scan_once  # what json.loads runs, the same settings
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # what json.loads runs
 try:  # the `history` extra: a compiled JSON parser, imported only on this path
     from orjson import loads as _ORJSON_LOADS
 
