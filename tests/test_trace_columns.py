@@ -277,3 +277,17 @@ def test_every_face_that_replays_reads_the_csv(tmp_path):
     first = src.sample()
     assert first is not None and first.gpus[0].power_limit_w == 700.0
     assert src.next_delay() == pytest.approx(0.25)
+
+
+def test_the_live_dashboard_does_not_import_the_history_path():
+    """orjson and the columns are imported when a history file is read, never before: the
+    live dashboard's first frame and memory do not pay for them."""
+    history = ["orjson", "gputui.collect.trace.columns", "gputui.collect.trace.plain_lines",
+               "gputui.collect.trace.smi_csv", "gputui.collect.trace.fast"]  # fmt: skip
+    code = (
+        "import sys, json; import gputui.collect.source, gputui.collect.live, gputui.ui.app; "
+        f"print(json.dumps([m for m in {history!r} if m in sys.modules]))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == []
