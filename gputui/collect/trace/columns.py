@@ -166,3 +166,33 @@ class ColumnSnaps(Sequence[Snapshot]):
                 self._jobs.clear()
             self._jobs[who] = jobs
         return got, jobs
+
+
+class SnapsView(Sequence[Snapshot]):
+    """Samples lo..hi-1 of a ColumnSnaps, built when indexed or iterated and not kept: the
+    window of a moment whose spin began hours earlier holds no list of them (a 20,000 s
+    hang at 4 Hz is 80,000 samples)."""
+
+    def __init__(self, snaps: ColumnSnaps, lo: int, hi: int) -> None:
+        self.snaps, self.lo, self.hi = snaps, lo, hi
+
+    def __len__(self) -> int:
+        return self.hi - self.lo
+
+    @overload
+    def __getitem__(self, k: int) -> Snapshot: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[Snapshot]: ...
+    def __getitem__(self, k: int | slice) -> Snapshot | list[Snapshot]:
+        if isinstance(k, slice):
+            return [self.snaps[self.lo + i] for i in range(*k.indices(len(self)))]
+        n = len(self)
+        if k < 0:
+            k += n
+        if not 0 <= k < n:
+            raise IndexError("sample index out of range")
+        return self.snaps[self.lo + k]
+
+    def __iter__(self) -> Iterator[Snapshot]:
+        for k in range(self.lo, self.hi):
+            yield self.snaps[k]
