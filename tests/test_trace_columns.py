@@ -291,3 +291,24 @@ def test_the_live_dashboard_does_not_import_the_history_path():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == []
+
+
+def test_a_moment_deep_in_a_hang_reaches_back_to_its_start_without_a_list(tmp_path):
+    """The window of a file held as columns is a view: a moment 10 minutes into a hang
+    reaches back to where the spin began, and says what the whole replay says there."""
+    from gputui.collect.trace.columns import SnapsView
+    from gputui.collect.trace.window import read_moment
+    from gputui.commands.moment import verdicts
+    from gputui.diagnose.hang.classify import GpuState, classify_gpu
+
+    path = _write(tmp_path / "deep.jsonl", _foreign_lines(repeat_hang_s=600))
+
+    def calm(snap) -> bool:
+        return all(classify_gpu(g) != GpuState.SPINNING for g in snap.gpus)
+
+    m = read_moment(path, None, 60.0, calm)
+    assert isinstance(m.snaps, SnapsView) and len(m.snaps) > 600 * 4
+    whole = verdicts(TraceReader(path).read())[-1]
+    mine = verdicts(m.snaps)[-1]
+    assert (mine.state, mine.since, mine.reason) == (whole.state, whole.since, whole.reason)
+    assert mine.state == "hung"
