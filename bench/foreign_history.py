@@ -24,6 +24,7 @@ CPU) is held for ten minutes: a hang, after which the job is gone and the cycles
     python bench/foreign_history.py                      # make the files (once), time all
     python bench/foreign_history.py --repeat 3 --json out.json
     python bench/foreign_history.py --before 7272082     # also time the code of a revision
+    python bench/foreign_history.py --hang-at 0.2 --hang-s 20000   # the file ends in a hang
 """
 
 from __future__ import annotations
@@ -277,11 +278,17 @@ def main() -> None:
     ap.add_argument("--dir", default="/tmp", help="where the files are (made if missing)")
     ap.add_argument("--gz", action="store_true", help="also time the gzipped file")
     ap.add_argument("--csv", action="store_true", help="also time the nvidia-smi CSV")
+    ap.add_argument("--hang-at", type=float, default=HANG_AT, help="where the hang starts (0-1)")
+    ap.add_argument("--hang-s", type=float, default=HANG_S, help="how long it lasts, seconds")
     ap.add_argument("--json", default=None, metavar="PATH")
     ap.add_argument("--before", default=None, metavar="REV", help="also time the code at REV")
     args = ap.parse_args()
     print(machine_line(machine()), f"load {os.getloadavg()[0]:.1f}")
-    base = Path(args.dir) / f"gputui-foreign-2x{args.samples}"
+    globals().update(HANG_AT=args.hang_at, HANG_S=args.hang_s)  # samples() reads them
+    name = f"gputui-foreign-2x{args.samples}"
+    if (args.hang_at, args.hang_s) != (0.6, 600.0):
+        name += f"-hang-at-{round(args.hang_at * 100)}pc-{args.hang_s:g}s"
+    base = Path(args.dir) / name
     files = {"plain": base.with_suffix(".jsonl")}
     if args.gz:
         files["gzip"] = base.with_suffix(".jsonl.gz")
@@ -293,7 +300,7 @@ def main() -> None:
             (make_csv if kind == "csv" else make_jsonl)(path, args.samples)
             print(f"made {path} in {time.perf_counter() - t:.0f} s")
         print(f"{path}: {path.stat().st_size / 2**20:.1f} MiB, {2 * args.samples} GPU lines")
-    hung_s = args.samples * HANG_AT / HZ + HANG_S - 60
+    hung_s = min(args.samples / HZ - 1, args.samples * args.hang_at / HZ + args.hang_s - 60)
     write_json(args.json, "foreign_history", run(files, args.repeat, args.before, hung_s))
 
 
