@@ -35,7 +35,7 @@ MAX_GENERATED = 10 * MAX_HOSTS
 itself with different but overlapping ranges (`n[1-99999]`, `n[2-99999]`, ...)."""
 MAX_HOSTFILE_BYTES = 16 << 20  # 100,000 names of up to ~160 characters
 MAX_NAME = 253 + 1 + 64  # a DNS name, `@`, a user name
-_SUFFIXES = (".gz", ".jsonl", ".json", ".ndjson", ".txt")
+_SUFFIXES = (".gz", ".jsonl", ".json", ".ndjson", ".csv", ".txt")
 _CHARS = re.compile(r"[A-Za-z0-9._:@\-\[\],]+")
 _BRACKET = re.compile(r"\[([^\[\]]*)\]")
 _DNS = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,251}[A-Za-z0-9_.])?")

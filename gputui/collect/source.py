@@ -7,6 +7,7 @@ A Source is pulled by exactly one thread (the Sampler, or a CLI loop). `sample()
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -72,7 +73,7 @@ class ReplaySource:
 
     def __init__(
         self,
-        snaps: list[Snapshot],
+        snaps: list[Snapshot] | Sequence[Snapshot],  # a Sequence: gputui.collect.trace.columns
         name: str = "trace",
         speed: float = 1.0,
         start_s: float = 0.0,
@@ -85,8 +86,11 @@ class ReplaySource:
         self.snaps = snaps
         self.speed = speed
         self.realtime = realtime
-        t0 = snaps[0].t
-        self.pos = next((i for i, s in enumerate(snaps) if s.t - t0 >= start_s), len(snaps) - 1)
+        # A recording held as columns (gputui.collect.trace.columns) has its times without
+        # building its samples: the start is found from them.
+        times = getattr(snaps, "times", None) or [s.t for s in snaps]
+        t0 = times[0]
+        self.pos = next((i for i, t in enumerate(times) if t - t0 >= start_s), len(snaps) - 1)
         self.description = f"replay {name}"
         self._delay = 0.0
         self._lazy: _LazyRead | None = None  # a file still being read (from_file, lazy)
@@ -95,7 +99,12 @@ class ReplaySource:
         self.notes: list[str] = []
         # The recorded node's name, the same in every face (check, exporter, bundle):
         # the recording's own hostname, else (from_file) its file name without extensions.
-        self.node: str = next((s.hostname for s in snaps if s.hostname), None) or ""
+        host = getattr(snaps, "cols", None)
+        self.node: str = (
+            (host.hostname or "")
+            if host is not None
+            else next((s.hostname for s in snaps if s.hostname), None) or ""
+        )
 
     @classmethod
     def from_file(
@@ -115,6 +124,16 @@ class ReplaySource:
         from gputui.collect.trace.read import TraceReader, shown
 
         name = shown(Path(path).name)
+        from gputui.collect.trace.fast import read_columns
+
+        cols = read_columns(path)  # readings alone: columns, each sample built when played
+        if cols is not None:
+            from gputui.collect.trace.columns import ColumnSnaps
+
+            src = cls(ColumnSnaps(cols), name, speed=speed, start_s=start_s, realtime=realtime)
+            if not cols.hostname:
+                src.node = shown(host_from_name(str(path)))
+            return src
         reader = TraceReader(path)
         feed = _LazyRead(reader) if lazy else None
         snaps = feed.until(start_s) if feed is not None else reader.read()
@@ -169,7 +188,9 @@ class ReplaySource:
         snap = self.snaps[self.pos]
         self.pos += 1
         if self.realtime and self.pos < len(self.snaps):
-            gap = (self.snaps[self.pos].t - snap.t) / self.speed
+            times = getattr(self.snaps, "times", None)  # columns: the time without the sample
+            nxt = times[self.pos] if times is not None else self.snaps[self.pos].t
+            gap = (nxt - snap.t) / self.speed
             self._delay = min(MAX_REPLAY_DELAY_S, max(0.0, gap))
         else:
             self._delay = 0.0

@@ -247,7 +247,8 @@ def run(args: argparse.Namespace) -> int:
     from gputui.diagnose.health.judge import HealthTracker
 
     if args.replay:  # the moment and its history only (gputui.collect.trace.window)
-        return _print(args, *_moment(args), live=False, source=None)
+        shown, history, judged, waits, verdict = _moment(args)
+        return _print(args, shown, history, judged, waits, live=False, source=None, verdict=verdict)
     source = open_source(args, realtime=False)
     health = HealthTracker()  # Xids and counters of every sample up to the one shown
     straggles: list[Straggle] = []
@@ -300,17 +301,21 @@ called after 60 s, departed ranks are kept as long, wait shares span 30 s); a sp
 began earlier is followed back to its start (gputui.collect.trace.window)."""
 
 
-def _moment(args: argparse.Namespace) -> tuple[Snapshot, list[Snapshot], Any, list[Any]]:
-    """(the sample shown, its history, health, wait shares) of `--replay FILE [--at S]`,
-    reading only the window of history its verdict needs."""
+def _moment(args: argparse.Namespace) -> tuple[Snapshot, list[Snapshot], Any, list[Any], Any]:
+    """(the sample shown, its history, health, wait shares, its verdict) of `--replay FILE
+    [--at S]`, reading only the window of history its verdict needs. The history is judged
+    in one pass, each sample looked at once: a window of a file held as columns builds each
+    sample as it comes and keeps none (a spin that began hours earlier is a long window)."""
     import sys
 
     from gputui.collect.source import filter_gpus
     from gputui.collect.trace.window import read_moment
     from gputui.diagnose.hang.classify import GpuState, classify_gpu
+    from gputui.diagnose.hang.groups import GroupMemory
     from gputui.diagnose.hang.runs import DIP_MAX_S
     from gputui.diagnose.health.judge import HealthTracker
-    from gputui.diagnose.slow.straggler import straggles_over
+    from gputui.diagnose.slow.straggler import WaitShares
+    from gputui.watch.watcher import Watcher
 
     def calm(snap: Snapshot) -> bool:
         return all(classify_gpu(g) != GpuState.SPINNING for g in snap.gpus)
@@ -320,17 +325,33 @@ def _moment(args: argparse.Namespace) -> tuple[Snapshot, list[Snapshot], Any, li
     moment = read_moment(args.replay, args.at, WINDOW_S, calm, calm_s=DIP_MAX_S + 0.5)
     for note in moment.notes:
         print(f"gputui: {note}", file=sys.stderr)
-    snaps = moment.snaps
-    if getattr(args, "gpus", None):
-        from gputui.commands.common import require_gpus
-
-        require_gpus(args.gpus, sorted({g.index for s in snaps for g in s.gpus}), "the recording")
-        keep = frozenset(args.gpus)
-        snaps = [filter_gpus(s, keep) for s in snaps]
+    keep = frozenset(args.gpus) if getattr(args, "gpus", None) else None
     health = HealthTracker()
-    for s in snaps:
-        health.update(s)
-    return snaps[-1], snaps, health, straggles_over(snaps)
+    # straggles_over (gputui.diagnose.slow.straggler) and moment.verdicts, fed in the same
+    # pass: the wait shares' own group memory, and a replay's Watcher with their defaults
+    memory, shares = GroupMemory(), WaitShares()
+    straggles: list[Any] = []
+    watcher = Watcher(
+        getattr(args, "stall_after", 10.0), getattr(args, "hang_after", 60.0), live=False
+    )
+    snap: Snapshot | None = None
+    verdict = None
+    try:
+        for s in moment.snaps:
+            if keep is not None and snap is None:  # one --gpus rule for every face
+                from gputui.commands.common import require_gpus
+
+                require_gpus(args.gpus, sorted(g.index for g in s.gpus), "the recording")
+            snap = filter_gpus(s, keep) if keep is not None else s
+            health.update(snap)
+            groups = memory.update(snap)
+            shares.observe(snap, groups)
+            straggles = shares.judge(snap, groups)
+            verdict = watcher.update(snap)
+    finally:
+        watcher.close()
+    assert snap is not None  # a moment has at least its own sample
+    return snap, [snap], health, straggles, verdict
 
 
 def _print(
@@ -342,11 +363,15 @@ def _print(
     *,
     live: bool,
     source: Any,
+    verdict: Any = None,
 ) -> int:
+    """`verdict`: the moment's, when the caller has judged its history already (a replay);
+    else it is the last of `seen`'s verdicts."""
     from gputui.commands.moment import verdicts
     from gputui.jsonout import dumps
 
-    verdict = verdicts(seen)[-1] if seen else None
+    if verdict is None:
+        verdict = verdicts(seen)[-1] if seen else None
     if args.json:
         d = snapshot_to_json(snap, health, straggles)
         print(dumps({**d, "verdict": verdict_summary(verdict)}, indent=2))

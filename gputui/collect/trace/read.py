@@ -313,5 +313,14 @@ def _merge_gpus(a: ProcessInfo, b: ProcessInfo) -> ProcessInfo:
 
 
 def read_trace(path: str | Path) -> list[Snapshot]:
-    """Every sample of a recording, oldest first. Raises GputuiError (one line) on a bad file."""
+    """Every sample of a recording, oldest first. Raises GputuiError (one line) on a bad file.
+    A history file of readings alone (plain GPU lines, nvidia-smi's CSV) is read into
+    columns first (gputui.collect.trace.fast): the same Snapshots, a fraction of the time."""
+    from gputui.collect.trace.fast import read_columns
+
+    cols = read_columns(path)
+    if cols is not None:
+        from gputui.collect.trace.columns import ColumnSnaps
+
+        return list(ColumnSnaps(cols))
     return TraceReader(path).read()

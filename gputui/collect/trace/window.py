@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from gputui.collect.model import Snapshot
 from gputui.collect.trace import schema
+from gputui.collect.trace.columns import Columns, ColumnSnaps, SnapsView
 from gputui.collect.trace.grouping import OPENED, REPEAT, Grouping
 from gputui.collect.trace.read import TraceReader, iter_lines, shown
 from gputui.collect.trace.template import LineTemplates
@@ -62,7 +63,7 @@ class _IndexedSample:
 class Moment:
     """The window's snapshots, oldest first; the moment is the last one."""
 
-    snaps: list[Snapshot]
+    snaps: Sequence[Snapshot]  # a list, or a view of columns (gputui.collect.trace.columns)
     first_t: float  # the file's first sample time (what --at counts from)
     samples: int  # samples in the whole file
     notes: list[str]  # records skipped (gputui.collect.trace.read.TraceReader.notes)
@@ -159,7 +160,7 @@ def _parse(
 
 
 def _safe_start(
-    snaps: list[Snapshot],
+    snaps: Sequence[Snapshot],
     upto: int,
     calm: Callable[[Snapshot], bool],
     calm_s: float,
@@ -194,6 +195,11 @@ def read_moment(
     None, or when the file is shorter). `calm_s`: how long every sample must be calm before
     a window may start there (longer than the detector bridges a dip in a spin).
     GputuiError (one line) on a damaged file."""
+    from gputui.collect.trace.fast import read_columns
+
+    cols = read_columns(path)
+    if cols is not None:  # readings alone, held as columns: only the window is built
+        return _column_moment(cols, at, before_s, calm, calm_s)
     index = _Index(path)
     index.read()
     samples = index.samples
@@ -255,3 +261,44 @@ def _attach(
             k = len(snaps) - 1
         by.setdefault(k, []).append(rec)
     return [replace(s, records=tuple(by[k])) if k in by else s for k, s in enumerate(snaps)]
+
+
+def _column_moment(
+    cols: Columns,
+    at: float | None,
+    before_s: float,
+    calm: Callable[[Snapshot], bool],
+    calm_s: float,
+) -> Moment:
+    """read_moment's window of a file held as columns (gputui.collect.trace.columns): the
+    same rule, in sample numbers; its samples are built as they are looked at (a chunk at
+    a time while the start is sought) and the window is a view, not a list. No record to
+    attach."""
+    all_snaps = ColumnSnaps(cols)
+    times = all_snaps.times
+    i = len(times) - 1
+    if at is not None:
+        i = min(_first_at(times, at), i)
+    j = bisect.bisect_left(times, times[i] - before_s)
+    mark = 0
+    while True:  # a spin in progress at the window's start: move back to where it began
+        k = _safe_start(SnapsView(all_snaps, j, i + 1), mark, calm, calm_s, j == 0)
+        if k is None and j == 0:
+            k = 0
+        if k is not None:
+            break
+        lo = max(0, j - CHUNK)
+        mark, j = j - lo, lo
+    return Moment(
+        snaps=SnapsView(all_snaps, j + k, i + 1),
+        first_t=times[0],
+        samples=len(times),
+        notes=[],
+    )
+
+
+def _first_at(times: Any, at: float) -> int:
+    """The first sample `at` seconds or more into the file, as read_moment counts (its
+    offsets are differences of times, compared as such)."""
+    t0 = times[0]
+    return bisect.bisect_left([t - t0 for t in times], at)
