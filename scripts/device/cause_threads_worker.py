@@ -9,6 +9,13 @@ rank (the culprit) plays MODE:
   loader       DataLoader(num_workers=2): worker 1 blocks in the dataset's fetch_record()
   loader-kill  the same, but worker 1 is killed with SIGKILL inside fetch_record()
 
+--mib sets the all_reduce's size. On 4 x H200, ranks waiting in a 4 MiB all_reduce were
+called "busy", not spinning (util ~100 but memory traffic or power above the spin's; likely
+NCCL's low-latency protocols, which poll with many threads where the Simple protocol of a
+large message polls one flag). The spin the detector is calibrated on is a large
+all_reduce's (256 MiB, as scripts/device/multi_worker.py): the script runs both sizes and
+records NVML's readings beside them.
+
 Prints `READY rank=R pid=P t=UNIX` once it stands where the check expects it (the culprit
 just before its cause starts: the onset). Bounded by --lifetime (SIGALRM's default action
 ends it even while a thread holds the GIL).
@@ -91,6 +98,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=("gil", "poll", "loader", "loader-kill"))
     ap.add_argument("--lifetime", type=int, default=150)
+    ap.add_argument("--mib", type=float, default=4.0, help="the all_reduce's size in MiB")
     a = ap.parse_args()
     signal.alarm(a.lifetime)
     deadline = time.monotonic() + a.lifetime
@@ -104,7 +112,7 @@ def main() -> None:
         dev = torch.device("cuda", local)
         dist.init_process_group("nccl", timeout=timeout, device_id=dev)
     rank = dist.get_rank()
-    grad = torch.ones(1 << 20, device=dev)
+    grad = torch.ones(max(1, int(a.mib * (1 << 18))), device=dev)  # float32: 4 bytes each
     train_step(grad)  # every rank got here: the job works
     if rank != dist.get_world_size() - 1:
         ready(rank)
