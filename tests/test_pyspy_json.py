@@ -97,4 +97,3 @@ def test_a_thread_without_os_id_or_name_is_written_as_py_spy_writes_it():
     assert lines is not None and lines[-2:] == ["Thread 0XFF (active)", "    poll (t.py)"]
     (t,) = parse_py_spy(lines)
     assert (t.tid, t.status, t.name, t.frames[0].line) == ("0XFF", "active", "", None)
-
