@@ -5,7 +5,8 @@
 #   gil          its thread `stats` holds the GIL in a regex that never ends
 #   poll         it spins in a one-line Python loop polling a flag
 #   loader       its DataLoader worker 1 blocks in the dataset's fetch_record()
-#   loader-kill  its DataLoader worker 1 is killed with SIGKILL (the rank dies of it)
+#   loader-kill  its DataLoader worker 1 is killed with SIGKILL (the rank dies of it) once
+#                check watches; its ranks started without torchrun, which would end them all
 #   gil@4        gil with a 4 MiB all_reduce (MODE@MIB; the others 256 MiB): on 4 x H200 its
 #                waiting ranks once read "busy", not spinning; NVML's readings say why
 # For each, `gputui check --json` (stamped), NVML's readings every 0.5 s (nvidia-smi, with
@@ -54,8 +55,19 @@ for case in $(echo "${MODES:-gil,poll,loader,loader-kill,gil@4}" | tr , ' '); do
   tag=${case/@/-}
   log="$O/cause_$tag.out"
   port=$((29400 + RANDOM % 300))
-  setsid "$PY" -m torch.distributed.run --nproc-per-node "$NPROC" --master-port "$port" \
-    scripts/device/cause_threads_worker.py "$mode" --mib "$mib" --lifetime 60 >"$log" 2>&1 &
+  go="$O/cause_$tag.go"
+  rm -f "$go"
+  if [ "$mode" = loader-kill ]; then  # the ranks without a launcher (as srun starts them):
+    # torchrun would end every rank the moment one dies, and the job with it
+    setsid bash -c 'for r in $(seq 0 $(($4 - 1))); do
+        RANK=$r LOCAL_RANK=$r WORLD_SIZE=$4 LOCAL_WORLD_SIZE=$4 MASTER_ADDR=127.0.0.1 \
+          MASTER_PORT=$5 "$1" scripts/device/cause_threads_worker.py "$2" --mib "$3" \
+          --lifetime 60 --go "$6" &
+      done; wait' _ "$PY" "$mode" "$mib" "$NPROC" "$port" "$go" >"$log" 2>&1 &
+  else
+    setsid "$PY" -m torch.distributed.run --nproc-per-node "$NPROC" --master-port "$port" \
+      scripts/device/cause_threads_worker.py "$mode" --mib "$mib" --lifetime 60 >"$log" 2>&1 &
+  fi
   PIDS+=($!)
   for _ in $(seq 1 120); do  # at most 60 s for every rank
     [ "$(readies "$log")" -ge "$NPROC" ] && break
@@ -77,7 +89,13 @@ for case in $(echo "${MODES:-gil,poll,loader,loader-kill,gil@4}" | tr , ' '); do
     SMI=$!
   fi
   (timeout 60 "$PY" -m gputui check --json --duration 18 --interval 0.5 \
-    2>"$O/cause_$tag.check.err"; echo "{\"_exit\": $?}") | stamp >"$O/cause_$tag.jsonl"
+    2>"$O/cause_$tag.check.err"; echo "{\"_exit\": $?}") | stamp >"$O/cause_$tag.jsonl" &
+  CHECK=$!
+  if [ "$mode" = loader-kill ]; then  # the worker dies while check watches: its first line
+    for _ in $(seq 1 60); do [ -s "$O/cause_$tag.jsonl" ] && break; sleep 0.5; done
+    touch "$go"
+  fi
+  wait "$CHECK"
   if [ -n "${SMI:-}" ]; then
     kill "$SMI" 2>/dev/null
     SMI=
@@ -103,13 +121,18 @@ lines = [json.loads(x) for x in open(path) if x.strip()]
 rc = next((d["_exit"] for d in lines if "_exit" in d), None)
 lines = [d for d in lines if "_exit" not in d]
 culprit = nproc - 1
-m = re.search(rf"READY rank={culprit} pid=(\d+) t=(\d+\.\d+)", open(log).read())
-onset = float(m.group(2)) if m else None
+out = open(log).read()
+m = re.search(rf"READY rank={culprit} pid=(\d+) t=(\d+\.\d+)", out)
+kill = re.search(r"KILL pid=(\d+) t=(\d+\.\d+)", out)  # loader-kill: the worker's death
+onset = float(kill.group(2)) if kill else float(m.group(2)) if m else None
 want = {
     "gil": r"thread `stats` holds the GIL in parse_record",
     "poll": r"spins in poll_ready",
     "loader": rf"DataLoader worker 1 of rank {culprit} \(pid \d+\) is stuck in fetch_record",
-    "loader-kill": r"DataLoader worker \(pid",
+    "loader-kill": (
+        rf"rank {culprit} died: its DataLoader worker \(pid {kill.group(1) if kill else '?'}\) "
+        r"was killed by (SIGKILL|the OOM killer)"
+    ),
 }[mode]
 for d in lines:
     rel = f"{d['_arrived'] - onset:+6.1f}s" if onset else "?"
