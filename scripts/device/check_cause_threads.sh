@@ -12,7 +12,7 @@
 # For each, `gputui check --json` (stamped), NVML's readings every 0.5 s (nvidia-smi, with
 # each GPU's median over the case in the summary) and one summary line: the first line that
 # names the cause, its time after the onset (the culprit's READY: its cause starts then), and
-# the exit code. About 2.5 minutes:
+# the exit code. About 3 minutes (5 cases of about 35 s):
 #   LIMIT=230 bash scripts/device/run_all.sh cause check_cause_threads
 # On the CPU (gloo, 2 ranks, the stand-in libnvidia-ml.so.1 from tests/nvml_standin):
 #   GPUTUI_DEVICE_DRYRUN=1 OUT=/tmp/out PYTHON=.venv/bin/python bash scripts/device/check_cause_threads.sh
