@@ -9,10 +9,12 @@
 #                check watches; its ranks started without torchrun, which would end them all
 #   gil@4        gil with a 4 MiB all_reduce (MODE@MIB; the others 256 MiB): on 4 x H200 its
 #                waiting ranks once read "busy", not spinning; NVML's readings say why
+#   gil@4:Simple the same with NCCL_PROTO=Simple (MODE@MIB:PROTO): if this one spins as the
+#                detector knows a spin and gil@4 does not, NCCL's LL/LL128 wait is the cause
 # For each, `gputui check --json` (stamped), NVML's readings every 0.5 s (nvidia-smi, with
 # each GPU's median over the case in the summary) and one summary line: the first line that
 # names the cause, its time after the onset (the culprit's READY: its cause starts then), and
-# the exit code. About 3 minutes (5 cases of about 35 s):
+# the exit code. About 3 minutes (6 cases of about 30 s):
 #   LIMIT=230 bash scripts/device/run_all.sh cause check_cause_threads
 # On the CPU (gloo, 2 ranks, the stand-in libnvidia-ml.so.1 from tests/nvml_standin):
 #   GPUTUI_DEVICE_DRYRUN=1 OUT=/tmp/out PYTHON=.venv/bin/python bash scripts/device/check_cause_threads.sh
@@ -47,12 +49,16 @@ else
   say "INFO $(nvidia-smi -L | head -1) x $(nvidia-smi -L | wc -l)"
 fi
 
-for case in $(echo "${MODES:-gil,poll,loader,loader-kill,gil@4}" | tr , ' '); do
-  mode=${case%@*}
+for case in $(echo "${MODES:-gil,poll,loader,loader-kill,gil@4,gil@4:Simple}" | tr , ' '); do
+  spec=${case%%:*}  # MODE[@MIB][:PROTO]
+  proto=
+  [ "$spec" != "$case" ] && proto=${case#*:}
+  mode=${spec%@*}
   mib=256
-  [ "$case" != "$mode" ] && mib=${case#*@}
+  [ "$spec" != "$mode" ] && mib=${spec#*@}
   [ "${GPUTUI_DEVICE_DRYRUN:-0}" = 1 ] && mib=0.25
-  tag=${case/@/-}
+  tag=$(echo "$case" | tr '@:' '--')
+  if [ -n "$proto" ]; then export NCCL_PROTO=$proto; else unset NCCL_PROTO; fi
   log="$O/cause_$tag.out"
   port=$((29400 + RANDOM % 300))
   go="$O/cause_$tag.go"
