@@ -28,6 +28,7 @@ say() { echo "$*" | tee -a "$S"; }
 PY="${PYTHON:-python3}"
 PIDS=()
 stop_all() {  # every group at once: each may take 3 s to end
+  [ -n "${SMI:-}" ] && kill "$SMI" 2>/dev/null
   for p in "${PIDS[@]}"; do stop_group "$p" & done
   wait
   PIDS=()
