@@ -49,7 +49,9 @@ RANK = Path(__file__).parent / "targets" / "cause_rank.py"
 class Job:
     """Two ranks of cause_rank.py; their output goes to one shared file, as `srun -o`."""
 
-    def __init__(self, tmp: Path, role: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, tmp: Path, role: str, env: dict[str, str] | None = None, extra: tuple[str, ...] = ()
+    ) -> None:
         self.out = tmp / "job.out"
         self.procs: list[subprocess.Popen[bytes]] = []
         base = {
@@ -63,7 +65,7 @@ class Job:
         with open(self.out, "ab") as shared:
             for rank in (0, 1):
                 argv = [sys.executable, str(RANK), role, "--lifetime", "120"]
-                argv += ["--path", str(tmp / "ckpt.pt")]
+                argv += ["--path", str(tmp / "ckpt.pt"), *extra]
                 env_r = {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}
                 self.procs.append(
                     subprocess.Popen(argv, env=env_r, cwd=tmp, stdout=shared, stderr=shared)
@@ -77,18 +79,27 @@ class Job:
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
 
-    def check(self, *args: str) -> tuple[int, list[dict], str]:
-        env = standin_env(build_standin(), "spin_gpu:0")
-        env["GPUTUI_STANDIN_PIDS"] = ",".join(map(str, self.pids))
-        env["PYTHONPATH"] = str(REPO)
+    def check(self, *args: str, alive_only: bool = False) -> tuple[int, list[dict], str]:
         r = subprocess.run(
-            [sys.executable, "-m", "gputui", "check", "--json", *args],
-            env=env,
+            self.check_argv(*args),
+            env=self.check_env(alive_only),
             capture_output=True,
             text=True,
             timeout=150,
         )
         return r.returncode, [json.loads(x) for x in r.stdout.splitlines()], r.stderr
+
+    def check_argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "gputui", "check", "--json", *args]
+
+    def check_env(self, alive_only: bool = False) -> dict[str, str]:
+        """The stand-in NVML lists the ranks' pids on GPUs 0, 1; `alive_only`: only the live
+        ones, as real NVML does (a process that exited leaves its GPU's list)."""
+        env = standin_env(build_standin(), "spin_gpu:0")
+        pids = [p.pid for p in self.procs if p.poll() is None] if alive_only else self.pids
+        env["GPUTUI_STANDIN_PIDS"] = ",".join(map(str, pids))
+        env["PYTHONPATH"] = str(REPO)
+        return env
 
     def close(self) -> None:
         for p in self.procs:
@@ -101,8 +112,8 @@ class Job:
 def job(tmp_path: Path) -> Iterator:
     made: list[Job] = []
 
-    def start(role: str, env: dict[str, str] | None = None) -> Job:
-        made.append(Job(tmp_path, role, env))
+    def start(role: str, env: dict[str, str] | None = None, extra: tuple[str, ...] = ()) -> Job:
+        made.append(Job(tmp_path, role, env, extra))
         return made[-1]
 
     yield start
@@ -205,13 +216,57 @@ def test_a_dataloader_worker_killed_by_sigkill_is_told_on_this_node(job):
         f"rank 1's DataLoader worker (pid {pid}) was killed by SIGKILL (signal 9) on this "
         "node (the OOM killer sends SIGKILL: see `dmesg`)"
     )
-    code, lines, err = j.check("--duration", "13")
+    # Dead before gputui started: NVML lists no process of local rank 1; its words are in
+    # the output its peer still holds.
+    code, lines, err = j.check("--duration", "13", alive_only=True)
     assert code == 1, (err, [x["reason"] for x in lines])
     said = [x["reason"] for x in lines] + [f for x in lines for f in x.get("findings", [])]
     assert not any("on another node" in s for s in said), said
-    hit = first_naming(lines, rf"rank 1|pid {j.pids[1]}")
+    hit = first_naming(lines, r"DataLoader worker")
     assert hit["state"] in ("stalled", "hung")
-    assert any(str(pid) in s for s in said), said  # the worker's pid is quoted
+    assert re.fullmatch(
+        rf"rank 1 died(?: [\w ]+ ago)?: its DataLoader worker \(pid {pid}\) was killed by SIGKILL "
+        r"\(signal 9\) on this node, as the OOM killer does \(see `dmesg`\)",
+        hit["reason"],
+    ), hit["reason"]
+
+
+def test_a_dataloader_worker_killed_while_gputui_watches_is_why_its_rank_died(job, tmp_path):
+    """The worker is SIGKILLed (as the OOM killer does) once `check` watches the job: the
+    rank's death is told by its worker's, on this node, with the worker's pid."""
+    go = tmp_path / "go"
+    j = job("loader-kill", extra=("--go", str(go)))
+    check = subprocess.Popen(
+        j.check_argv("--duration", "14"),
+        env=j.check_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert check.stdout is not None
+        first = check.stdout.readline()  # check watches the live job (bounded by --duration)
+        assert json.loads(first)["state"] == "ok", first
+        go.touch()
+        assert j.procs[1].wait(timeout=60) != 0  # the rank dies of its worker's death
+        rest, err = check.communicate(timeout=150)
+    finally:
+        if check.poll() is None:
+            check.kill()
+    from gputui.diagnose.hang.children import killed_child
+
+    got = killed_child(j.out.read_text())
+    assert got is not None and got[1] == "SIGKILL (signal 9)", j.out.read_text()[-2000:]
+    lines = [json.loads(x) for x in [first, *rest.splitlines()]]
+    assert check.returncode == 1, (err, [x["reason"] for x in lines])
+    said = [x["reason"] for x in lines] + [f for x in lines for f in x.get("findings", [])]
+    assert not any("on another node" in s for s in said), said
+    hit = first_naming(lines, r"DataLoader worker")
+    assert hit["state"] in ("stalled", "hung")
+    assert hit["reason"] == (
+        f"rank 1 died: its DataLoader worker (pid {got[0]}) was killed by SIGKILL (signal 9) "
+        "on this node, as the OOM killer does (see `dmesg`)"
+    ), hit["reason"]
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc to build a stand-in libnccl")

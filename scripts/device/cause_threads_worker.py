@@ -7,7 +7,15 @@ rank (the culprit) plays MODE:
                GIL); its main thread, in torch.cuda.synchronize when it starts, cannot leave
   poll         poll_ready(): a one-line Python loop polling a flag nobody sets
   loader       DataLoader(num_workers=2): worker 1 blocks in the dataset's fetch_record()
-  loader-kill  the same, but worker 1 is killed with SIGKILL inside fetch_record()
+  loader-kill  the same, but worker 1 is killed with SIGKILL inside fetch_record() (once the
+               file --go names exists, when given; `KILL t=UNIX` is printed then)
+
+--mib sets the all_reduce's size. On 4 x H200, ranks waiting in a 4 MiB all_reduce were
+called "busy", not spinning (util ~100 but memory traffic or power above the spin's; likely
+NCCL's low-latency protocols, which poll with many threads where the Simple protocol of a
+large message polls one flag). The spin the detector is calibrated on is a large
+all_reduce's (256 MiB, as scripts/device/multi_worker.py): the script runs both sizes and
+records NVML's readings beside them.
 
 Prints `READY rank=R pid=P t=UNIX` once it stands where the check expects it (the culprit
 just before its cause starts: the onset). Bounded by --lifetime (SIGALRM's default action
@@ -63,18 +71,21 @@ def main_in(function: str, deadline: float) -> None:
 
 
 class Records(torch.utils.data.Dataset):
-    def __init__(self, kill: bool) -> None:
-        self.kill, self.parent = kill, os.getpid()
+    def __init__(self, kill: bool, go: str | None) -> None:
+        self.kill, self.go, self.parent = kill, go, os.getpid()
 
     def __len__(self) -> int:
         return 8
 
     def __getitem__(self, i: int) -> torch.Tensor:
-        return fetch_record(i, self.kill, self.parent)
+        return fetch_record(i, self.kill, self.parent, self.go)
 
 
-def fetch_record(i: int, kill: bool, parent: int) -> torch.Tensor:
+def fetch_record(i: int, kill: bool, parent: int, go: str | None) -> torch.Tensor:
     if i == 1 and kill:
+        while go and not os.path.exists(go) and os.getppid() == parent:
+            time.sleep(0.05)
+        print(f"KILL pid={os.getpid()} t={time.time():.3f}", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
     while i == 1 and os.getppid() == parent:  # a read that never returns
         time.sleep(0.5)
@@ -91,6 +102,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=("gil", "poll", "loader", "loader-kill"))
     ap.add_argument("--lifetime", type=int, default=150)
+    ap.add_argument("--go", default=None, help="loader-kill: kill the worker once this exists")
+    ap.add_argument("--mib", type=float, default=4.0, help="the all_reduce's size in MiB")
     a = ap.parse_args()
     signal.alarm(a.lifetime)
     deadline = time.monotonic() + a.lifetime
@@ -104,7 +117,7 @@ def main() -> None:
         dev = torch.device("cuda", local)
         dist.init_process_group("nccl", timeout=timeout, device_id=dev)
     rank = dist.get_rank()
-    grad = torch.ones(1 << 20, device=dev)
+    grad = torch.ones(max(1, int(a.mib * (1 << 18))), device=dev)  # float32: 4 bytes each
     train_step(grad)  # every rank got here: the job works
     if rank != dist.get_world_size() - 1:
         ready(rank)
@@ -124,7 +137,7 @@ def main() -> None:
         poll_ready(rank, threading.Event())
     else:
         loader = torch.utils.data.DataLoader(
-            Records(a.mode == "loader-kill"), batch_size=1, num_workers=2
+            Records(a.mode == "loader-kill", a.go), batch_size=1, num_workers=2
         )
         ready(rank)
         for batch in loader:

@@ -12,7 +12,8 @@ Both ranks initialise the process group and complete one all_reduce; rank 0 then
   loader      a DataLoader (num_workers=2) whose worker 1 blocks in its dataset's
               fetch_record(); the main thread waits in `for batch in loader`
   loader-kill the same, but worker 1 is killed with SIGKILL (as the OOM killer does) inside
-              fetch_record(): the rank dies of DataLoader's "killed by signal" error
+              fetch_record(): the rank dies of DataLoader's "killed by signal" error (once
+              the file --go names exists, when given: a death while gputui watches)
   checkpoint  save_checkpoint(): torch.save of a 16 MB state dict again and again, at about
               40 MB/s (--path), for good: progress, never a hang
 
@@ -80,19 +81,21 @@ def wait_until_main_in(function: str, deadline: float) -> None:
 class Records(torch.utils.data.Dataset):
     """Eight records; fetching record 1 (worker 1's first) blocks, or kills its worker."""
 
-    def __init__(self, kill: bool) -> None:
-        self.kill = kill
+    def __init__(self, kill: bool, go: str | None = None) -> None:
+        self.kill, self.go = kill, go
         self.parent = os.getpid()
 
     def __len__(self) -> int:
         return 8
 
     def __getitem__(self, i: int) -> torch.Tensor:
-        return fetch_record(i, self.kill, self.parent)
+        return fetch_record(i, self.kill, self.parent, self.go)
 
 
-def fetch_record(i: int, kill: bool, parent: int) -> torch.Tensor:
+def fetch_record(i: int, kill: bool, parent: int, go: str | None = None) -> torch.Tensor:
     if i == 1 and kill:
+        while go and not os.path.exists(go) and os.getppid() == parent:
+            time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGKILL)
     while i == 1 and os.getppid() == parent:  # a read that never returns
         time.sleep(0.5)
@@ -121,6 +124,7 @@ def main() -> None:
     ap.add_argument("--lifetime", type=int, default=120)
     ap.add_argument("--path", default="ckpt.pt")
     ap.add_argument("--rate", type=float, default=40.0)
+    ap.add_argument("--go", default=None, help="loader-kill: kill the worker once this exists")
     a = ap.parse_args()
     signal.alarm(a.lifetime)
     deadline = time.monotonic() + a.lifetime
@@ -153,7 +157,7 @@ def main() -> None:
         save_checkpoint(a.path, a.rate)
     else:
         kill = a.role == "loader-kill"
-        loader = torch.utils.data.DataLoader(Records(kill), batch_size=1, num_workers=2)
+        loader = torch.utils.data.DataLoader(Records(kill, a.go), batch_size=1, num_workers=2)
         say_ready()
         for batch in loader:
             grad += batch[0]

@@ -100,6 +100,19 @@ def _cause(e: dict[str, Any], w: Words) -> str | None:
     return cause
 
 
+def _killed_child(e: dict[str, Any], cause: str | None) -> str | None:
+    """Its DataLoader worker's death, on the rank's node (gputui.diagnose.hang.children),
+    when that is what it died of (torch's error names the worker, or nothing else is said)."""
+    from gputui.diagnose.hang.children import killed_child_cause
+
+    tail = e.get("tail")
+    if cause and "DataLoader worker" not in cause:
+        return None
+    where = "its node" if e.get("late") and e.get("local") is False else "this node"
+    kernel = [text for _, text in _kernel(e)]
+    return killed_child_cause(tail, kernel, where) if isinstance(tail, str) else None
+
+
 def _sentence(
     e: dict[str, Any], w: Words, now: Any = None, shared: frozenset[str] = frozenset()
 ) -> tuple[str, Strength] | None:
@@ -118,7 +131,7 @@ def _sentence(
                 f"{who} was stopped by {by} (signal 15) after a rank failed",
                 Strength.CONTEXT,
             )
-        cause = cause or (said[:200] if isinstance(said, str) else None)
+        cause = _killed_child(e, cause) or cause or (said[:200] if isinstance(said, str) else None)
         if cause:
             return f"{who} died{_age(e, now)}: {cause}", Strength.RANK_GONE
         seen = e.get("looked_in")
@@ -137,6 +150,8 @@ def _sentence(
         if is_victim(e, w):  # it waited for another rank: not the job's cause
             said = (cause or "").removeprefix("NCCL watchdog: ")
             return f"{who} was ended by the NCCL watchdog: {said}", Strength.CONTEXT
+        if child := _killed_child(e, cause):  # torch's error in the rank names the worker's death
+            return f"{who} died: {child}", Strength.RANK_GONE
         if cause:
             return f"{who} died: {cause}", Strength.RANK_GONE
         log = e.get("log")

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import re
 import signal
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gputui.collect.frames import ChildStack, Frame, RankStack
+from gputui.diagnose.gone.lastwords import parse_kernel
 from gputui.diagnose.hang.stack_reading import is_library, read_stack
 
 # The main thread's innermost functions when it waits on something a child feeds.
@@ -111,9 +112,33 @@ def killed_child(text: str) -> tuple[int, str] | None:
     return int(m.group(1)), said
 
 
+def killed_child_cause(
+    text: str, kernel: Iterable[str] = (), where: str = "this node"
+) -> str | None:
+    """`its DataLoader worker (pid 4242) was killed by SIGKILL (signal 9) on this node, as
+    the OOM killer does (see `dmesg`)`: why a rank whose output says so died (torch raises
+    in the rank when a worker dies), or None. `kernel`: the kernel log's lines at hand; one
+    where the OOM killer names the worker's pid makes it "killed by the OOM killer".
+    `where`: the rank's node as the caller knows it (the worker ran beside the rank)."""
+    got = killed_child(text)
+    if got is None:
+        return None
+    pid, sig = got
+    oom = any(
+        (k := parse_kernel(line)) is not None and k.how == "oom-kill" and k.pid == pid
+        for line in kernel
+    )
+    if oom:
+        return f"its DataLoader worker (pid {pid}) was killed by the OOM killer ({sig}) on {where}"
+    line = f"its DataLoader worker (pid {pid}) was killed by {sig} on {where}"
+    if sig.startswith("SIGKILL"):
+        line += ", as the OOM killer does (see `dmesg`)"
+    return line
+
+
 def killed_child_words(text: str, rank_who: str) -> str | None:
     """`rank 1's DataLoader worker (pid 4242) was killed by SIGKILL (signal 9) on this node
-    (the OOM killer sends SIGKILL)`, from the rank's output, or None."""
+    (the OOM killer sends SIGKILL: see `dmesg`)`, from the rank's output, or None."""
     got = killed_child(text)
     if got is None:
         return None

@@ -9,12 +9,13 @@ py-spy --native 0.2-0.5 s, cuda-gdb `thread apply all bt` 11-14 s.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Callable, Sequence
 
 from gputui.collect.model import ProcessInfo
-from gputui.tools.attach import ptrace
+from gputui.tools.attach import ptrace, pyspy_json
 from gputui.tools.attach.ptrace import Target
 from gputui.tools.result import Cancel, LineSink, Outcome, ToolResult
 from gputui.tools.runner import line_redactor, run_tool
@@ -178,7 +179,7 @@ def py_spy_dump(
         return _missing(tool, target, missing_message("py-spy", tool_path))
     args = ["dump", "--pid", str(Target.of(target).pid)] + (["--native"] if native else [])
     limit = timeout or (PY_SPY_NATIVE_TIMEOUT_S if native else PY_SPY_TIMEOUT_S)
-    return attach_run(
+    res = attach_run(
         tool,
         exe,
         args,
@@ -187,6 +188,41 @@ def py_spy_dump(
         on_line=on_line,
         cancel=cancel,
         ok=_has_python_frames,
+    )
+    if res.outcome is Outcome.FAILED and pyspy_json.needs_json(res.text):
+        left = max(1.0, limit - res.elapsed_s)
+        return _py_spy_json(tool, exe, args, target, res, left, on_line, cancel)
+    return res
+
+
+def _py_spy_json(
+    tool: str,
+    exe: str,
+    args: list[str],
+    target: TargetLike,
+    failed: ToolResult,
+    timeout: float,
+    on_line: LineSink | None,
+    cancel: Cancel | None,
+) -> ToolResult:
+    """The same dump through `--json`, written as the text dump (pyspy_json): py-spy's text
+    dump fails on a command line that is not UTF-8. The first failure stands when this one
+    fails too."""
+    pid = Target.of(target).pid
+    res = attach_run(
+        tool, exe, [*args, "--json"], target, timeout=timeout, cancel=cancel, ok=lambda r: True
+    )
+    lines = pyspy_json.text_lines(pid, res.text) if res.outcome is Outcome.DONE else None
+    if lines is None:
+        return failed
+    for line in lines:
+        if on_line is not None:
+            on_line(line)
+    return dataclasses.replace(
+        res,
+        lines=tuple(lines),
+        elapsed_s=failed.elapsed_s + res.elapsed_s,
+        message="its command line is not UTF-8: read with py-spy dump --json",
     )
 
 
