@@ -14,6 +14,7 @@ in its reason.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from enum import Enum
 
 from gputui.collect.model import GpuSample
@@ -26,6 +27,13 @@ SPIN_MEM_UTIL_MAX = 1.0
 # ...and draws about the idle-with-context power (18% of the limit on H200), well below a
 # waiting-but-progressing rank (28%) or all_reduce traffic (41%).
 SPIN_POWER_FRAC_MAX = 0.25
+# A NCCL kernel that waits in a small collective (NCCL's LL/LL128 protocols poll with many
+# threads) draws more: 29-31% of the limit on 4 x H200 for a 4 MiB all_reduce, at util 100 and
+# mem_util 0 every sample (tests/data/h200x4-small-collective-spin). That band overlaps a rank
+# that waits on a slow peer whose collectives complete (~28%), so it counts as spinning only
+# node-wide (classify_node): with mem_util at 0 and no GPU of the node computing.
+SPIN_QUIET_POWER_FRAC_MAX = 0.40
+SPIN_QUIET_MEM_UTIL_MAX = 0.5
 # Below this util there is no kernel to speak of: idle with a context (or free).
 IDLE_UTIL_MAX = 10.0
 # ...as long as the memory controller is quiet too (copy engines can move data at util 0).
@@ -77,6 +85,43 @@ def classify_gpu(g: GpuSample) -> GpuState:
     if util >= SPIN_UTIL_MIN:
         return GpuState.COMMUNICATING
     return GpuState.COMPUTING
+
+
+def classify_node(gpus: Iterable[GpuSample]) -> dict[int, GpuState]:
+    """The state of every GPU of one node at one sample, by GPU index (classify_all)."""
+    gpus = list(gpus)
+    return {g.index: st for g, st in zip(gpus, classify_all(gpus), strict=True)}
+
+
+def classify_all(gpus: Sequence[GpuSample]) -> list[GpuState]:
+    """The state of each GPU of one node (or one job) at one sample, in their order:
+    classify_gpu, and a GPU that waits in a small collective (util >= SPIN_UTIL_MIN,
+    mem_util at 0, power up to SPIN_QUIET_POWER_FRAC_MAX) is spinning when none of them
+    computes.
+
+    Why together: a rank that waits on a slow peer reads like that quiet wait, but its
+    peer computes (a straggler draws ~97% of the limit); in a hang no rank computes (the
+    culprit is idle, busy on the CPU, or gone). Without this, a hang in a small collective on
+    4 x H200 read "busy" and exited 0.
+    """
+    states = [classify_gpu(g) for g in gpus]
+    quiet = [
+        n
+        for n, g in enumerate(gpus)
+        if states[n] in (GpuState.COMMUNICATING, GpuState.COMPUTING)
+        and g.util is not None
+        and g.util >= SPIN_UTIL_MIN
+        and g.mem_util is not None
+        and g.mem_util <= SPIN_QUIET_MEM_UTIL_MAX
+        and g.power_frac is not None
+        and g.power_frac <= SPIN_QUIET_POWER_FRAC_MAX
+    ]
+    if quiet and not any(
+        g.power_frac is not None and g.power_frac >= COMPUTE_POWER_FRAC_MIN for g in gpus
+    ):
+        for n in quiet:
+            states[n] = GpuState.SPINNING
+    return states
 
 
 def describe_state(state: GpuState) -> str:

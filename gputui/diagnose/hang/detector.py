@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gputui.collect.model import Snapshot
-from gputui.diagnose.hang.classify import GpuState, classify_gpu, describe_state
+from gputui.diagnose.hang.classify import GpuState, classify_node, describe_state
 from gputui.diagnose.hang.groups import Group, GroupMemory
 from gputui.diagnose.hang.runs import SpinRun, advance_run
 from gputui.diagnose.slow.straggler import SPIN_BREAKS_HOLD_S, Straggle, WaitShares
@@ -59,7 +59,7 @@ class Detector:
         self._states: dict[int, GpuState] = {}  # the classes of the last sample (judge_now)
 
     def update(self, snap: Snapshot) -> Verdict:
-        states = {g.index: classify_gpu(g) for g in snap.gpus}
+        states = classify_node(snap.gpus)
         self._states = states
         self._advance_runs(states, snap.t)
         groups = self.memory.update(snap)

@@ -1,7 +1,7 @@
 """The hang detector over a window of history, per job, across nodes.
 
-Each GPU's step is classified by the live rule (classify_gpu) and its spinning followed by
-the live fold (runs.advance_run), with the gaps scaled to the step: a scrape every 15 s
+Each GPU's step is classified by the live rule (classify_all, job-wide) and its spinning
+followed by the live fold (runs.advance_run), with the gaps scaled to the step: a scrape every 15 s
 cannot show a dip of 1.5 s, so a dip (a missed scrape, or idle once the alarm is up) of up
 to 1.5 steps is bridged, and spinning samples more than 2.5 steps apart do not make one run.
 A job is stalled at the first step where one of its GPUs has spun for --stall-after, hung
@@ -22,7 +22,7 @@ from gputui.collect.model import GpuSample
 from gputui.collect.prom.columns import GpuColumns, History
 from gputui.collect.prom.timespec import iso
 from gputui.diagnose.exitcodes import HANG, OK
-from gputui.diagnose.hang.classify import GpuState, classify_gpu, describe_state
+from gputui.diagnose.hang.classify import GpuState, classify_all, describe_state
 from gputui.diagnose.hang.detector import MAX_GAP_S
 from gputui.diagnose.hang.runs import DIP_MAX_S, SpinRun, advance_run
 from gputui.diagnose.history.jobs import owner_jobs, per_node
@@ -193,6 +193,7 @@ def _step(
     runs = job.runs
     now: dict[int, float] = {}  # each member's sample time at this step
     samples: dict[int, GpuSample] = {}
+    owned: dict[int, bool] = {}
     for i in job.members:
         r = readers[i]
         # A job's GPU at this step: its pod's (by labels), or, per node, one in use (a GPU
@@ -200,8 +201,17 @@ def _step(
         o = r.owner[k]
         mine = (o >= 0 and ojobs[o] == job.key) if by_owner else r.in_use(k)
         if mine and r.present(k):
-            samples[i] = sample = r.sample(k)
-            st = classify_gpu(sample)
+            samples[i] = r.sample(k)
+        owned[i] = mine
+    # Classified job-wide, as live node-wide (classify_node): a quiet wait in a small
+    # collective spins only while no GPU of the job computes.
+    order = list(samples)
+    classes = dict(zip(order, classify_all([samples[i] for i in order]), strict=True))
+    for i in job.members:
+        r = readers[i]
+        mine = owned[i]
+        if i in samples:
+            st = classes[i]
             job.last_in[i] = k
             now[i] = t_i = r.when(k, t)
         elif i not in job.last_in:
