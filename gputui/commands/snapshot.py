@@ -310,7 +310,7 @@ def _moment(args: argparse.Namespace) -> tuple[Snapshot, list[Snapshot], Any, li
 
     from gputui.collect.source import filter_gpus
     from gputui.collect.trace.window import read_moment
-    from gputui.diagnose.hang.classify import GpuState, classify_gpu
+    from gputui.diagnose.hang.classify import GpuState, classify_node
     from gputui.diagnose.hang.groups import GroupMemory
     from gputui.diagnose.hang.runs import DIP_MAX_S
     from gputui.diagnose.health.judge import HealthTracker
@@ -318,7 +318,7 @@ def _moment(args: argparse.Namespace) -> tuple[Snapshot, list[Snapshot], Any, li
     from gputui.watch.watcher import Watcher
 
     def calm(snap: Snapshot) -> bool:
-        return all(classify_gpu(g) != GpuState.SPINNING for g in snap.gpus)
+        return GpuState.SPINNING not in classify_node(snap.gpus).values()
 
     if not args.replay:
         raise GputuiError("--replay: empty file name")

@@ -204,7 +204,7 @@ class DemoStory:
 def event_times(snaps: list[Any], chapters: tuple[Chapter, ...]) -> dict[int, float]:
     """When each chapter's hang starts on the recording: the first sample of its job's
     phases where a GPU spins or one of the job's processes has gone."""
-    from gputui.diagnose.hang.classify import GpuState, classify_gpu
+    from gputui.diagnose.hang.classify import GpuState, classify_node
 
     out: dict[int, float] = {}
     for i, c in enumerate(chapters):
@@ -213,7 +213,7 @@ def event_times(snaps: list[Any], chapters: tuple[Chapter, ...]) -> dict[int, fl
             if s.phase not in (c.start_phase, *c.phases):
                 continue
             pids = {p.pid for p in s.processes}
-            spins = any(classify_gpu(g) is GpuState.SPINNING for g in s.gpus)
+            spins = GpuState.SPINNING in classify_node(s.gpus).values()
             if spins or (seen - pids and pids):
                 out[i] = s.t
                 break
