@@ -171,7 +171,8 @@ def job_ended(record: dict[str, Any], gone: set[int], launcher: str | None = Non
         verb = "was" if len(victims) == 1 else "were"
         after = f" after {secs:g} s" if secs is not None else ""
         whom = f" waiting for {ranks_words(waited)}" if waited else " waiting in a collective"
-        text = f"{_who(ended, [e['pid'] for e in victims])} {verb} ended by the NCCL watchdog{after}{whom}"
+        who = _who(ended, [e["pid"] for e in victims])
+        text = f"{who} {verb} ended by the NCCL watchdog{after}{whom}"
         if waited and seq is not None and lead is None:
             text += f" (collective #{seq}, which {ranks_words(waited)} never entered)"
         strength = Strength.CONTEXT if lead is not None else Strength.RANK_GONE
