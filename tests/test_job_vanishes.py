@@ -226,3 +226,84 @@ def test_ranks_the_nccl_watchdog_ended_with_the_whole_job_name_whom_they_waited_
         "waited_for": [3],
         "seq": 4,
     }
+
+
+GLOO_RANK = """\
+import datetime, os, sys, threading, time
+import torch, torch.distributed as dist
+
+rank = int(os.environ["RANK"])
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
+print("ready", flush=True)
+
+def wait_for_flag(flags):
+    while not flags.get("go"):
+        pass
+
+def watchdog():  # what the NCCL watchdog of this rank wrote on 4 x H200, as it wrote it
+    time.sleep(0.5)
+    sys.stderr.write(open(sys.argv[1]).read())
+    sys.stderr.flush()
+
+if rank == 3:
+    wait_for_flag({})
+threading.Thread(target=watchdog, daemon=True).start()
+dist.all_reduce(torch.ones(4))
+"""
+
+
+def test_a_live_rank_that_timed_out_in_the_nccl_watchdog_stalls_the_job_without_a_spin(tmp_path):
+    """On 4 x H200 the watchdog timed ranks 0-2 out (they lived on: it dumps before it
+    aborts) while NVML never read their GPUs as spinning. Here a real 4-rank gloo job: ranks
+    0-2 wait in all_reduce and write what those ranks wrote to their stderr files; rank 3
+    spins in its own Python loop; every GPU reads busy. The watchdog's line alone stalls the
+    job, and rank 3's line (py-spy) leads."""
+    pytest.importorskip("torch")
+    (tmp_path / "rank.py").write_text(GLOO_RANK)
+    port = str(29100 + os.getpid() % 300)
+    procs = []
+    for r in range(4):
+        env = {
+            **os.environ,
+            "RANK": str(r),
+            "WORLD_SIZE": "4",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": port,
+        }
+        with open(tmp_path / f"rank{r}.err", "wb") as err:
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "rank.py", str(DATA / f"h200x4_watchdog_rank{r}.err")],
+                    cwd=tmp_path,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    env=env,
+                )
+            )
+    pids = [p.pid for p in procs]
+    w = Watcher(60.0, 120.0, auto_dump=True, host_ranks=False)
+    t = 1000.0
+    v = None
+
+    def called() -> bool:
+        nonlocal t, v
+        assert w.wait(60)
+        t += 0.5
+        v = w.update(with_real_pids(t, pids, ["compute"] * 4))
+        return v.alarm and v.stacks and any("NCCL watchdog" in f for f in v.findings)
+
+    try:
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().strip() == b"ready"
+        v = w.update(with_real_pids(t, pids, ["compute"] * 4))
+        assert not v.alarm
+        assert wait_until(called, 120), v
+    finally:
+        w.close()
+        for p in procs:
+            p.kill()
+            p.wait(timeout=10)
+    assert v.state == "stalled", v.reason
+    assert "ranks 0-2 timed out in the NCCL watchdog after 20 s waiting for rank 3" in v.findings
+    assert v.ranked[0].ranks == (3,), v.findings  # the rank waited for leads
+    assert "wait_for_flag" in v.reason, v.reason

@@ -134,11 +134,13 @@ class Watcher:
         self.deaths = DeathWatch(self._gather_lastwords if live else None)
         # A job that vanished whole (its launcher or the NCCL watchdog ended the others):
         # called on its last words (gputui.watch.vanished).
-        from gputui.collect.procs.rankio import alive
         from gputui.watch.vanished import VanishWatch
 
-        self.vanish = VanishWatch(self._gather_vanished if live else None, alive)
+        self.vanish = VanishWatch(self._gather_vanished if live else None, _alive)
         self._ended: Verdict | None = None
+        from gputui.watch.watchdog_seen import WatchdogSeen
+
+        self.watchdog = WatchdogSeen()
         from gputui.watch.mismatch_early import MismatchEarly
 
         self.mismatch = MismatchEarly()
@@ -243,6 +245,8 @@ class Watcher:
         early = None if job else self.busy.early(snap, self.detector, self._newest, self.explainers)
         if early is None and job is None:  # RAS twice on mismatched collectives: call it now
             early = self.mismatch.early(snap, self.detector, self._newest, self.explainers)
+        if early is None and job is None:  # the NCCL watchdog timed out a live rank
+            early = self.watchdog.poll(snap, self.rankio)
         if early is not None:
             v, job = early, _job_of(early, snap)
         died = None if job else self.deaths.poll(snap, self.detector, self._newest, self.explainers)
@@ -521,6 +525,12 @@ class Watcher:
             self.ras.close()
         self.busy.close()
         self.wait(CLOSE_WAIT_S)
+
+
+def _alive(pid: int, create_time: float | None) -> bool:
+    from gputui.collect.procs.rankio import alive
+
+    return alive(pid, create_time)
 
 
 def _job_of(v: Verdict, snap: Snapshot) -> Job | None:
