@@ -70,9 +70,23 @@ def _entries(record: dict[str, Any], gone: set[int]) -> list[tuple[dict[str, Any
     return out
 
 
-def _own_cause(e: dict[str, Any], w: Words) -> str | None:
+def _signalled(entries: list[tuple[dict[str, Any], Words]]) -> set[int]:
+    """Pids the launcher's own report says it ended with SIGTERM ("exitcode: -15 (pid: N)"):
+    in an output the ranks share without `[rankN]:` marks, the one traceback there is every
+    rank's tail, and the report tells the rank that raised from those it stopped."""
+    from gputui.diagnose.gone.late import launcher_exits
+
+    out: set[int] = set()
+    for e, _w in entries[:64]:
+        for x in launcher_exits(_tail(e)):
+            if x.pid is not None and x.code == -15:
+                out.add(x.pid)
+    return out
+
+
+def _own_cause(e: dict[str, Any], w: Words, stopped: set[int]) -> str | None:
     """The rank's own reason to die: its words, else its launcher's record of a failure."""
-    if is_victim(e, w) or lost_peer(e, w):
+    if is_victim(e, w) or lost_peer(e, w) or e.get("pid") in stopped:
         return None
     cause = w.cause()
     if cause and (w.exception or w.cuda or w.kernel):
@@ -129,7 +143,8 @@ def job_ended(record: dict[str, Any], gone: set[int], launcher: str | None = Non
     words of a death (a normal end is no alarm). `launcher`: "torchrun (pid 800)" when one
     process started them all."""
     entries = _entries(record, gone)
-    own = [(e, w, c) for e, w in entries if (c := _own_cause(e, w))]
+    stopped = _signalled(entries)
+    own = [(e, w, c) for e, w in entries if (c := _own_cause(e, w, stopped))]
     victims = [e for e, w in entries if is_victim(e, w)]
     lost = [e for e, w in entries if lost_peer(e, w) and not is_victim(e, w)]
     if not own and not victims and not lost:
