@@ -65,6 +65,7 @@ def main() -> int:
     ap.add_argument("--go", required=True)
     ap.add_argument("--dir", default="/tmp")
     ap.add_argument("--gib", type=float, default=0.5 if DRY else 2.0)
+    ap.add_argument("--mib", type=int, default=4, help="MiB per collective (4: NCCL's LL/LL128)")
     a = ap.parse_args()
     rank = int(os.environ["RANK"])
     local = int(os.environ.get("LOCAL_RANK", rank))
@@ -76,7 +77,7 @@ def main() -> int:
         torch.cuda.set_device(local)
         dev = torch.device("cuda", local)
         dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=timeout), device_id=dev)
-    x = torch.ones(1 << 20, device=dev)
+    x = torch.ones((4 if DRY else a.mib) << 18, device=dev)  # MiB in float32 elements
     for _ in range(3):
         dist.all_reduce(x)
     if not DRY:

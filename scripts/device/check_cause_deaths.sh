@@ -14,6 +14,10 @@
 #               launcher, torchrun (pid N)"), exit 1
 #   mismatch    rank 0 in broadcast, 1-3 in all_reduce, flight recorder on: both collectives
 #               in the first stalled line within 10 s of the onset
+#   mismatch256 the same with 256 MiB collectives (NCCL's Simple protocol, as the recorded
+#               h200x4 mismatch whose GPUs did read as spinning): if this passes while the
+#               4 MiB one fails, the waiting kernel of the small-message protocols is what
+#               NVML's spin rule misses
 #   watchdog    rank 3 spins in its own code; the NCCL watchdog (20 s) times ranks 0-2 out:
 #               "ranks 0-2 timed out in the NCCL watchdog after 20 s waiting for rank 3" (or,
 #               once they are gone, "were ended by the NCCL watchdog"), within 30 s, exit 1
@@ -84,7 +88,8 @@ run_case() {
   else
     for r in 0 1 2 3; do
       RANK=$r LOCAL_RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 \
-        MASTER_PORT=$port setsid "${fr[@]}" "$PY" scripts/device/cause_worker.py "$case" \
+        MASTER_PORT=$port setsid "${fr[@]}" "$PY" scripts/device/cause_worker.py "${case%256}" \
+        --mib "$([ "$case" = mismatch256 ] && echo 256 || echo 4)" \
         --go "$go" --dir "$O" >"$O/cd_${case}_rank$r.out" 2>"$O/cd_${case}_rank$r.err" &
       PIDS+=($!)
     done
@@ -142,6 +147,7 @@ want = {
     and "died" in d["reason"],
     "logdir": lambda d: "loss is NaN" in d["reason"] and "died" in d["reason"],
     "mismatch": lambda d: d["reason"].startswith("ranks in different collectives"),
+    "mismatch256": lambda d: d["reason"].startswith("ranks in different collectives"),
     "vanish": lambda d: "loss is NaN" in d["reason"] and "died" in d["reason"],
     "watchdog": lambda d: any(
         "NCCL watchdog" in f and "waiting for rank 3" in f
@@ -177,7 +183,7 @@ if case == "checkpoint":
     busy = next((d["reason"] for d in lines if d["state"] == "busy"), "never said busy")
     print(f"{'PASS' if ok else 'FAIL'} checkpoint: stalled {at}; first busy line: {busy[:160]!r}; exit {rc}")
 else:
-    limit = {"oom": 3.0, "logdir": 3.0, "vanish": 3.0, "mismatch": 10.0, "watchdog": 30.0}[case]
+    limit = {"oom": 3.0, "logdir": 3.0, "vanish": 3.0, "mismatch": 10.0, "mismatch256": 10.0, "watchdog": 30.0}[case]
     took = hit["_arrived"] - zero if hit and zero else None
     ok = took is not None and took <= limit and rc not in (0, None)
     line = hit["reason"] if hit else "-"
@@ -190,12 +196,13 @@ PY
   stop_all
 }
 
-CASES=" ${CASES:-checkpoint oom logdir vanish mismatch watchdog} "
+CASES=" ${CASES:-checkpoint oom logdir vanish mismatch mismatch256 watchdog} "
 want() { [[ "$CASES" == *" $1 "* ]]; }
-want checkpoint && run_case checkpoint 40 ""
+want checkpoint && run_case checkpoint 30 ""
 want oom && run_case oom 20 1
 want logdir && run_case logdir 20 2
 want vanish && run_case vanish 20 1
 want mismatch && run_case mismatch 25 ""
+want mismatch256 && run_case mismatch256 20 ""
 want watchdog && run_case watchdog 45 ""
 rm -f /tmp/gputui_cd_go_* /tmp/gputui-cddump_* /tmp/gputui-cdpipe_* "$O"/ckpt_rank*.pt

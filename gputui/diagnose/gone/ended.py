@@ -207,9 +207,13 @@ def job_ended(record: dict[str, Any], gone: set[int], launcher: str | None = Non
         verb = "was" if len(quiet) == 1 else "were"
         who = _who(ranks, [e["pid"] for e in quiet])
         if launcher:
-            text = f"{who} {verb} ended by their launcher, {launcher}, without words of their own"
+            their = "its" if len(quiet) == 1 else "their"
+            text = (
+                f"{who} {verb} ended by {their} launcher, {launcher}, without words of {their} own"
+            )
         else:
-            text = f"{who} ended with the job, without words of their own"
+            their = "its" if len(quiet) == 1 else "their"
+            text = f"{who} ended with the job, without words of {their} own"
         found.append(Finding(clean(text, limit=400), Strength.CONTEXT, KIND, ranks=tuple(ranks)))
         extra["quiet"] = ranks
     found.sort(key=lambda f: -f.strength)
