@@ -132,6 +132,15 @@ class Watcher:
         from gputui.watch.deaths import DeathWatch
 
         self.deaths = DeathWatch(self._gather_lastwords if live else None)
+        # A job that vanished whole (its launcher or the NCCL watchdog ended the others):
+        # called on its last words (gputui.watch.vanished).
+        from gputui.watch.vanished import VanishWatch
+
+        self.vanish = VanishWatch(self._gather_vanished if live else None, _alive)
+        self._ended: Verdict | None = None
+        from gputui.watch.watchdog_seen import WatchdogSeen
+
+        self.watchdog = WatchdogSeen()
         from gputui.watch.mismatch_early import MismatchEarly
 
         self.mismatch = MismatchEarly()
@@ -236,11 +245,18 @@ class Watcher:
         early = None if job else self.busy.early(snap, self.detector, self._newest, self.explainers)
         if early is None and job is None:  # RAS twice on mismatched collectives: call it now
             early = self.mismatch.early(snap, self.detector, self._newest, self.explainers)
+        if early is None and job is None:  # the NCCL watchdog timed out a live rank
+            early = self.watchdog.poll(snap, self.rankio)
         if early is not None:
             v, job = early, _job_of(early, snap)
         died = None if job else self.deaths.poll(snap, self.detector, self._newest, self.explainers)
         if died is not None:
             v, job = died
+        ended = self.vanish.poll(snap, self._newest, self.explainers)
+        if ended is not None and job is None and not v.alarm:
+            self._ended = ended
+            self._last = (ended, snap)
+            return ended
         if job is None:
             self._state.clear()
             self._prune(snap.t)
@@ -285,6 +301,8 @@ class Watcher:
         if self._last is None:
             return None
         v, snap = self._last
+        if v is self._ended:  # a vanished job's call: its job is no longer listed
+            return v
         return self._enrich(v, snap, _job_of(v, snap) if v.alarm else None)
 
     def _transition(self, v: Verdict, snap: Snapshot, job: Job) -> None:
@@ -330,6 +348,25 @@ class Watcher:
             pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gputui-lastwords")
             self._pools["lastwords"] = pool
         self._futures.append(pool.submit(self._run, gather, self._target(v, snap, job)))
+
+    def _gather_vanished(self, v: Verdict, job: Job, members: Sequence[Any]) -> None:
+        """Every rank of `job` has gone at once: their last words are read now."""
+        from gputui.collect.frames import RankStack
+
+        err = "its process exited before the dump"
+        gone = tuple(RankStack(m.pid, m.rank, m.gpu, "gone", error=err) for m in members)
+        xids = tuple(self._health.events) if self._health is not None else ()
+        target = JobTarget(job.key, job.label, v.state, v, (), gone, self.rankio, xids=xids)
+        gather = next((g for k, g in self.gatherers if k == "lastwords"), None)
+        if gather is None or self._cancel.is_set():
+            return
+        pool = self._pools.get("lastwords")
+        if pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gputui-lastwords")
+            self._pools["lastwords"] = pool
+        self._futures.append(pool.submit(self._run, gather, target))
 
     def _run(self, gather: Gather, target: JobTarget) -> None:
         if self._cancel.is_set():
@@ -488,6 +525,12 @@ class Watcher:
             self.ras.close()
         self.busy.close()
         self.wait(CLOSE_WAIT_S)
+
+
+def _alive(pid: int, create_time: float | None) -> bool:
+    from gputui.collect.procs.rankio import alive
+
+    return alive(pid, create_time)
 
 
 def _job_of(v: Verdict, snap: Snapshot) -> Job | None:

@@ -8,6 +8,8 @@ Every rank does a few all_reduces, prints `READY rank=R pid=P`, waits until the 
   oom         rank 1 asks for 400 GiB: torch.OutOfMemoryError, exit 1 (the others wait)
   logdir      rank 2 raises RuntimeError (its words go to its own log file under torchrun's
               --log-dir); the others wait
+  vanish      rank 1 raises RuntimeError under torchrun's default monitor interval: the agent
+              ends the others at once
   mismatch    rank 0 enters broadcast, ranks 1-3 all_reduce
   watchdog    rank 3 spins in its own Python loop; ranks 0-2 wait in all_reduce until the
               NCCL watchdog (init_process_group timeout 20 s) ends them
@@ -57,10 +59,13 @@ def spin_in_own_code(flags: dict[str, bool]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=("checkpoint", "oom", "logdir", "mismatch", "watchdog"))
+    ap.add_argument(
+        "mode", choices=("checkpoint", "oom", "logdir", "vanish", "mismatch", "watchdog")
+    )
     ap.add_argument("--go", required=True)
     ap.add_argument("--dir", default="/tmp")
     ap.add_argument("--gib", type=float, default=0.5 if DRY else 2.0)
+    ap.add_argument("--mib", type=int, default=4, help="MiB per collective (4: NCCL's LL/LL128)")
     a = ap.parse_args()
     rank = int(os.environ["RANK"])
     local = int(os.environ.get("LOCAL_RANK", rank))
@@ -72,7 +77,7 @@ def main() -> int:
         torch.cuda.set_device(local)
         dev = torch.device("cuda", local)
         dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=timeout), device_id=dev)
-    x = torch.ones(1 << 20, device=dev)
+    x = torch.ones((4 if DRY else a.mib) << 18, device=dev)  # MiB in float32 elements
     for _ in range(3):
         dist.all_reduce(x)
     if not DRY:
@@ -90,6 +95,9 @@ def main() -> int:
     elif a.mode == "logdir" and rank == 2:
         say(f"DIE rank={rank} t={time.time():.3f}")
         raise RuntimeError("loss is NaN at step 1207 (rank 2's own log file says so)")
+    elif a.mode == "vanish" and rank == 1:
+        say(f"DIE rank={rank} t={time.time():.3f}")
+        raise RuntimeError("loss is NaN at step 1207 (torchrun ends the others at once)")
     elif a.mode == "mismatch" and rank == 0:
         dist.broadcast(x, 0)
     elif a.mode == "watchdog" and rank == 3:

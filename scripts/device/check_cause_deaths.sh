@@ -8,10 +8,23 @@
 #   logdir      under torchrun --log-dir D --redirect 3, rank 2 raises: quoted from its own
 #               log file (torchrun --monitor-interval 30, so that the agent does not end the
 #               other ranks at once: what is measured is where the words are found)
+#   vanish      under torchrun with its default monitor interval (0.1 s), rank 1 raises: the
+#               agent ends ranks 0, 2, 3 at once and the whole job vanishes; the death is
+#               quoted within 3 s ("rank 1 died: ..."; "ranks 0, 2, 3 were ended by their
+#               launcher, torchrun (pid N)"), exit 1
 #   mismatch    rank 0 in broadcast, 1-3 in all_reduce, flight recorder on: both collectives
 #               in the first stalled line within 10 s of the onset
-#   watchdog    rank 3 spins in its own code; the NCCL watchdog (20 s) ends ranks 0-2: "ranks
-#               0-2 were ended by the NCCL watchdog after 20 s waiting for rank 3", rank 3 first
+#   mismatch256 the same with 256 MiB collectives (NCCL's Simple protocol, as the recorded
+#               h200x4 mismatch whose GPUs did read as spinning): if this passes while the
+#               4 MiB one fails, the waiting kernel of the small-message protocols is what
+#               NVML's spin rule misses
+#   watchdog    rank 3 spins in its own code; the NCCL watchdog (20 s) times ranks 0-2 out:
+#               "ranks 0-2 timed out in the NCCL watchdog after 20 s waiting for rank 3" (or,
+#               once they are gone, "were ended by the NCCL watchdog"), within 30 s, exit 1
+# Each collective is 4 MiB (NCCL's small-message protocols); every case but the dry run logs
+# NVML's util, memory util and power every 0.5 s (nvidia-smi) to cd_CASE.nvml.csv, and the
+# summary gives each GPU's median after the onset: on the first run (2026-11-28) waiting
+# GPUs were never read as spinning, and these readings say which threshold they missed.
 # Each case prints one summary line: the first line naming the cause, its time after the
 # onset (after the death for deaths) and check's exit code. About 4 minutes:
 #   LIMIT=240 bash scripts/device/run_all.sh cd check_cause_deaths
@@ -60,7 +73,12 @@ run_case() {
   rm -f "$go" "$O/cd_${case}_exit"
   local fr=(env TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/gputui-cdpipe_
     TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/gputui-cddump_ TORCH_FR_BUFFER_SIZE=2000)
-  if [ "$case" = logdir ]; then
+  if [ "$case" = vanish ]; then  # torchrun's default monitor interval: the job goes at once
+    setsid "$PY" -m torch.distributed.run --nproc-per-node 4 --master-port "$port" \
+      scripts/device/cause_worker.py vanish --go "$go" --dir "$O" >"$O/cd_vanish_agent.out" 2>&1 &
+    PIDS+=($!)
+    outs="$O/cd_vanish_agent.out"
+  elif [ "$case" = logdir ]; then
     rm -rf "$O/cd_logdir_logs"
     setsid "$PY" -m torch.distributed.run --nproc-per-node 4 --master-port "$port" \
       --monitor-interval 30 --log-dir "$O/cd_logdir_logs" --redirect 3 \
@@ -70,7 +88,8 @@ run_case() {
   else
     for r in 0 1 2 3; do
       RANK=$r LOCAL_RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 \
-        MASTER_PORT=$port setsid "${fr[@]}" "$PY" scripts/device/cause_worker.py "$case" \
+        MASTER_PORT=$port setsid "${fr[@]}" "$PY" scripts/device/cause_worker.py "${case%256}" \
+        --mib "$([ "$case" = mismatch256 ] && echo 256 || echo 4)" \
         --go "$go" --dir "$O" >"$O/cd_${case}_rank$r.out" 2>"$O/cd_${case}_rank$r.err" &
       PIDS+=($!)
     done
@@ -89,6 +108,12 @@ run_case() {
     tail -5 $outs "$O"/cd_"${case}"_*.err "$O/cd_logdir_agent.out" 2>/dev/null | tee -a "$S"
     stop_all
     return
+  fi
+  if [ "$DRY" != 1 ]; then
+    setsid timeout $((dur + 20)) nvidia-smi --format=csv,noheader,nounits -lms 500 \
+      --query-gpu=timestamp,index,utilization.gpu,utilization.memory,power.draw,power.limit \
+      >"$O/cd_$case.nvml.csv" 2>/dev/null &
+    PIDS+=($!)
   fi
   (timeout $((dur + 40)) "${GPUTUI_ENV[@]}" env GPUTUI_STANDIN_PIDS="$pids" "$PY" -m gputui \
     check --json --duration "$dur" --interval 0.5 --stall-after 10 \
@@ -122,9 +147,32 @@ want = {
     and "died" in d["reason"],
     "logdir": lambda d: "loss is NaN" in d["reason"] and "died" in d["reason"],
     "mismatch": lambda d: d["reason"].startswith("ranks in different collectives"),
-    "watchdog": lambda d: any("ended by the NCCL watchdog" in f for f in d.get("findings") or []),
+    "mismatch256": lambda d: d["reason"].startswith("ranks in different collectives"),
+    "vanish": lambda d: "loss is NaN" in d["reason"] and "died" in d["reason"],
+    "watchdog": lambda d: any(
+        "NCCL watchdog" in f and "waiting for rank 3" in f
+        for f in [d["reason"], *(d.get("findings") or [])]
+    ),
     "checkpoint": lambda d: d["state"] in ("stalled", "hung"),
 }[case]
+nv = path.replace(".jsonl", ".nvml.csv")
+if os.path.exists(nv) and onset:
+    import statistics, time as _t
+    rows = {}
+    for ln in open(nv, errors="replace"):
+        f = [x.strip() for x in ln.split(",")]
+        try:  # 2026/11/28 21:17:51.123, 0, 100, 0, 131.2, 700.0 (nvidia-smi: local time)
+            ts = _t.mktime(_t.strptime(f[0].split(".")[0], "%Y/%m/%d %H:%M:%S"))
+            ts += float("0." + f[0].split(".")[1])
+            gpu, util, mem, pw, lim = int(f[1]), float(f[2]), float(f[3]), float(f[4]), float(f[5])
+        except (ValueError, IndexError):
+            continue
+        rows.setdefault(gpu, []).append((ts, util, mem, pw / lim if lim else float("nan")))
+    for gpu, rs in sorted(rows.items()):
+        after = [r for r in rs if r[0] >= onset + 2] or rs
+        med = [statistics.median(r[k] for r in after) for k in (1, 2, 3)]
+        print(f"  NVML GPU {gpu} after the onset (median of {len(after)}): util {med[0]:.0f}, "
+              f"mem util {med[1]:.0f}, power {med[2]:.0%} of the limit")
 for d in lines:
     rel = f"{d['_arrived'] - zero:+6.1f}s" if zero else "?"
     print(f"  {rel} {d['state']:8s} {d['reason'][:160]}")
@@ -135,22 +183,26 @@ if case == "checkpoint":
     busy = next((d["reason"] for d in lines if d["state"] == "busy"), "never said busy")
     print(f"{'PASS' if ok else 'FAIL'} checkpoint: stalled {at}; first busy line: {busy[:160]!r}; exit {rc}")
 else:
-    limit = {"oom": 3.0, "logdir": 3.0, "mismatch": 10.0, "watchdog": 30.0}[case]
+    limit = {"oom": 3.0, "logdir": 3.0, "vanish": 3.0, "mismatch": 10.0, "mismatch256": 10.0, "watchdog": 30.0}[case]
     took = hit["_arrived"] - zero if hit and zero else None
     ok = took is not None and took <= limit and rc not in (0, None)
     line = hit["reason"] if hit else "-"
     if case == "watchdog" and hit:
-        line += " | " + next(f for f in hit["findings"] if "NCCL watchdog" in f)
+        line += " | " + next((f for f in hit.get("findings") or [] if "NCCL watchdog" in f), "")
+    if case == "vanish" and hit:
+        line += " | " + " | ".join(f for f in hit.get("findings") or [] if "launcher" in f)
     print(f"{'PASS' if ok else 'FAIL'} {case}: {at}: {line[:300]!r}; exit {rc}")
 PY
   stop_all
 }
 
-CASES=" ${CASES:-checkpoint oom logdir mismatch watchdog} "
+CASES=" ${CASES:-checkpoint oom logdir vanish mismatch mismatch256 watchdog} "
 want() { [[ "$CASES" == *" $1 "* ]]; }
-want checkpoint && run_case checkpoint 40 ""
+want checkpoint && run_case checkpoint 30 ""
 want oom && run_case oom 20 1
 want logdir && run_case logdir 20 2
+want vanish && run_case vanish 20 1
 want mismatch && run_case mismatch 25 ""
+want mismatch256 && run_case mismatch256 20 ""
 want watchdog && run_case watchdog 45 ""
 rm -f /tmp/gputui_cd_go_* /tmp/gputui-cddump_* /tmp/gputui-cdpipe_* "$O"/ckpt_rank*.pt

@@ -71,14 +71,49 @@ def ranks_words(ranks: Sequence[int]) -> str:
     return "ranks " + ", ".join(map(str, rs[:8])) + more
 
 
+def timed_out(e: dict[str, Any], w: Words) -> bool:
+    """A rank, alive or gone, whose words are the watchdog's timeout and nothing of its own:
+    while it lives (the watchdog's abort can take a while: it dumps first) it already says
+    the job hangs, whatever NVML reads."""
+    return is_victim({**e, "gone": True}, w)
+
+
+def live_timeouts(
+    entries: Sequence[tuple[dict[str, Any], Words]],
+) -> tuple[Finding, dict[str, Any]] | None:
+    """Live ranks whose stderr holds the NCCL watchdog's timeout (none of them gone): "ranks
+    0-2 timed out in the NCCL watchdog after 20 s waiting for rank 3", the ranks without it
+    the ones waited for; None when no live rank wrote one."""
+    out = [(e, w) for e, w in entries if not e.get("gone") and timed_out(e, w)]
+    out = [(e, w) for e, w in out if isinstance(e.get("rank"), int)]
+    if not out or any(e.get("gone") for e, _ in entries):
+        return None
+    said = sorted({e["rank"] for e, _ in out})
+    tail = next((e["tail"] for e, _ in out if isinstance(e.get("tail"), str)), "")
+    secs = after_s(tail[-65536:])
+    waited = sorted(
+        {e["rank"] for e, _ in entries if isinstance(e.get("rank"), int) and e["rank"] not in said}
+    )
+    pids = tuple(
+        e["pid"] for e, _ in entries if e.get("rank") in waited and isinstance(e.get("pid"), int)
+    )
+    after = f" after {secs:g} s" if secs is not None else ""
+    whom = f" waiting for {ranks_words(waited)}" if waited else " in a collective"
+    text = f"{ranks_words(said)} timed out in the NCCL watchdog{after}{whom}"
+    strength = Strength.RAS_BEHIND if waited else Strength.CONTEXT  # who, not where
+    finding = Finding(text, strength, "lastwords", ranks=tuple(waited), pids=pids)
+    return finding, {"timed_out": said, "after_s": secs, "waited_for": waited, "pids": list(pids)}
+
+
 def watchdog_finding(
     entries: Sequence[tuple[dict[str, Any], Words]],
 ) -> tuple[Finding, dict[str, Any]] | None:
     """One finding for the ranks the watchdog ended, and check --json's `watchdog` object:
-    {ended, after_s, waited_for, pids}; None when the watchdog ended no rank."""
+    {ended, after_s, waited_for, pids}; None when the watchdog ended no rank. Where none is
+    gone yet, the live ranks it timed out (live_timeouts)."""
     victims = [(e, w) for e, w in entries if is_victim(e, w) and isinstance(e.get("rank"), int)]
     if not victims:
-        return None
+        return live_timeouts(entries)
     ended = sorted({e["rank"] for e, _ in victims})
     secs = None
     for e, _ in victims:

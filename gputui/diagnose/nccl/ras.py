@@ -215,8 +215,9 @@ def _comm_findings(
         n_behind = sum(n for v, n in dist if v < top)
         if n_behind > len(listed):
             shown = f" ({_ranks_text(listed)} among them)" if listed else ""
+            verb = "is" if n_behind == 1 else "are"
             found.append(
-                f"NCCL RAS: {n_behind} of {size or '?'} ranks are behind in {op} "
+                f"NCCL RAS: {n_behind} of {size or '?'} ranks {verb} behind in {op} "
                 f"(below {top}){shown}, {when}."
             )
     if not states and not c.missing and old is not None and c.ops:
@@ -360,6 +361,12 @@ def explain_ras(
     found, summary = judge_ras(first, second, dt, local_pids)
     summary["nccl_version"] = second.nccl_version
     summary["format"] = second.format
+    # What the client noted about the answer (a listener not tied to a rank, a world size
+    # that disagrees with the job's, JSON read as text): context, said once each.
+    notes = list(dict.fromkeys(n for a in answers for n in a.notes if n))[:8]
+    found += [f"NCCL RAS (note): {n}" for n in notes]
+    if notes:
+        summary["notes"] = notes
     return found, summary
 
 
