@@ -231,3 +231,20 @@ def test_a_hostile_progress_record_never_raises():
         rec = {"type": "progress", "t": rng.choice(junk), "ranks": rng.choice([[e], e, None])}
         explain_progress(rec, v, None)  # must not raise
         judge_rank(e)
+
+
+def test_socket_bytes_while_the_main_thread_spins_in_its_own_loop_are_not_progress():
+    """Seen on 4 x H200: a rank spinning in its own Python loop read 0.3 MB/s through a
+    socket (NCCL's proxy thread receiving what its peers sent) and was called busy. Bytes
+    that no storage moved, with a main thread nowhere near I/O, are another thread's."""
+    e = entry(per_s_cpu=1.0)
+    for i, r in enumerate(e["samples"]):
+        r[2], r[4] = 0, 300_000 * i  # read_bytes stay 0, rchar grows 0.3 MB/s
+    spin = ("spin_in_own_code", "main", "<module>")
+    e["dumps"] = [dump(i, False, "spin_in_own_code (w.py:56)", spin) for i in (2, 6, 10)]
+    j = judge_rank(e)
+    assert j is not None and j.advancing is False
+    # the same socket bytes under a main thread that reads them are progress
+    e["dumps"] = [dump(i, False, "recv_batch (w.py:12)", ("recv_batch", "main")) for i in (2, 10)]
+    j = judge_rank(e)
+    assert j is not None and j.advancing is True and j.what == "reads"

@@ -29,6 +29,7 @@ the verdict is stalled or hung again, with the reason. Pure: the record carries 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -61,6 +62,13 @@ KIND = "progress"
 BUSY_LIMIT_S = 600.0  # --busy-limit's default: the NCCL watchdog's default timeout (10 min)
 WINDOW_S = 10.0  # readings this far back judge "advances now"
 MIN_SPAN_S = 1.5  # fewer seconds of readings than this: not judged yet
+# The names of a main thread at work on I/O: without one of them in its recent dumps, bytes
+# that only a socket or pipe moved (rchar/wchar, no storage bytes) are another thread's.
+_IO = re.compile(
+    r"read|write|recv|send|save|load|pickle|serializ|copy|upload|download|flush|fetch|"
+    r"socket|request|urlopen|dump|open|put|get_batch|_next_data|__next__",
+    re.I,
+)
 BYTES_MIN = 1 << 20  # 1 MiB moved in the window ...
 BYTES_MIN_RATE = 256 * 1024  # ... at 256 KiB/s or more (a heartbeat's bytes are far below)
 MAX_RANKS = 64
@@ -144,6 +152,15 @@ def judge_rank(e: dict[str, Any]) -> RankProgress | None:
         + [f for d in dumps[-3:] if isinstance(f := d.get("frame"), str)]
     )
     moved = wrote + read
+    if (
+        dumps
+        and _delta(start, last, 2) + _delta(start, last, 3) < BYTES_MIN
+        and not _IO.search(names)
+    ):
+        # Only socket or pipe bytes (rchar/wchar), and the main thread is nowhere near I/O:
+        # a background thread's traffic (NCCL's socket proxy receives what the peers send:
+        # 0.3 MB/s on 4 x H200 while the rank spun in its own loop), not the rank's progress.
+        moved = 0.0
     if moved < BYTES_MIN or moved / span < BYTES_MIN_RATE:
         # Bytes moved earlier in this spin and it now waits in the kernel for them (a sync
         # after the write): still the same phase, said at its rate over the whole spin.
