@@ -55,6 +55,9 @@ class Columns:
     phases: list[str | None] = field(default_factory=list)
     starts: array = field(default_factory=lambda: array("l"))
     hostname: str | None = None
+    # False when the file carries no process information at all (nvidia-smi's CSV; plain
+    # lines none of which has `pids`): its Snapshots say so (Snapshot.readings_only)
+    procs_listed: bool = True
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -135,6 +138,7 @@ class ColumnSnaps(Sequence[Snapshot]):
             source="replay",
             phase=c.phases[lo],  # the sample's first line, as the full reader has it
             hostname=c.hostname,
+            readings_only=not c.procs_listed,
         )
 
     def _processes(
