@@ -13,6 +13,7 @@ Which recording holds which type:
 | meta, stacks, nccl | h100-shared-gpu-stuck.trace.jsonl.gz |
 | rendezvous, lastwords, error | made here, put into h200x2-die-unseen.trace.jsonl.gz |
 | progress, debugserver, blamed_probe | made here too (_newer_records), same recording |
+| nogpu | made here (_nogpu_records) by the bundle's writer: `bare`, a machine without GPUs |
 
 h200x2-die-unseen is a real recording of a rank that dies: the records made for it name its
 job, its ranks' pids and its gone rank, so the replay explains them. The newer three are made
@@ -167,6 +168,28 @@ def _newer_records(key: str, pids: list[int], t: float) -> list[dict[str, Any]]:
     return [progress, debugserver, blamed_probe]
 
 
+def _nogpu_records() -> Lines:
+    """The trace of a bundle written on a machine without GPUs (`bare`): three samples,
+    each a `nogpu` record holding the `die` job's processes (now on no GPU), as the
+    bundle's writer makes them."""
+    from dataclasses import replace
+
+    from gputui.collect.model import Snapshot
+    from gputui.collect.trace.format import nogpu_record
+    from gputui.collect.trace.read import read_trace
+
+    last = read_trace(RECORDINGS["die"])[-1]
+    procs = tuple(replace(p, gpus=()) for p in last.processes)
+    return [
+        json.dumps(
+            nogpu_record(
+                Snapshot(t=last.t + k, processes=procs, source="host", gpu_error="no driver")
+            )
+        )
+        for k in (1.0, 2.0, 3.0)
+    ]
+
+
 def _insert(lines: Lines, rec: dict[str, Any]) -> Lines:
     """`rec` as a line after the last sample line at or before its time."""
     t = rec["t"]
@@ -179,6 +202,7 @@ def recordings() -> dict[str, Lines]:
     out = {name: lines_of(path) for name, path in RECORDINGS.items()}
     for rec in _die_records(out["die"]):
         out["die"] = _insert(out["die"], rec)
+    out["bare"] = _nogpu_records()
     return out
 
 

@@ -12,6 +12,7 @@ py-spy at the stall), and a live bundle of the same two ranks.
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import subprocess
@@ -20,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, free_port, run_cli
+from conftest import REPO, free_port, no_gpu_only, run_cli
 from nvml_standin.build import build_standin, standin_env
 from targets.launch import Targets
 
@@ -132,3 +133,28 @@ def test_a_live_bundle_of_a_stall_replays_to_its_verdict(spinning_pair, tmp_path
     v = json.loads((b / "verdict.json").read_text())
     assert v["state"] == "stalled" and "in wait_for_the_data_loader (blocked.py:" in v["reason"]
     assert_replays_to_its_verdict(b, json.loads((b / "host.json").read_text())["hostname"])
+
+
+@no_gpu_only
+def test_a_bundle_of_a_machine_without_gpus_replays_to_its_verdict(tmp_path):
+    """Its trace held no sample ("no samples in file", exit 2): each sample is now a `nogpu`
+    record, read back as a sample with the host's processes and why there are no GPUs."""
+    out = tmp_path / "b"
+    made = run_cli("bundle", "--out", str(out))
+    assert made.returncode == 0, made.stderr
+    assert "replays to this verdict" in made.stderr
+    bundled = json.loads((out / "verdict.json").read_text())
+    r = run_cli("check", "--replay", str(out / "trace.jsonl.gz"))
+    assert r.returncode == 0, r.stderr
+    assert "no GPUs on" in r.stdout.splitlines()[0], r.stdout
+    final = next(ln for ln in r.stdout.splitlines() if ln.startswith("final: "))
+    assert final.startswith("final: ok: no GPUs to watch: "), final
+    assert final.removeprefix("final: ok: ") in json.dumps(bundled), (final, bundled)
+    # the host processes the last sample showed (the top of the CPU: this machine's own)
+    lines = gzip.decompress((out / "trace.jsonl.gz").read_bytes()).decode().splitlines()
+    last = [json.loads(ln) for ln in lines if '"type":"nogpu"' in ln][-1]
+    snap = run_cli("snapshot", "--replay", str(out / "trace.jsonl.gz"), "--json")
+    assert snap.returncode == 0, snap.stderr
+    shown = json.loads(snap.stdout)
+    assert shown["gpus"] == [] and shown["gpu_error"] == last["error"]
+    assert [p["pid"] for p in shown["processes"]] == [p["pid"] for p in last["procs"]] != []

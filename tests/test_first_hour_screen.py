@@ -141,6 +141,12 @@ async def test_b_on_a_machine_without_gpus_writes_a_bundle(tmp_path):
         source.close()
     assert (tmp_path / "b" / "verdict.json").exists()
     assert (tmp_path / "b" / "host.json").exists()
+    # and it replays: the host's processes and the no-GPU words (it said "no samples in file")
+    replay = GputuiApp(ReplaySource.from_file(tmp_path / "b" / "trace.jsonl.gz", realtime=False))
+    async with replay.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: on_screen(replay, "no GPUs to watch"), timeout=60)
+        await until(pilot, lambda: on_screen(replay, "host processes"), timeout=60)
+        assert replay.sample_error is None
 
 
 # ---------------------------------------------------------------- also seen: a paused live view

@@ -211,20 +211,53 @@ def test_nvidia_smi_csv_reads_as_the_readings_it_holds(tmp_path, units):
     assert snaps[-1].processes == ()  # this query lists none
 
 
-def test_a_hang_in_nvidia_smi_csv_is_seen_as_a_gpu_spinning(tmp_path):
-    """nvidia-smi's GPU query lists no processes: the replay names the spinning GPU and
-    says it lists no process, the detector's words for a spin no job claims."""
-    path = tmp_path / "node-9.csv"
-    path.write_text(_csv(_foreign_lines(repeat_hang_s=30)))
-    r = subprocess.run(
-        [sys.executable, "-m", "gputui", "check", "--replay", str(path)],
+def _check(path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gputui", "check", "--replay", str(path), *args],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
-    assert r.returncode == 0, r.stderr
+
+
+def test_a_hang_in_nvidia_smi_csv_names_the_gpu_that_went_quiet(tmp_path):
+    """nvidia-smi's GPU query lists no processes, so no job can be told from another: the
+    node's GPUs in use are taken as one job, said so, and the GPU that went idle while its
+    peer spun is the suspect: the verdict a user reading a cron log after a page expects."""
+    path = tmp_path / "node-9.csv"
+    path.write_text(_csv(_foreign_lines(repeat_hang_s=90)))
+    r = _check(path)
+    assert r.returncode == 1, (r.stdout, r.stderr)
     assert r.stdout.splitlines()[0].endswith("2 GPU(s) on node-9"), r.stdout  # the file's name
-    final = r.stdout.splitlines()[-1]
-    assert final.startswith("final: ok: no job to judge: GPU 0 spin"), r.stdout
-    assert "list no process" in final
+    final = next(line for line in r.stdout.splitlines() if line.startswith("final: "))
+    assert final.startswith(
+        "final: hung: the file lists no processes: GPUs 0, 1 taken as one job; HUNG: GPU 0"
+    ), final
+    assert "not spinning: GPU 1 (idle" in final
+    last = json.loads(_check(path, "--json").stdout.splitlines()[-1])
+    assert (last["state"], last["spinning"], last["suspects"]) == ("hung", [0], [1])
+
+
+def test_plain_lines_without_pids_are_judged_as_the_csv_is(tmp_path):
+    rows = [{k: v for k, v in d.items() if k != "pids"} for d in _foreign_lines(90)]
+    r = _check(_write(tmp_path / "node-4.jsonl", rows))
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "final: hung: the file lists no processes: GPUs 0, 1 taken as one job" in r.stdout
+
+
+@pytest.mark.parametrize("what", ["healthy", "idle"])
+def test_a_csv_of_a_healthy_run_or_an_idle_node_stays_ok(tmp_path, what):
+    """Taking the GPUs as one job blames nobody where nothing spins: a training run (every
+    GPU busy) and a node with nothing on it (no GPU in use: no member at all)."""
+    rows = [d for d in _foreign_lines(repeat_hang_s=0)]
+    if what == "idle":
+        quiet = {"util": 0, "mem_util": 0, "power_w": 75.0, "mem_used_mb": 1}
+        rows = [{**d, **quiet} for d in rows]
+    path = tmp_path / "node-2.csv"
+    path.write_text(_csv(rows))
+    r = _check(path)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    final = next(line for line in r.stdout.splitlines() if line.startswith("final: "))
+    assert final.startswith("final: ok: no hang"), final
+    assert "taken as one job" not in r.stdout
 
 
 @pytest.mark.parametrize(
@@ -269,8 +302,9 @@ def test_every_face_that_replays_reads_the_csv(tmp_path):
         [sys.executable, "-m", "gputui", "snapshot", "--replay", str(path), "--json"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # the verdict's code: GPU 0 has spun 20 s
     shown = json.loads(r.stdout)
+    assert shown["verdict"]["state"] == "stalled" and shown["verdict"]["suspects"] == [1]
     assert [g["util"] for g in shown["gpus"]] == [rows[-2]["util"], rows[-1]["util"]]
     assert shown["hostname"] is None and shown["processes"] == []
     src = ReplaySource.from_file(path, realtime=True, lazy=True)  # as the dashboard opens it

@@ -126,6 +126,11 @@ class Snapshot:
     # reader, interpreted by their consumers. Live snapshots carry GPU health records
     # (`{"type": "health", ...}`, gputui.collect.nvml.health), which `gputui record` writes.
     records: tuple[dict[str, Any], ...] = ()
+    # True when the source carries no process information at all (nvidia-smi's CSV, a
+    # history file of readings without `pids`): "no process listed" then means "not
+    # known", not "none", and the detector takes the node's GPUs in use as one job
+    # (gputui.diagnose.hang.groups). Not compared: it says where the readings came from.
+    readings_only: bool = field(default=False, compare=False)
 
     def process(self, pid: int) -> ProcessInfo | None:
         for p in self.processes:

@@ -217,10 +217,10 @@ def run(args: argparse.Namespace) -> int:
     print(clean(first))
     if rep.headline:
         print(f"verdict: {clean(rep.headline)}")
-    if snaps and not any(s.gpus for s in snaps):  # never "replay it" where it cannot
+    if snaps and not any(s.gpus for s in snaps):  # what the replay of it will show
         print(
-            "gputui: no GPU readings here: the bundle's trace has no samples to replay; "
-            "verdict.json and host.json hold what this machine showed",
+            "gputui: no GPUs here: the bundle's trace holds this machine's processes and "
+            "replays to this verdict",
             file=sys.stderr,
         )
     if nvml_problem:

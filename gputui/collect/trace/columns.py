@@ -55,6 +55,9 @@ class Columns:
     phases: list[str | None] = field(default_factory=list)
     starts: array = field(default_factory=lambda: array("l"))
     hostname: str | None = None
+    # False when the file carries no process information at all (nvidia-smi's CSV; plain
+    # lines none of which has `pids`): its Snapshots say so (Snapshot.readings_only)
+    procs_listed: bool = True
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -82,7 +85,13 @@ class ColumnSnaps(Sequence[Snapshot]):
         self._ends = array("l", list(starts[1:]) + [len(t)])
         # who -> jobs: the jobs depend on who the processes are (as the full reader keeps)
         self._jobs: dict[tuple[Any, ...], tuple[Job, ...]] = {}
-        self._procs: dict[tuple[tuple[int, tuple[int, ...]], ...], tuple[ProcessInfo, ...]] = {}
+        self._procs: dict[
+            tuple[tuple[int, tuple[int, ...]], ...], tuple[tuple[ProcessInfo, ...], tuple[Job, ...]]
+        ] = {}
+        # The columns read for each GPU, in GpuSample's field order (looked up once, not
+        # per sample: _build runs for every sample of a day)
+        self._floats: list[tuple[str, array]] = [(a, cols.floats[a]) for a in FLOAT_ATTRS]
+        self._ints: list[tuple[str, list[int | None]]] = [(a, cols.ints[a]) for a in INT_ATTRS]
 
     def __len__(self) -> int:
         return len(self.times)
@@ -108,25 +117,23 @@ class ColumnSnaps(Sequence[Snapshot]):
     def _build(self, k: int) -> Snapshot:
         c = self.cols
         lo, hi = c.starts[k], self._ends[k]
-        order = sorted(range(lo, hi), key=c.gpu.__getitem__)
+        index = c.gpu
+        order = sorted(range(lo, hi), key=index.__getitem__)
         gpus = []
+        floats, ints, pids = self._floats, self._ints, c.pids
         for i in order:
-            d: dict[str, Any] = {
-                "index": c.gpu[i],
-                "name": c.names[i],
-                "uuid": c.uuids[i],
-            }
-            for a in FLOAT_ATTRS:
-                v = c.floats[a][i]
+            d: dict[str, Any] = {"index": index[i], "name": c.names[i], "uuid": c.uuids[i]}
+            for a, col in floats:
+                v = col[i]
                 d[a] = None if v != v else v
-            for a in INT_ATTRS:
-                d[a] = c.ints[a][i]
-            d["pids"] = c.pids[i]
+            for a, ints_col in ints:
+                d[a] = ints_col[i]
+            d["pids"] = pids[i]
             d["proc_mem_mb"] = ()
             d["mem_outside_mb"] = None
             d["na"] = {}
             gpus.append(_gpu_sample(d))
-        processes, jobs = self._processes(tuple((g.index, g.pids) for g in gpus))
+        processes, jobs = self._processes(tuple([(g.index, g.pids) for g in gpus]))
         return Snapshot(
             t=c.t[lo],
             gpus=tuple(gpus),
@@ -135,6 +142,7 @@ class ColumnSnaps(Sequence[Snapshot]):
             source="replay",
             phase=c.phases[lo],  # the sample's first line, as the full reader has it
             hostname=c.hostname,
+            readings_only=not c.procs_listed,
         )
 
     def _processes(
@@ -142,20 +150,18 @@ class ColumnSnaps(Sequence[Snapshot]):
     ) -> tuple[tuple[ProcessInfo, ...], tuple[Job, ...]]:
         """The processes NVML listed on the GPUs (index, pids) and their jobs; the same
         lists give equal processes, so both are kept by the lists (few: a job's lifetime)."""
-        got = self._procs.get(key)
-        if got is None:
-            procs: dict[int, ProcessInfo] = {}
-            for gi, pids in key:
-                for pid in pids:
-                    p = ProcessInfo(pid=pid, gpus=(gi,), gpu_mem_mb=None, live=False)
-                    if pid in procs:  # one process on several GPUs
-                        a = procs[pid]
-                        p = ProcessInfo(pid=pid, gpus=tuple(sorted(set(a.gpus) | {gi})), live=False)
-                    procs[pid] = p
-            got = tuple(sorted(procs.values(), key=lambda p: (p.gpus, p.pid)))
-            if len(self._procs) > 4096:
-                self._procs.clear()
-            self._procs[key] = got
+        hit = self._procs.get(key)
+        if hit is not None:
+            return hit
+        procs: dict[int, ProcessInfo] = {}
+        for gi, pids in key:
+            for pid in pids:
+                p = ProcessInfo(pid=pid, gpus=(gi,), gpu_mem_mb=None, live=False)
+                if pid in procs:  # one process on several GPUs
+                    a = procs[pid]
+                    p = ProcessInfo(pid=pid, gpus=tuple(sorted(set(a.gpus) | {gi})), live=False)
+                procs[pid] = p
+        got = tuple(sorted(procs.values(), key=lambda p: (p.gpus, p.pid)))
         who = tuple(
             (p.pid, p.gpus, p.rank, p.ppid, p.parent_cmd, bool(p.cmdline), p.env_error) for p in got
         )
@@ -165,6 +171,9 @@ class ColumnSnaps(Sequence[Snapshot]):
             if len(self._jobs) > 4096:
                 self._jobs.clear()
             self._jobs[who] = jobs
+        if len(self._procs) > 4096:
+            self._procs.clear()
+        self._procs[key] = (got, jobs)
         return got, jobs
 
 

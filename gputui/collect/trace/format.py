@@ -121,6 +121,22 @@ def snapshot_to_lines(snap: Snapshot) -> list[dict[str, Any]]:
     return lines
 
 
+def nogpu_record(snap: Snapshot) -> dict[str, Any]:
+    """A sample of a machine without GPUs as a typed record (it has no GPU line to be):
+    why there are none and the host processes shown, so a bundle written there replays to
+    the no-GPU verdict (gputui.collect.trace.read reads it back as a sample). At most
+    MAX_PROCS_PER_GPU processes, those of a job (rank variables) first: on a busy host they
+    are the ones a bundle is for."""
+    cap = schema.MAX_PROCS_PER_GPU
+    kept = sorted(snap.processes, key=lambda p: p.rank is None)[:cap]  # stable: in order
+    return {
+        "type": "nogpu",
+        "t": round(snap.t, 3),
+        "error": _clip(snap.gpu_error),
+        "procs": [process_to_dict(p) for p in kept],
+    }
+
+
 # ---------------------------------------------------------------- opening a file to write
 
 

@@ -39,6 +39,7 @@ class Grouping:
         self.t0: float | None = None  # the open sample's time (its first line's)
         self.gpus: set[int] = set()  # the open sample's GPU indices
         self.opened = 0  # samples opened so far
+        self.floor: float | None = None  # the time of a sample without GPU lines (`bare`)
         # (t, gpu) -> (bytes, line) of the open and the previous sample's lines: the line
         # itself is kept (two samples' worth) to tell a repeat from a different reading
         self.recent: dict[tuple[float, int], tuple[bytes, int]] = {}
@@ -83,8 +84,17 @@ class Grouping:
         self.recent[(t, gpu)] = (raw, n)
         return got
 
-    def _open(self, t: float, gpu: int, n: int) -> None:
-        prev = self.t0
+    def bare(self, t: float, n: int) -> None:
+        """A sample without GPU lines at `t` (a `nogpu` record: a machine with no GPU), its
+        open sample already closed by the caller: time order holds across it, and the next
+        GPU line opens a sample of its own."""
+        self._order(t, n)
+        self.older, self.recent = self.recent, {}
+        self.t0, self.floor, self.gpus = None, t, set()
+        self.opened += 1
+
+    def _order(self, t: float, n: int) -> None:
+        prev = self.t0 if self.t0 is not None else self.floor
         if prev is not None and t <= prev:
             how = "goes backwards" if t < prev else "does not advance"
             raise GputuiError(
@@ -95,6 +105,9 @@ class Grouping:
             raise GputuiError(
                 f"{self.where(n)}: more than {schema.MAX_SAMPLES} samples in one file"
             )
+
+    def _open(self, t: float, gpu: int, n: int) -> None:
+        self._order(t, n)
         self.older, self.recent = self.recent, {}
         self.t0 = t
         self.gpus = {gpu}

@@ -81,6 +81,7 @@ def read_plain(path: str | Path) -> Columns | None:
         f.close()
     if len(reader.cols) == 0:
         return None
+    reader.cols.procs_listed = reader.pids_seen
     return reader.cols
 
 
@@ -115,6 +116,7 @@ class _PlainReader:
         self.cols = Columns()
         self.rows: list[tuple[Any, ...]] = []
         self.n_lines = 0
+        self.pids_seen = False  # a line with `pids` (even empty): processes are listed
         self.strings: dict[Any, Any] = {}  # checked strings and pid lists, shared
         # the open sample: its time, GPUs, how many pids it lists
         self.t0 = -1.0
@@ -195,7 +197,10 @@ class _PlainReader:
                 c.ints[attr].extend(col)
         base = len(c.t)
         n_readings = 2 + len(_READINGS)
-        pids = [self._pids(v) for v in cols[n_readings]]
+        col = cols[n_readings]
+        if not self.pids_seen and col.count(None) != len(col):
+            self.pids_seen = True
+        pids = [self._pids(v) for v in col]
         c.pids.extend(pids)
         for out, col in zip((c.names, c.uuids, c.phases), cols[n_readings + 1 :], strict=True):
             if col.count(None) == len(col):

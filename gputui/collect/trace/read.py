@@ -170,7 +170,7 @@ class TraceReader:
         if not isinstance(d, dict):
             raise GputuiError(f"{where}: expected a JSON object per line")
         if "type" in d:
-            self._record(d, raw, where)
+            self._record(d, raw, where, n)
             return
         t = schema.sample_time(d.get("t"), where)
         gpu = schema.gpu_index(d.get("gpu"), where)
@@ -194,7 +194,7 @@ class TraceReader:
             assert self.cur is not None
             self.cur.rows[row.gpu.index] = row
 
-    def _record(self, d: dict[str, Any], raw: bytes, where: str) -> None:
+    def _record(self, d: dict[str, Any], raw: bytes, where: str, n: int) -> None:
         kind, t = record_schema.record(d, where)
         digest = hashlib.blake2b(raw, digest_size=16).digest()
         if digest in self.recent_records:
@@ -215,6 +215,9 @@ class TraceReader:
             self.host = record_schema.meta(d, where).host
             self.saw_meta = True
             return
+        if kind == "nogpu":
+            self._bare(d, t, where, n)
+            return
         self.n_records += 1
         if self.n_records > schema.MAX_RECORDS:
             raise GputuiError(f"{where}: more than {schema.MAX_RECORDS} typed records")
@@ -228,13 +231,33 @@ class TraceReader:
         else:
             self.pending.append((t, d))
 
+    def _bare(self, d: dict[str, Any], t: float, where: str, n: int) -> None:
+        """A `nogpu` record: a sample of a machine without GPUs (its shape checked), with the
+        host processes it showed and why there were no GPUs."""
+        self.close_sample()
+        self.grouping.bare(t, n)
+        procs = tuple(replace(schema.process(e, 0, where), gpus=()) for e in d.get("procs") or ())
+        error = d.get("error")
+        self._append(
+            Snapshot(
+                t=t,
+                processes=procs,
+                source="replay",
+                gpu_error=printable(error) if isinstance(error, str) else None,
+                hostname=self.host,
+            )
+        )
+
     def close_sample(self) -> None:
         """Make the open sample a snapshot (a part of a file read by window ends here)."""
         cur = self.cur
         if cur is None:
             return
         self.cur = None
-        snap = self._build(cur)
+        self._append(self._build(cur))
+
+    def _append(self, snap: Snapshot) -> None:
+        """A sample made, with the records read before it that belong to it."""
         take = [r for t, r in self.pending if t <= snap.t]
         if take:
             self.pending = [(t, r) for t, r in self.pending if t > snap.t]

@@ -39,7 +39,7 @@ from gputui.collect.trace.record_spec import (
     Str,
     Tuple,
 )
-from gputui.collect.trace.schema import RECORD_TYPE, reading, sample_time, text
+from gputui.collect.trace.schema import RECORD_TYPE, process, reading, sample_time, text
 from gputui.errors import GputuiError
 
 T_MAX = 4_102_444_800.0  # 2100-01-01, as trace_schema.T_MAX (a time formatted as a date)
@@ -53,6 +53,7 @@ NAME = Str(4096)  # a job key, a host, a path, a short message
 TEXT = Str(64 * 1024)  # a log tail, an error file (the writers keep 16 KiB)
 MAX_RANKS = 1024  # ranks of a job on one node listed in a record (gputui.diagnose.gone.explain)
 MAX_LIST = 4096
+MAX_HOST_PROCS = 256  # processes a `nogpu` sample keeps (gputui.collect.trace.format.nogpu_record)
 
 # ---------------------------------------------------------------- the parts
 
@@ -65,6 +66,21 @@ def _stack_ranks(v: Any) -> None:
 
 
 STACK_RANKS = Parsed(_stack_ranks, "a list of rank stacks")
+
+
+def _host_procs(v: Any) -> None:
+    """A `nogpu` record's processes: each as a GPU line's `procs` entry is read (its
+    secrets redacted there), so the reader that makes them processes cannot fail."""
+    if not isinstance(v, list) or len(v) > MAX_HOST_PROCS:
+        raise ValueError(f"a list of at most {MAX_HOST_PROCS} processes")
+    for entry in v:
+        try:
+            process(entry, 0, "procs")
+        except GputuiError as e:
+            raise ValueError(str(e).removeprefix("procs: ")) from None
+
+
+HOST_PROCS = Parsed(_host_procs, "a list of processes")
 RAS_ANSWER = Parsed(answer_from_dict, "a RAS answer")
 
 RAS_QUERY = Obj(
@@ -235,6 +251,9 @@ SCHEMAS: dict[str, Obj] = {
         required=("ranks",),
     ),
     "error": Obj({**_ENVELOPE, "error": NAME}),
+    # A sample of a machine without GPUs (a bundle of the no-GPU dashboard or `gputui
+    # bundle` there): why there are none, and the host processes shown.
+    "nogpu": Obj({"error": NAME, "procs": HOST_PROCS}),
     # The blamed GPU's pair probe (gputui.probe.blamed), joined to the verdict.
     "blamed_probe": Obj(
         {

@@ -23,8 +23,8 @@ The file comes through the bounded reader of recordings (gputui.collect.trace.li
 special files, gzip, byte and line limits). Anything else wrong is one line naming the
 file and line (GputuiError), never a guess: a row of the wrong width, a timestamp or a
 number that does not read, a GPU index out of range, time going backwards. nvidia-smi
-lists no processes in this query, so the samples have none: the detector sees GPUs that
-spin, not the job they belong to.
+lists no processes in this query, so the samples say none is known (`procs_listed`
+False): the detector takes the node's GPUs in use as one job (gputui.diagnose.hang.groups).
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def read_smi_csv(path: str | Path) -> Columns:
     """The CSV's rows as columns. GputuiError (one line) on anything it cannot read."""
     name = shown(path)
     grouping = Grouping(name)
-    cols = Columns()
+    cols = Columns(procs_listed=False)
     heads: list[str] | None = None
     header_line = ""
     shown_heads: list[str] = []

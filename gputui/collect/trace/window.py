@@ -47,6 +47,7 @@ from gputui.errors import GputuiError
 _PREFIX = re.compile(rb'\{"t":(-?[0-9][0-9.eE+-]{0,30}),"gpu":([0-9]{1,3})[,}]')
 _RECORD = b'{"type":'
 _META = b'{"type":"meta"'
+_NOGPU = b'"nogpu"'  # in a record line (few): maybe a `nogpu` record, read whole to know
 CHUNK = 64  # samples parsed at a time when the window is moved back to a calm sample
 
 
@@ -78,6 +79,7 @@ class _Index:
         self.samples: list[_IndexedSample] = []
         self.records: list[_Line] = []
         self.grouping = Grouping(shown(path))
+        self.bare = False  # a `nogpu` record: samples of a machine without GPUs
 
     def read(self) -> None:
         lines = iter_lines(self.path)
@@ -92,6 +94,7 @@ class _Index:
                             f"{self.grouping.where(n)}: a 'meta' record may only come first"
                         )
                     self.records.append((data, ended, n))
+                    self.bare = self.bare or _NOGPU in data
                     continue
                 t, gpu = got
                 placed = self.grouping.place(t, gpu, data, n, close=_nothing)
@@ -102,7 +105,7 @@ class _Index:
                 self.samples[-1].lines.append((data, ended, n))
         finally:
             lines.close()
-        if not self.samples:
+        if not self.samples and not self.bare:
             raise GputuiError(f"{shown(self.path)}: no samples in file")
 
     def _where_in_time(self, data: bytes, ended: bool, n: int) -> tuple[float, int] | None:
@@ -202,6 +205,8 @@ def read_moment(
         return _column_moment(cols, at, before_s, calm, calm_s)
     index = _Index(path)
     index.read()
+    if index.bare:  # samples of a machine without GPUs (a bundle's, a few): read whole
+        return _whole_moment(path, at)
     samples = index.samples
     t0 = samples[0].t
     i = len(samples) - 1
@@ -231,6 +236,19 @@ def read_moment(
         samples=len(samples),
         notes=records[1].notes(),
     )
+
+
+def _whole_moment(path: str | Path, at: float | None) -> Moment:
+    """The moment of a file read by the full reader: one that holds samples of a machine
+    without GPUs (`nogpu` records), which the index pass does not place. Read whole, its
+    history is the whole file up to the moment: the verdict is the full replay's."""
+    reader = TraceReader(path)
+    snaps = reader.read()
+    t0 = snaps[0].t
+    i = len(snaps) - 1
+    if at is not None:
+        i = min(bisect.bisect_left([s.t - t0 for s in snaps], at), i)
+    return Moment(snaps=snaps[: i + 1], first_t=t0, samples=len(snaps), notes=reader.notes())
 
 
 def _records(

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 
 from gputui.collect.model import Snapshot
 from gputui.diagnose.hang.classify import GpuState, classify_node, describe_state
-from gputui.diagnose.hang.groups import Group, GroupMemory
+from gputui.diagnose.hang.groups import READINGS_KEY, Group, GroupMemory
 from gputui.diagnose.hang.runs import SpinRun, advance_run
 from gputui.diagnose.slow.straggler import SPIN_BREAKS_HOLD_S, Straggle, WaitShares
 from gputui.diagnose.slow.words import headline
@@ -187,12 +187,15 @@ class Detector:
         # elsewhere (never reached the collective), or gone (the rank died).
         suspects = tuple(i for i in members if i not in spinning)
         vanished = tuple(i for i in suspects if i not in present)
-        words = [
-            f"GPU {i} "
-            + _owned_by(snap, group.members[i].pids)
-            + _suspect_words(i, group, vanished, states)
-            for i in suspects
-        ]
+        if group.key == READINGS_KEY:
+            words = [f"GPU {i} {_quiet_words(i, vanished, states)}" for i in suspects]
+        else:
+            words = [
+                f"GPU {i} "
+                + _owned_by(snap, group.members[i].pids)
+                + _suspect_words(i, group, vanished, states)
+                for i in suspects
+            ]
         suspect_pids = tuple(p for i in suspects for p in group.members[i].pids)
         # Ranks that died beside a rank still on their GPU (ranks sharing a GPU): NVML sees
         # the GPU still in use, so only the pid that left tells.
@@ -209,6 +212,19 @@ class Detector:
         power_known = all(g is not None and g.power_frac is not None for g in spin_samples)
         hung = seconds >= self.hang_after
         waiting = group.members[spinning[0]].pids
+        reason = stall_reason(
+            job=group.label,
+            spinning=spinning,
+            suspect_words=words,
+            seconds=seconds,
+            power_known=power_known,
+            hung=hung,
+            group_size=len(members),
+            procs=len({p for m in group.members.values() for p in m.pids}),
+        )
+        if group.key == READINGS_KEY:
+            assumed = f"the file lists no processes: {_gpu_list(members)} taken as one job"
+            reason = f"{assumed}; {reason}"
         return Verdict(
             t=snap.t,
             state=HUNG if hung else STALLED,
@@ -217,16 +233,7 @@ class Detector:
             suspect_pids=suspect_pids,
             vanished=vanished,
             gone=gone,
-            reason=stall_reason(
-                job=group.label,
-                spinning=spinning,
-                suspect_words=words,
-                seconds=seconds,
-                power_known=power_known,
-                hung=hung,
-                group_size=len(members),
-                procs=len({p for m in group.members.values() for p in m.pids}),
-            ),
+            reason=reason,
             next_steps=next_steps(
                 suspects=suspects,
                 suspect_pids=live_pids,
@@ -254,6 +261,16 @@ def _suspect_words(
     if i in vanished:
         return "(its process has exited)"
     return describe_state(states.get(i, GpuState.UNKNOWN))
+
+
+def _quiet_words(i: int, vanished: tuple[int, ...], states: dict[int, GpuState]) -> str:
+    """A suspect of a file that lists no processes: what its readings say, no more."""
+    state = states.get(i, GpuState.UNKNOWN)
+    if state in (GpuState.COMPUTING, GpuState.COMMUNICATING, GpuState.UNKNOWN):
+        return describe_state(state)
+    if i in vanished:
+        return "(went quiet: no kernel, no memory held; its rank may have exited)"
+    return "(idle: no kernel running; its rank may be stuck on the CPU side)"
 
 
 def _owned_by(snap: Snapshot, pids: Iterable[int]) -> str:

@@ -11,6 +11,12 @@ A rank that died before gputui started was never seen. When the job's surviving 
 say how many local ranks there should be (LOCAL_WORLD_SIZE) and each sits on the GPU whose
 index is its LOCAL_RANK (the usual `torch.cuda.set_device(local_rank)`), a missing local
 rank is placed on the GPU of the same index and named, marked as inferred.
+
+A history file of readings alone (nvidia-smi's CSV: Snapshot.readings_only) lists no
+process at all, so no job can be told from another: the node's GPUs in use (a kernel, memory
+traffic, or a context's memory: `in_use`) form one group, as when environments cannot be
+read, and a GPU that went quiet while its peers spun is the suspect (the verdict says the
+grouping was assumed: gputui.diagnose.hang.detector). A GPU never in use is no member.
 """
 
 from __future__ import annotations
@@ -18,10 +24,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from gputui.collect.model import Job, ProcessInfo, Snapshot
+from gputui.collect.model import GpuSample, Job, ProcessInfo, Snapshot
 
 MAX_DEPARTED = 64  # departed pids remembered per job: bounded, whatever churns
 NODE_KEY = "~unclaimed"  # all GPUs with processes, when jobs cannot be told apart
+READINGS_KEY = "~readings"  # all GPUs in use, when the file lists no process at all
+# A GPU in use, read from its readings alone: a kernel or memory traffic (the detector's idle
+# thresholds, gputui.diagnose.hang.classify), or memory held (a CUDA context holds some
+# 500 MiB; a GPU no process holds reads a few MiB)
+IN_USE_UTIL, IN_USE_MEM_UTIL, IN_USE_MEM_MB = 10.0, 5.0, 256.0
 # What _plans reads of each GPU and each process, as one tuple each (made in C: every sample)
 _GPU_INPUTS = attrgetter("index", "pids")
 _PROCESS_INPUTS = attrgetter("pid", "rank")
@@ -114,6 +125,9 @@ class GroupMemory:
 
     def update(self, snap: Snapshot) -> list[Group]:
         """The groups at this sample, largest first. O(processes + GPUs)."""
+        if snap.readings_only and not snap.processes:
+            used = tuple((g.index, ()) for g in snap.gpus if in_use(g))
+            return self._apply(snap.t, (), used, READINGS_KEY)
         inputs = _inputs(snap)
         if inputs != self._inputs:
             self._plans = _plans(snap)
@@ -125,8 +139,10 @@ class GroupMemory:
         t: float,
         plans: tuple[_JobPlan, ...],
         loose: tuple[tuple[int, tuple[int, ...]], ...],
+        loose_key: str = NODE_KEY,
     ) -> list[Group]:
-        """Fold this sample's plans into the groups remembered."""
+        """Fold this sample's plans into the groups remembered; `loose` (GPU, pids) into
+        one group of `loose_key`."""
         seen: dict[str, Group] = {}
         for plan in plans:
             job = plan.job
@@ -148,12 +164,21 @@ class GroupMemory:
         # GPUs with processes that no job claims: one node-wide group, as when
         # environments cannot be read.
         if loose:
-            g = self.groups.get(NODE_KEY) or Group(NODE_KEY, None)
+            g = self.groups.get(loose_key) or Group(loose_key, None)
             for index, pids in loose:
                 g.members[index] = Member(pids, t)
-            seen[NODE_KEY] = g
+            seen[loose_key] = g
         self.groups = seen
         return sorted(seen.values(), key=lambda g: -len(g.members))
+
+
+def in_use(g: GpuSample) -> bool:
+    """Whether a GPU's readings say something runs on it (for files that list no process)."""
+    return (
+        (g.util is not None and g.util >= IN_USE_UTIL)
+        or (g.mem_util is not None and g.mem_util >= IN_USE_MEM_UTIL)
+        or (g.mem_used_mb is not None and g.mem_used_mb >= IN_USE_MEM_MB)
+    )
 
 
 def _inputs(snap: Snapshot) -> tuple[object, ...]:

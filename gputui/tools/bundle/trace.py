@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui.collect.model import Snapshot
-from gputui.collect.trace.format import TraceWriter
+from gputui.collect.trace.format import TraceWriter, nogpu_record
 from gputui.jsonout import dumps
 from gputui.redact import redact_argv, redact_text
 
@@ -82,11 +82,18 @@ def write_trace(
             except ValueError as e:  # too large, or an envelope the reader refuses
                 notes.append(f"trace.jsonl.gz: a {rec.get('type')!s:.40} record left out ({e})")
 
+        # A machine without GPUs: its samples have no GPU line to be, so each is a `nogpu`
+        # record (why, and the host processes) that replays as a sample. Only when no sample
+        # has GPUs: a GPU node's moment without readings stays what it always was.
+        bare = not any(s.gpus for s in snapshots)
         for s in snapshots:
             while i < len(records) and (_time(records[i]) or 0.0) <= s.t:
                 put(records[i])
                 i += 1
-            w.write(redacted_snapshot(s))
+            if bare:
+                put(nogpu_record(redacted_snapshot(s)))
+            else:
+                w.write(redacted_snapshot(s))
         for rec in records[i:]:  # after the last sample: the reader gives them to it
             put(rec)
     except BaseException:

@@ -363,8 +363,8 @@ def _fill(
         say(f"writing {len(snapshots)} samples and {len(evidence)} records to trace.jsonl.gz")
         rep.notes += write_trace(out / "trace.jsonl.gz", snapshots, evidence, host)
         rep.files.append("trace.jsonl.gz")
-        if not any(s.gpus for s in snapshots):
-            rep.notes.append("no GPU readings in the samples: trace.jsonl.gz has no rows")
+        if not any(s.gpus for s in snapshots):  # each sample a `nogpu` record: it replays
+            rep.notes.append("no GPUs here: trace.jsonl.gz holds the host's processes")
     else:
         rep.notes.append("no samples: trace.jsonl.gz not written")
 
