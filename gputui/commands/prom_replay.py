@@ -107,7 +107,7 @@ def bundle_samples(args: argparse.Namespace) -> list[Snapshot]:
     span = f"{iso(src.snaps[0].t)} .. {iso(src.snaps[-1].t)}"
     args.made_from = f"Prometheus {args.prom_shown}, node {src.node}, {span}"
     args.history = src.history  # type: ignore[attr-defined]
-    return snaps
+    return list(snaps)
 
 
 def _node(hist: History, events: list) -> str:  # type: ignore[type-arg]
