@@ -69,7 +69,10 @@ class MismatchEarly:
                     continue
                 self._tried[job.key] = id(rec)
                 try:
-                    x = explainers["ras"](rec, Verdict(t=snap.t, since=since), snap).extra
+                    spin = tuple(sorted(g for g in job.gpus if g in runs))
+                    quiet = tuple(sorted(g for g in job.gpus if g not in runs))
+                    judged = Verdict(t=snap.t, since=since, spinning=spin, suspects=quiet)
+                    x = explainers["ras"](rec, judged, snap).extra
                 except Exception:  # noqa: S112 - an explainer's bug: no early call
                     continue
                 if not x.get("mismatch") or x.get("progress"):

@@ -23,6 +23,7 @@ from gputui.collect.nccl.ras_model import RasAnswer, RasComm, RasRank, answer_fr
 from gputui.diagnose.evidence import Evidence
 from gputui.diagnose.nccl.flightrec import explain_flightrec
 from gputui.diagnose.nccl.pids import PidMap, pid_map, with_host_pids
+from gputui.diagnose.nccl.ras_mismatch import behind_yet_spinning
 from gputui.diagnose.rank_lists import ranks_text as _ranks_text
 from gputui.diagnose.ranking import Finding, Strength
 from gputui.diagnose.verdict import Verdict
@@ -413,6 +414,7 @@ def explain_nccl(record: dict[str, Any], verdict: Verdict, snap: Snapshot | None
     fr_found, fr_json = explain_flightrec(record.get("flightrec"))
     if record.get("error"):
         ras_found.append(f"NCCL evidence could not be gathered: {str(record['error'])[:200]}")
+    ras_found = behind_yet_spinning(ras_found, ras_json, verdict, local)
     extra = {**ras_json, **fr_json}
     named = _named_local_pids(record, extra, local)
     ranked = [ras_finding(t, ras_json) for t in ras_found] + fr_found
