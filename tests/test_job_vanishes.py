@@ -148,8 +148,8 @@ def start_torchrun(tmp: Path, mode: str) -> tuple[subprocess.Popen[bytes], dict[
     return agent, ranks
 
 
+@pytest.mark.torch  # starts torch ranks: skipped at collection without torch
 def test_a_torchrun_job_ended_by_its_agent_after_a_death_is_called_with_the_dead_rank(tmp_path):
-    pytest.importorskip("torch")
     agent, ranks = start_torchrun(tmp_path, "fail")
     try:
         pids = [ranks[r] for r in range(3)]
@@ -168,8 +168,8 @@ def test_a_torchrun_job_ended_by_its_agent_after_a_death_is_called_with_the_dead
     assert v.evidence["lastwords"]["ended"]["first"]["rank"] == 1
 
 
+@pytest.mark.torch  # starts torch ranks: skipped at collection without torch
 def test_a_torchrun_job_that_ends_normally_is_no_alarm(tmp_path):
-    pytest.importorskip("torch")
     agent, ranks = start_torchrun(tmp_path, "end")
     try:
         v = watch_vanishing([ranks[r] for r in range(3)], tmp_path / "go")
@@ -252,13 +252,13 @@ dist.all_reduce(torch.ones(4))
 """
 
 
+@pytest.mark.torch  # starts torch ranks: skipped at collection without torch
 def test_a_live_rank_that_timed_out_in_the_nccl_watchdog_stalls_the_job_without_a_spin(tmp_path):
     """On 4 x H200 the watchdog timed ranks 0-2 out (they lived on: it dumps before it
     aborts) while NVML never read their GPUs as spinning. Here a real 4-rank gloo job: ranks
     0-2 wait in all_reduce and write what those ranks wrote to their stderr files; rank 3
     spins in its own Python loop; every GPU reads busy. The watchdog's line alone stalls the
     job, and rank 3's line (py-spy) leads."""
-    pytest.importorskip("torch")
     (tmp_path / "rank.py").write_text(GLOO_RANK)
     port = str(29100 + os.getpid() % 300)
     procs = []

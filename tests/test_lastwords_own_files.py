@@ -85,8 +85,8 @@ def watch_death(tmp: Path, r0: int, r1: int) -> object:
         w.close()
 
 
+@pytest.mark.torch  # starts torch ranks: skipped at collection without torch
 def test_a_torchrun_rank_is_quoted_from_its_own_stdout_log(tmp_path):
-    pytest.importorskip("torch")
     (tmp_path / "train.py").write_text(RANK)
     logs = tmp_path / "logs"
     agent = subprocess.Popen(
