@@ -19,7 +19,6 @@ ranks' real pids and their real parent), `--stall-after 60`: no clock is involve
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import end_launcher
 from synth import with_real_pids
 
 from gputui.collect.procs.jobs import group_jobs
@@ -155,8 +155,7 @@ def test_a_torchrun_job_ended_by_its_agent_after_a_death_is_called_with_the_dead
         pids = [ranks[r] for r in range(3)]
         v = watch_vanishing(pids, tmp_path / "go")
     finally:
-        os.killpg(agent.pid, signal.SIGKILL)
-        agent.wait(timeout=30)
+        end_launcher(agent)  # and its ranks, each in a session of its own
     assert v.state == "stalled", v.reason
     assert exitcodes.of_state(v.state) == exitcodes.HANG
     assert v.reason == f"rank 1 died: RuntimeError: loss is NaN at step 1207 (train.py:{RAISED_AT})"
@@ -175,9 +174,7 @@ def test_a_torchrun_job_that_ends_normally_is_no_alarm(tmp_path):
         v = watch_vanishing([ranks[r] for r in range(3)], tmp_path / "go")
         assert agent.wait(timeout=60) == 0
     finally:
-        if agent.poll() is None:
-            os.killpg(agent.pid, signal.SIGKILL)
-            agent.wait(timeout=30)
+        end_launcher(agent)
     assert v.state == "ok" and not v.alarm, v.reason
 
 
