@@ -119,11 +119,12 @@ threading.Thread(target=_serve, daemon=True).start()
 """
 
 
-def relayed_ranks(spawn, backend: int, n: int = 2, code: str = "") -> list:
-    """`n` rank processes (the `spawn` fixture's) whose environment names one RAS address,
-    rank 0 listening there and relaying to the test's server on `backend`: the listener is
-    the job's own rank, so what the server answers is evidence. `code` runs in every rank."""
-    port = free_ras_port()
+def relayed_ranks(spawn, backend: int, n: int = 2, code: str = "", port: int = 0) -> list:
+    """`n` rank processes (the `spawn` fixture's) whose environment names one RAS address
+    (127.0.0.1:`port`, a free one by default), rank 0 listening there and relaying to the
+    test's server on `backend`: the listener is the job's own rank, so what the server
+    answers is evidence. `code` runs in every rank."""
+    port = port or free_ras_port()
     env = {"NCCL_RAS_ADDR": f"127.0.0.1:{port}"}
     relay = RANK_RELAY.replace("BACKEND", str(backend)).replace("PORT", str(port))
     return [spawn(env, code=code + (relay if i == 0 else "")) for i in range(n)]
