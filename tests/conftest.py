@@ -78,6 +78,36 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def end_launcher(agent: subprocess.Popen) -> None:
+    """SIGKILL a launcher (torchrun) and every process under it, and reap them.
+
+    torchrun starts each rank in a session of its own (torch's subprocess handler), so
+    killing the launcher's process group leaves its ranks alive, reparented to init: a rank
+    left sleeping is then a stuck torchelastic job (its store gone) for ten minutes, and every
+    live check on the host rightly reports it (the way-out test's dashboard named that job
+    instead of its own). The descendants are taken before the launcher goes."""
+    import signal
+
+    import psutil
+
+    try:
+        kids = psutil.Process(agent.pid).children(recursive=True) if agent.poll() is None else []
+    except psutil.Error:
+        kids = []
+    if agent.poll() is None:
+        try:
+            os.killpg(agent.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for k in kids:
+        try:
+            k.kill()
+        except psutil.Error:
+            pass
+    agent.wait(timeout=30)
+    psutil.wait_procs(kids, timeout=30)
+
+
 def _has_gpu() -> bool:
     from gputui.collect.nvml.reader import NvmlReader
 

@@ -78,3 +78,53 @@ def ras_server(*script: bytes | str, port: int = 0) -> Iterator[RasServer]:
         yield s
     finally:
         s.close()
+
+
+def free_ras_port() -> int:
+    """A loopback port nothing listens on now (a server bound to port 0, then closed)."""
+    with ras_server(b"") as srv:
+        return srv.port
+
+
+# Rank 0's own RAS thread, as far as gputui can tell: the rank process itself listens on the
+# job's NCCL_RAS_ADDR (as NCCL's RAS thread does, inside the rank) and passes each query to the
+# test's scripted server at BACKEND, and its answer back. An answer is evidence only from a
+# listener that is one of the job's ranks (gputui/collect/nccl/listener.py): the test's own
+# server, held by the pytest process, is not, and its 4-rank answers for a job of 2 are refused.
+RANK_RELAY = r"""
+import socket, threading
+_srv = socket.create_server(("127.0.0.1", PORT))
+def _relay(conn):
+    try:
+        with conn, socket.create_connection(("127.0.0.1", BACKEND), timeout=30) as up:
+            got = b""
+            while b"STATUS\n" not in got:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                got += chunk
+            up.sendall(got)
+            while True:
+                chunk = up.recv(65536)
+                if not chunk:
+                    break
+                conn.sendall(chunk)
+    except OSError:
+        pass
+def _serve():
+    while True:
+        conn, _ = _srv.accept()
+        threading.Thread(target=_relay, args=(conn,), daemon=True).start()
+threading.Thread(target=_serve, daemon=True).start()
+"""
+
+
+def relayed_ranks(spawn, backend: int, n: int = 2, code: str = "", port: int = 0) -> list:
+    """`n` rank processes (the `spawn` fixture's) whose environment names one RAS address
+    (127.0.0.1:`port`, a free one by default), rank 0 listening there and relaying to the
+    test's server on `backend`: the listener is the job's own rank, so what the server
+    answers is evidence. `code` runs in every rank."""
+    port = port or free_ras_port()
+    env = {"NCCL_RAS_ADDR": f"127.0.0.1:{port}"}
+    relay = RANK_RELAY.replace("BACKEND", str(backend)).replace("PORT", str(port))
+    return [spawn(env, code=code + (relay if i == 0 else "")) for i in range(n)]

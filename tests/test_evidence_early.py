@@ -1,8 +1,9 @@
 """NCCL RAS asked from the start of a spin and again while it lasts (gputui/watch/ras_poll.py).
 
 The ranks are real Python processes whose environment names the RAS address; RAS is the
-test's TCP server (tests/ras_server.py) answering with NCCL's own answers: the real 2-rank
-mismatch captured on an H100 (tests/data/ras/onegpu/), or the constructed 4-rank one whose
+test's TCP server (tests/ras_server.py) answering with NCCL's own answers, behind rank 0's own
+listener where the answer must be evidence (only a rank's listener is trusted): the real
+2-rank mismatch captured on an H100 (tests/data/ras/onegpu/), or the constructed 4-rank one whose
 counts the test moves. The GPU readings are synthetic (tests/synth.py), the Watcher real.
 
 Covers: RAS is asked before the stall is called (trigger "spin") and again while the job
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from ras_server import ras_server
+from ras_server import free_ras_port, ras_server, relayed_ranks
 from synth import with_real_pids
 
 from gputui.diagnose.ranking import Strength
@@ -67,12 +68,11 @@ def poller(stall_after: float = 2.0) -> Watcher:
 
 
 def test_ras_is_asked_before_the_stall_and_again_while_the_job_stays_stalled(spawn):
-    with ras_server(b"") as srv:
-        port = srv.port
-    kids = [spawn({"NCCL_RAS_ADDR": f"127.0.0.1:{port}"}) for _ in range(2)]
+    backend = free_ras_port()
+    kids = relayed_ranks(spawn, backend)  # rank 0 holds the RAS port, as NCCL's thread does
     pids = [k.pid for k in kids]
     records: list[dict] = []
-    with ras_server(*answers_with_counts(0, 50), port=port):
+    with ras_server(*answers_with_counts(0, 50), port=backend):
         w = poller()
         try:
             job = with_real_pids(0.0, pids, ["spin"] * 2, master=MASTER).jobs[0].key
@@ -84,6 +84,7 @@ def test_ras_is_asked_before_the_stall_and_again_while_the_job_stays_stalled(spa
     assert ras[0]["trigger"] == "spin"  # asked as the spin began, before stall_after
     assert any(r["trigger"] == "stalled" for r in ras)  # and again while stalled
     assert [len(r["ras"]["queries"]) for r in ras[:2]] == [1, 2]  # each carries the previous
+    assert ras[0]["ras"]["queries"][0]["listener"].endswith(f"pid {pids[0]}")  # rank 0's own
     assert vs[-1].state == "stalled"
     # Two equal answers confirm who is behind: a RAS_BEHIND finding, above the NVML picture.
     top = vs[-1].ranked[0]
@@ -109,10 +110,9 @@ def test_the_real_captured_mismatch_is_the_headline(spawn):
 
 
 def test_collectives_that_advance_are_a_busy_job_not_a_stall(spawn):
-    with ras_server(b"") as srv:
-        port = srv.port
-    kids = [spawn({"NCCL_RAS_ADDR": f"127.0.0.1:{port}"}) for _ in range(2)]
-    with ras_server(*answers_with_counts(7, 80), port=port):
+    backend = free_ras_port()
+    kids = relayed_ranks(spawn, backend)  # rank 0 holds the RAS port, as NCCL's thread does
+    with ras_server(*answers_with_counts(7, 80), port=backend):
         w = poller()
         try:
             vs = watch_spin(

@@ -2,7 +2,8 @@
 behind, and `gputui_job_mismatch` when the ranks entered different collectives.
 
 Real: the ranks are real processes whose environment names the RAS address, RAS is the test's
-TCP server answering with NCCL's own answers (the constructed 4-rank "behind" answer, with
+TCP server, behind rank 0's own listener where the answer must be evidence, answering with
+NCCL's own answers (the constructed 4-rank "behind" answer, with
 the test's pids; the real 2-rank mismatch captured on an H100), and the metrics are scraped
 through prometheus_client's own parser. GPU readings are synthetic: every GPU spins, so NVML
 alone names no suspect. Covers both series, and that nothing is asked while the job is ok.
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from ras_server import ras_server
+from ras_server import ras_server, relayed_ranks
 from synth import with_real_pids
 
 from gputui.diagnose.hang.detector import Detector
@@ -56,12 +57,12 @@ def ras_port() -> int:
 
 
 def test_the_rank_ras_names_behind_is_a_suspect_series(spawn):
-    port = ras_port()
-    kids = [spawn({"NCCL_RAS_ADDR": f"127.0.0.1:{port}"}) for _ in range(2)]
+    backend = ras_port()
+    kids = relayed_ranks(spawn, backend)  # rank 0 holds the RAS port: its answer is evidence
     text = (DATA / "behind-4rank.json").read_text()
     answer = text.replace('"pid": 907', f'"pid": {kids[0].pid}')
     answer = answer.replace('"pid": 908', f'"pid": {kids[1].pid}').encode()
-    w = stalled_watch([k.pid for k in kids], [answer] * 40, port)
+    w = stalled_watch([k.pid for k in kids], [answer] * 40, backend)
     suspects = scrape(w, "gputui_job_suspect")
     named = {(s.labels["gpu"], s.labels["rank"], s.labels["pid"]) for s in suspects}
     assert ("1", "1", str(kids[1].pid)) in named, named

@@ -171,7 +171,8 @@ def test_a_host_that_never_answers_is_cut_at_its_bound(sshd):
 
 def test_other_commands_print_each_hosts_lines_with_its_name(sshd):
     r = fleet(sshd, "a,b", "snapshot", "--replay", str(sshd / "{host}.jsonl"))
-    assert r.returncode == 0, r.stderr
+    # host a's half spins in the demo's stall: its snapshot exits 1, and so does the fleet
+    assert r.returncode == 1, r.stderr
     hosts = {ln.split(": ", 1)[0] for ln in r.stdout.splitlines() if ln.strip()}
     assert hosts == {"a", "b"}
 

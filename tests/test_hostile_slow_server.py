@@ -223,7 +223,9 @@ def test_record_ends_on_the_first_sigterm_while_a_trickle_is_read(spawn, tmp_pat
         for child in server:
             child.kill()
     err = p.stderr.read().decode() if p.stderr else ""
-    assert rc == 0, err
+    # the job it recorded spins past --stall-after (the gatherer reads because of it): record
+    # exits with that hang's code, 1, never 0, and the first SIGTERM was enough
+    assert rc == 1, err
     assert "wrote " in err and out.exists()
 
 

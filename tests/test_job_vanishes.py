@@ -19,7 +19,6 @@ ranks' real pids and their real parent), `--stall-after 60`: no clock is involve
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import end_launcher
 from synth import with_real_pids
 
 from gputui.collect.procs.jobs import group_jobs
@@ -148,15 +148,14 @@ def start_torchrun(tmp: Path, mode: str) -> tuple[subprocess.Popen[bytes], dict[
     return agent, ranks
 
 
+@pytest.mark.torch  # starts torch ranks: skipped at collection without torch
 def test_a_torchrun_job_ended_by_its_agent_after_a_death_is_called_with_the_dead_rank(tmp_path):
-    pytest.importorskip("torch")
     agent, ranks = start_torchrun(tmp_path, "fail")
     try:
         pids = [ranks[r] for r in range(3)]
         v = watch_vanishing(pids, tmp_path / "go")
     finally:
-        os.killpg(agent.pid, signal.SIGKILL)
-        agent.wait(timeout=30)
+        end_launcher(agent)  # and its ranks, each in a session of its own
     assert v.state == "stalled", v.reason
     assert exitcodes.of_state(v.state) == exitcodes.HANG
     assert v.reason == f"rank 1 died: RuntimeError: loss is NaN at step 1207 (train.py:{RAISED_AT})"
@@ -168,16 +167,14 @@ def test_a_torchrun_job_ended_by_its_agent_after_a_death_is_called_with_the_dead
     assert v.evidence["lastwords"]["ended"]["first"]["rank"] == 1
 
 
+@pytest.mark.torch  # starts torch ranks: skipped at collection without torch
 def test_a_torchrun_job_that_ends_normally_is_no_alarm(tmp_path):
-    pytest.importorskip("torch")
     agent, ranks = start_torchrun(tmp_path, "end")
     try:
         v = watch_vanishing([ranks[r] for r in range(3)], tmp_path / "go")
         assert agent.wait(timeout=60) == 0
     finally:
-        if agent.poll() is None:
-            os.killpg(agent.pid, signal.SIGKILL)
-            agent.wait(timeout=30)
+        end_launcher(agent)
     assert v.state == "ok" and not v.alarm, v.reason
 
 
@@ -252,13 +249,13 @@ dist.all_reduce(torch.ones(4))
 """
 
 
+@pytest.mark.torch  # starts torch ranks: skipped at collection without torch
 def test_a_live_rank_that_timed_out_in_the_nccl_watchdog_stalls_the_job_without_a_spin(tmp_path):
     """On 4 x H200 the watchdog timed ranks 0-2 out (they lived on: it dumps before it
     aborts) while NVML never read their GPUs as spinning. Here a real 4-rank gloo job: ranks
     0-2 wait in all_reduce and write what those ranks wrote to their stderr files; rank 3
     spins in its own Python loop; every GPU reads busy. The watchdog's line alone stalls the
     job, and rank 3's line (py-spy) leads."""
-    pytest.importorskip("torch")
     (tmp_path / "rank.py").write_text(GLOO_RANK)
     port = str(29100 + os.getpid() % 300)
     procs = []

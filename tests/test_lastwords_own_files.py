@@ -13,8 +13,6 @@ with `--stall-after 60`: the death alone calls the job (gputui.watch.deaths).
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -23,6 +21,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import end_launcher
 from synth import with_real_pids
 
 from gputui.watch.watcher import Watcher
@@ -85,8 +84,8 @@ def watch_death(tmp: Path, r0: int, r1: int) -> object:
         w.close()
 
 
+@pytest.mark.torch  # starts torch ranks: skipped at collection without torch
 def test_a_torchrun_rank_is_quoted_from_its_own_stdout_log(tmp_path):
-    pytest.importorskip("torch")
     (tmp_path / "train.py").write_text(RANK)
     logs = tmp_path / "logs"
     agent = subprocess.Popen(
@@ -135,8 +134,7 @@ def test_a_torchrun_rank_is_quoted_from_its_own_stdout_log(tmp_path):
         entry = next(e for e in v.evidence["lastwords"]["ranks"] if e["rank"] == 1)
         assert entry["log"].endswith("/attempt_0/1/stdout.log")
     finally:
-        os.killpg(agent.pid, signal.SIGKILL)
-        agent.wait(timeout=30)
+        end_launcher(agent)  # and its ranks: rank 0 would sleep on for 600 s
 
 
 def start(tmp: Path, rank: int, to: str) -> subprocess.Popen[bytes]:

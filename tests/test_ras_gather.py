@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import psutil
-from ras_server import ras_server
+from ras_server import free_ras_port, ras_server, relayed_ranks
 from synth import snapshot
 
 from gputui.collect.model import ProcessInfo, RankInfo
@@ -46,20 +46,22 @@ def explain(rec):
 
 
 def test_two_answers_a_moment_apart_name_the_rank_behind(spawn):
-    with ras_server(b"") as srv:  # the port first, so the ranks can be started with it
-        port_holder = srv.port
-    kids = [spawn({"NCCL_RAS_ADDR": f"127.0.0.1:{port_holder}"}) for _ in range(2)]
+    port, backend = free_ras_port(), free_ras_port()  # the ports first, for the ranks' env
+    # rank 0 itself listens on the RAS port (as NCCL's RAS thread does) and relays to the
+    # test's server: only a rank's listener is evidence without a note
+    kids = relayed_ranks(spawn, backend, port=port)
     # the job's ranks 0 and 1 are these two processes (pids 907, 908 in the file)
     text = (DATA / "behind-4rank.json").read_text()
     answer = text.replace('"pid": 907', f'"pid": {kids[0].pid}')
     answer = answer.replace('"pid": 908', f'"pid": {kids[1].pid}').encode()
-    with ras_server(answer, answer, port=port_holder) as srv:
+    with ras_server(answer, answer, port=backend) as srv:
         rec = gather_nccl(target_of(*kids), threading.Event(), ras_interval=0.5)
     assert [q["outcome"] for q in rec["ras"]["queries"]] == ["done", "done"]
-    assert rec["ras"]["env"] == {"NCCL_RAS_ADDR": srv.addr}
+    assert rec["ras"]["queries"][0]["listener"].endswith(f"pid {kids[0].pid}")
+    assert rec["ras"]["env"] == {"NCCL_RAS_ADDR": f"127.0.0.1:{port}"}
     assert len(srv.received) == 2
     ev = explain(rec)
-    (line,) = ev.findings
+    (line,) = ev.findings  # the rank behind, and no note on the listener
     assert line.startswith(
         f"NCCL RAS: rank 1 (10.0.0.1, pid {kids[1].pid}, GPU 1 on this node) is behind: "
         "AllReduce count 812, the other 3 ranks 813, unchanged over "

@@ -8,7 +8,7 @@ With `check`, every host's `--json` lines are merged into the job-wide verdict (
 `gputui merge`); hosts that refuse, fail or time out are named silent with the reason. Other
 commands print each host's lines prefixed `host: `, as pdsh does. Exit status with check: as
 `merge`, the worst job-wide verdict seen over the span (a stall that ended exits 1); else 0/1
-as the hosts' worst; 2 when no host answered.
+as the hosts' worst (a snapshot that sees a hang exits 1); 2 when no host answered.
 """
 
 from __future__ import annotations
@@ -103,7 +103,9 @@ class _OptionParser(argparse.ArgumentParser):
 def _epilog() -> str:
     from gputui.commands.merge import exit_epilog
 
-    return exit_epilog() + "\n(with check; with dump or snapshot: 1 when a host's command failed)"
+    return exit_epilog() + (
+        "\n(with check; with dump or snapshot: 1 when a host's command exited non-zero, a hang too)"
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
