@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from ras_server import ras_server
 from synth import with_real_pids
+from waiting import wait_until
 
 from gputui.watch.watcher import Watcher
 
@@ -87,15 +88,6 @@ def ras_answer(pids: list[int]) -> bytes:
         ],
     }
     return ("OK\n" + json.dumps(doc, indent=1)).encode()
-
-
-def wait_until(cond, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return bool(cond())
 
 
 @pytest.fixture

@@ -14,12 +14,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from synth import with_real_pids
+from waiting import wait_until
 
 from gputui.diagnose import exitcodes
 from gputui.watch.watcher import Watcher
@@ -36,15 +36,6 @@ RANK1 = textwrap.dedent(
         step()
     """
 )
-
-
-def wait_until(cond, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return bool(cond())
 
 
 class Job:

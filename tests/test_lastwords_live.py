@@ -17,12 +17,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from synth import with_real_pids
+from waiting import wait_until
 
 from gputui.collect.procs.rankio import TAIL_MAX, read_tail, stream
 from gputui.watch.watcher import Watcher
@@ -39,15 +39,6 @@ RANK1 = textwrap.dedent(
         load_batch()
     """
 )
-
-
-def wait_until(cond, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return bool(cond())
 
 
 class Ranks:
