@@ -8,9 +8,11 @@ never answer), or "close" (accept and hang up at once). It records what each cli
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 
 class RasServer:
@@ -78,3 +80,16 @@ def ras_server(*script: bytes | str, port: int = 0) -> Iterator[RasServer]:
         yield s
     finally:
         s.close()
+
+
+def stand_in_nccl(directory: Path) -> Path:
+    """A real (empty) shared object named like NCCL, built with gcc, for ranks to preload:
+    gputui then finds NCCL loaded in them and asks RAS, as on a GPU node."""
+    src = directory / "nccl.c"
+    src.write_text("int gputui_test_nccl_stand_in(void) { return 0; }\n")
+    lib = directory / "libnccl.so.2.28.9"
+    r = subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(lib), str(src)], capture_output=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    return lib

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from ras_server import ras_server
+from ras_server import ras_server, stand_in_nccl
 from synth import with_real_pids
 from waiting import wait_until
 
@@ -94,14 +94,7 @@ def ras_answer(pids: list[int]) -> bytes:
 def fake_nccl(tmp_path: Path) -> Path:
     """A real (empty) shared object named like NCCL, for the ranks to preload: gputui then
     finds NCCL loaded in them and asks RAS, as on a GPU node."""
-    src = tmp_path / "nccl.c"
-    src.write_text("int gputui_test_nccl_stand_in(void) { return 0; }\n")
-    lib = tmp_path / "libnccl.so.2.28.9"
-    r = subprocess.run(
-        ["gcc", "-shared", "-fPIC", "-o", str(lib), str(src)], capture_output=True, timeout=60
-    )
-    assert r.returncode == 0, r.stderr
-    return lib
+    return stand_in_nccl(tmp_path)
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc to build a stand-in libnccl")

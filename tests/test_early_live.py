@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from conftest import free_port
 from nvml_standin.build import REPO, build_standin, standin_env
-from ras_server import ras_server
+from ras_server import ras_server, stand_in_nccl
 
 from gputui.tools.which import find_tool
 
@@ -90,14 +90,7 @@ def ras_answer(pids: list[int]) -> bytes:
 @pytest.fixture
 def fake_nccl(tmp_path: Path) -> Path:
     """A real (empty) shared object named like NCCL, for the ranks to preload."""
-    src = tmp_path / "nccl.c"
-    src.write_text("int gputui_test_nccl_stand_in(void) { return 0; }\n")
-    lib = tmp_path / "libnccl.so.2.28.9"
-    r = subprocess.run(
-        ["gcc", "-shared", "-fPIC", "-o", str(lib), str(src)], capture_output=True, timeout=60
-    )
-    assert r.returncode == 0, r.stderr
-    return lib
+    return stand_in_nccl(tmp_path)
 
 
 @pytest.fixture
