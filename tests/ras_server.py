@@ -7,6 +7,7 @@ never answer), or "close" (accept and hang up at once). It records what each cli
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import threading
@@ -93,3 +94,45 @@ def stand_in_nccl(directory: Path) -> Path:
     )
     assert r.returncode == 0, r.stderr
     return lib
+
+
+def ras_json(pids: list[int], counts: list[dict[str, int]]) -> bytes:
+    """NCCL's RAS JSON answer (as 2.28 writes it) for one communicator whose rank r is
+    `pids[r]` on 127.0.0.1 and GPU r, healthy, with collective counts `counts[r]`."""
+    status = {
+        "init_state": 0,
+        "async_error": 0,
+        "finalize_called": False,
+        "destroy_flag": False,
+        "abort_flag": False,
+    }
+    ranks = [
+        {
+            "rank": r,
+            "host": "127.0.0.1",
+            "pid": pid,
+            "cuda_dev": r,
+            "nvml_dev": r,
+            "status": status,
+            "collective_counts": c,
+        }
+        for r, (pid, c) in enumerate(zip(pids, counts, strict=True))
+    ]
+    doc = {
+        "nccl_version": "2.28.9",
+        "cuda_runtime_version": 13000,
+        "cuda_driver_version": 13000,
+        "timestamp": "2026-11-28 21:00:00",
+        "communicators_count": 1,
+        "communicators": [
+            {
+                "hash": "0x5a5605dc3a5f6da2",
+                "secondary_hash": "0x1:0x2",
+                "size": len(ranks),
+                "ranks_count": len(ranks),
+                "missing_ranks_count": 0,
+                "ranks": ranks,
+            }
+        ],
+    }
+    return ("OK\n" + json.dumps(doc, indent=1)).encode()

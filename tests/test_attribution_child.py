@@ -15,7 +15,6 @@ RAS's rank 2 leads.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -24,7 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
-from ras_server import ras_server, stand_in_nccl
+from ras_server import ras_json, ras_server, stand_in_nccl
 from synth import with_real_pids
 from waiting import wait_until
 
@@ -51,43 +50,8 @@ if __name__ == "__main__":
 
 def ras_answer(pids: list[int]) -> bytes:
     """NCCL's RAS JSON for a 3-rank communicator: rank 2 one AllReduce behind (812 vs 813)."""
-    status = {
-        "init_state": 0,
-        "async_error": 0,
-        "finalize_called": False,
-        "destroy_flag": False,
-        "abort_flag": False,
-    }
-    ranks = [
-        {
-            "rank": r,
-            "host": "127.0.0.1",
-            "pid": pid,
-            "cuda_dev": r,
-            "nvml_dev": r,
-            "status": status,
-            "collective_counts": {"AllReduce": 812 if r == 2 else 813, "Broadcast": 1},
-        }
-        for r, pid in enumerate(pids)
-    ]
-    doc = {
-        "nccl_version": "2.28.9",
-        "cuda_runtime_version": 13000,
-        "cuda_driver_version": 13000,
-        "timestamp": "2026-11-28 21:00:00",
-        "communicators_count": 1,
-        "communicators": [
-            {
-                "hash": "0x5a5605dc3a5f6da2",
-                "secondary_hash": "0x1:0x2",
-                "size": 3,
-                "ranks_count": 3,
-                "missing_ranks_count": 0,
-                "ranks": ranks,
-            }
-        ],
-    }
-    return ("OK\n" + json.dumps(doc, indent=1)).encode()
+    counts = [{"AllReduce": 812 if r == 2 else 813, "Broadcast": 1} for r in range(len(pids))]
+    return ras_json(pids, counts)
 
 
 @pytest.fixture

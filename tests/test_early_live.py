@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from conftest import free_port
 from nvml_standin.build import REPO, build_standin, standin_env
-from ras_server import ras_server, stand_in_nccl
+from ras_server import ras_json, ras_server, stand_in_nccl
 
 from gputui.tools.which import find_tool
 
@@ -46,45 +46,8 @@ EARLY_WITHIN_S = 8.0  # EARLY_S (5 s) + a RAS interval's confirmation + a sample
 
 def ras_answer(pids: list[int]) -> bytes:
     """NCCL's RAS JSON for a 2-rank communicator: rank 1 behind in AllReduce (812 vs 813)."""
-    ranks = []
-    for r, (pid, count) in enumerate(zip(pids, (813, 812), strict=True)):
-        status = {
-            "init_state": 0,
-            "async_error": 0,
-            "finalize_called": False,
-            "destroy_flag": False,
-            "abort_flag": False,
-        }
-        counts = {"Broadcast": 1, "Reduce": 0, "AllGather": 0, "ReduceScatter": 0}
-        ranks.append(
-            {
-                "rank": r,
-                "host": "127.0.0.1",
-                "pid": pid,
-                "cuda_dev": r,
-                "nvml_dev": r,
-                "status": status,
-                "collective_counts": {**counts, "AllReduce": count},
-            }
-        )
-    doc = {
-        "nccl_version": "2.28.9",
-        "cuda_runtime_version": 13000,
-        "cuda_driver_version": 13000,
-        "timestamp": "2026-11-23 11:52:10",
-        "communicators_count": 1,
-        "communicators": [
-            {
-                "hash": "0x5a5605dc3a5f6da2",
-                "secondary_hash": "0x7e1c59cd1df6176e:0xbbf00fd5cbdbef1e",
-                "size": 2,
-                "ranks_count": 2,
-                "missing_ranks_count": 0,
-                "ranks": ranks,
-            }
-        ],
-    }
-    return ("OK\n" + json.dumps(doc, indent=1)).encode()
+    counts = {"Broadcast": 1, "Reduce": 0, "AllGather": 0, "ReduceScatter": 0}
+    return ras_json(pids, [{**counts, "AllReduce": n} for n in (813, 812)])
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from conftest import free_port
 from nvml_standin.build import REPO, build_standin, standin_env
-from ras_server import ras_server, stand_in_nccl
+from ras_server import ras_json, ras_server, stand_in_nccl
 
 from gputui.tools.which import find_tool
 
@@ -43,51 +43,11 @@ STALL_AFTER = 10.0
 
 def ras_answer(pids: list[int]) -> bytes:
     """NCCL's RAS JSON: rank 0 ahead in Broadcast (2 vs 1), rank 1 ahead in AllReduce."""
-    ranks = []
-    for r, pid in enumerate(pids):
-        counts = {
-            "Broadcast": 2 - r,
-            "AllReduce": 1 + r,
-            "Reduce": 0,
-            "AllGather": 0,
-            "ReduceScatter": 0,
-        }
-        status = {
-            "init_state": 0,
-            "async_error": 0,
-            "finalize_called": False,
-            "destroy_flag": False,
-            "abort_flag": False,
-        }
-        ranks.append(
-            {
-                "rank": r,
-                "host": "127.0.0.1",
-                "pid": pid,
-                "cuda_dev": r,
-                "nvml_dev": r,
-                "status": status,
-                "collective_counts": counts,
-            }
-        )
-    doc = {
-        "nccl_version": "2.28.9",
-        "cuda_runtime_version": 13000,
-        "cuda_driver_version": 13000,
-        "timestamp": "2026-11-28 21:00:00",
-        "communicators_count": 1,
-        "communicators": [
-            {
-                "hash": "0x5a5605dc3a5f6da2",
-                "secondary_hash": "0x1:0x2",
-                "size": 2,
-                "ranks_count": 2,
-                "missing_ranks_count": 0,
-                "ranks": ranks,
-            }
-        ],
-    }
-    return ("OK\n" + json.dumps(doc, indent=1)).encode()
+    counts = [
+        {"Broadcast": 2 - r, "AllReduce": 1 + r, "Reduce": 0, "AllGather": 0, "ReduceScatter": 0}
+        for r in range(len(pids))
+    ]
+    return ras_json(pids, counts)
 
 
 @pytest.fixture
