@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import free_port
+from gloo_ranks import GlooRanks
 from nvml_standin.build import REPO, build_standin, standin_env
 from ras_server import ras_json, ras_server, stand_in_nccl
 
@@ -56,40 +55,16 @@ def fake_nccl(tmp_path: Path) -> Path:
     return stand_in_nccl(tmp_path)
 
 
+def rank_argv(rank: int) -> list[str]:
+    """Rank 0 runs its loop; rank 1 is stuck in a data loader that never returns."""
+    return [str(GLOO_RANK), "--lifetime", "120", *(["--stuck"] if rank else [])]
+
+
 @pytest.fixture
 def gloo_job(fake_nccl: Path) -> Iterator:
-    procs: list[subprocess.Popen[str]] = []
-
-    def start(ras_port: int) -> list[int]:
-        env = {
-            **os.environ,
-            "WORLD_SIZE": "2",
-            "LOCAL_WORLD_SIZE": "2",
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(free_port()),
-            "NCCL_RAS_ADDR": f"127.0.0.1:{ras_port}",
-            "LD_PRELOAD": str(fake_nccl),
-        }
-        for rank in (0, 1):
-            argv = [sys.executable, str(GLOO_RANK), "--lifetime", "120"]
-            p = subprocess.Popen(
-                [*argv, *(["--stuck"] if rank else [])],
-                env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            procs.append(p)
-        for p in procs:  # each says ready once it stands where the test expects it
-            assert p.stdout is not None and p.stdout.readline().startswith("ready "), p.pid
-        return [p.pid for p in procs]
-
-    yield start
-    for p in procs:
-        p.kill()
-        p.wait(timeout=10)
-        if p.stdout is not None:
-            p.stdout.close()
+    ranks = GlooRanks(fake_nccl)
+    yield lambda ras_port: ranks.start(ras_port, rank_argv)
+    ranks.close()
 
 
 def test_ras_naming_a_rank_that_makes_no_progress_calls_the_stall_before_stall_after(gloo_job):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import free_port
+from gloo_ranks import GlooRanks
 from nvml_standin.build import REPO, build_standin, standin_env
 from ras_server import ras_json, ras_server, stand_in_nccl
 
@@ -57,38 +56,9 @@ def fake_nccl(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def job(fake_nccl: Path) -> Iterator:
-    procs: list[subprocess.Popen[str]] = []
-
-    def start(ras_port: int) -> list[int]:
-        env = {
-            **os.environ,
-            "WORLD_SIZE": "2",
-            "LOCAL_WORLD_SIZE": "2",
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(free_port()),
-            "NCCL_RAS_ADDR": f"127.0.0.1:{ras_port}",
-            "LD_PRELOAD": str(fake_nccl),
-        }
-        for rank in (0, 1):
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, str(TARGET), "120"],
-                    env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
-            )
-        for p in procs:
-            assert p.stdout is not None and p.stdout.readline().startswith("ready "), p.pid
-        return [p.pid for p in procs]
-
-    yield start
-    for p in procs:
-        p.kill()
-        p.wait(timeout=10)
-        if p.stdout is not None:
-            p.stdout.close()
+    ranks = GlooRanks(fake_nccl)
+    yield lambda ras_port: ranks.start(ras_port, lambda rank: [str(TARGET), "120"])
+    ranks.close()
 
 
 def test_the_first_stalled_line_names_both_collectives_before_stall_after(job):
