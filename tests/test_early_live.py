@@ -71,8 +71,7 @@ def test_ras_naming_a_rank_that_makes_no_progress_calls_the_stall_before_stall_a
     with ras_server(b"") as srv:
         port = srv.port  # a free port, for the ranks' NCCL_RAS_ADDR
     pids = gloo_job(port)
-    env = standin_env(build_standin(), "spin_gpu:0")
-    env["GPUTUI_STANDIN_PIDS"] = ",".join(map(str, pids))
+    env = standin_env(build_standin(), "spin_gpu:0", pids=pids)
     env["PYTHONPATH"] = str(REPO)
     argv = [sys.executable, "-m", "gputui", "check", "--json", "--duration", "12"]
     with ras_server(*[ras_answer(pids)] * 40, port=port):

@@ -65,8 +65,7 @@ def test_the_first_stalled_line_names_both_collectives_before_stall_after(job):
     with ras_server(b"") as srv:
         port = srv.port
     pids = job(port)
-    env = standin_env(build_standin(), "spin")
-    env["GPUTUI_STANDIN_PIDS"] = ",".join(map(str, pids))
+    env = standin_env(build_standin(), "spin", pids=pids)
     env["PYTHONPATH"] = str(REPO)
     argv = [
         sys.executable,
