@@ -18,11 +18,11 @@ import json
 import shutil
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from prometheus_proc import PrometheusProc
 
 MISSING = [t for t in ("prometheus", "promtool") if shutil.which(t) is None]
 
@@ -132,7 +132,7 @@ def write_openmetrics(path: Path, gpus: Iterable[Gpu], times: list[float]) -> in
     return n
 
 
-class HistoryServer:
+class HistoryServer(PrometheusProc):
     """A real Prometheus serving the backfilled file's series (read-only: no scrapes)."""
 
     def __init__(self, tmp: Path, openmetrics: Path | None) -> None:
@@ -156,51 +156,8 @@ class HistoryServer:
     def _start(self, tmp: Path, data: Path) -> None:
         cfg = tmp / "prometheus.yml"
         cfg.write_text("global: {scrape_interval: 1h, evaluation_interval: 1h}\n")
-        self.log = tmp / "prometheus.log"
-        self.url = ""
-        from conftest import free_port
-
-        for _ in range(3):  # a free port can be taken between the probe and the bind
-            port = free_port()
-            self.url = f"http://127.0.0.1:{port}"
-            with open(self.log, "w") as log:
-                self.proc = subprocess.Popen(
-                    [
-                        "prometheus",
-                        f"--config.file={cfg}",
-                        f"--storage.tsdb.path={data}",
-                        "--storage.tsdb.retention.time=100y",
-                        f"--web.listen-address=127.0.0.1:{port}",
-                    ],
-                    cwd=tmp,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            if self._ready(60):
-                return
-            self.stop()
-        raise AssertionError("prometheus did not start:\n" + self.log.read_text()[-3000:])
-
-    def _ready(self, within: float) -> bool:
-        end = time.monotonic() + within
-        while time.monotonic() < end and self.proc.poll() is None:
-            try:
-                with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as r:
-                    if r.status == 200:
-                        return True
-            except OSError:
-                pass
-            time.sleep(0.2)  # the poll's pace; the bound is `within`
-        return False
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        args = [f"--storage.tsdb.path={data}", "--storage.tsdb.retention.time=100y"]
+        self._launch(tmp, cfg, args, 60)
 
 
 def grid(start: float, end: float, step: float, jitter: float = 0.0) -> list[float]:

@@ -7,10 +7,13 @@ never answer), or "close" (accept and hang up at once). It records what each cli
 
 from __future__ import annotations
 
+import json
 import socket
+import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 
 class RasServer:
@@ -128,3 +131,58 @@ def relayed_ranks(spawn, backend: int, n: int = 2, code: str = "", port: int = 0
     env = {"NCCL_RAS_ADDR": f"127.0.0.1:{port}"}
     relay = RANK_RELAY.replace("BACKEND", str(backend)).replace("PORT", str(port))
     return [spawn(env, code=code + (relay if i == 0 else "")) for i in range(n)]
+
+
+def stand_in_nccl(directory: Path) -> Path:
+    """A real (empty) shared object named like NCCL, built with gcc, for ranks to preload:
+    gputui then finds NCCL loaded in them and asks RAS, as on a GPU node."""
+    src = directory / "nccl.c"
+    src.write_text("int gputui_test_nccl_stand_in(void) { return 0; }\n")
+    lib = directory / "libnccl.so.2.28.9"
+    r = subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(lib), str(src)], capture_output=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    return lib
+
+
+def ras_json(pids: list[int], counts: list[dict[str, int]]) -> bytes:
+    """NCCL's RAS JSON answer (as 2.28 writes it) for one communicator whose rank r is
+    `pids[r]` on 127.0.0.1 and GPU r, healthy, with collective counts `counts[r]`."""
+    status = {
+        "init_state": 0,
+        "async_error": 0,
+        "finalize_called": False,
+        "destroy_flag": False,
+        "abort_flag": False,
+    }
+    ranks = [
+        {
+            "rank": r,
+            "host": "127.0.0.1",
+            "pid": pid,
+            "cuda_dev": r,
+            "nvml_dev": r,
+            "status": status,
+            "collective_counts": c,
+        }
+        for r, (pid, c) in enumerate(zip(pids, counts, strict=True))
+    ]
+    doc = {
+        "nccl_version": "2.28.9",
+        "cuda_runtime_version": 13000,
+        "cuda_driver_version": 13000,
+        "timestamp": "2026-11-28 21:00:00",
+        "communicators_count": 1,
+        "communicators": [
+            {
+                "hash": "0x5a5605dc3a5f6da2",
+                "secondary_hash": "0x1:0x2",
+                "size": len(ranks),
+                "ranks_count": len(ranks),
+                "missing_ranks_count": 0,
+                "ranks": ranks,
+            }
+        ],
+    }
+    return ("OK\n" + json.dumps(doc, indent=1)).encode()

@@ -32,3 +32,22 @@ async def run_to_end(app, pilot) -> None:
     await asyncio.wait_for(app.ended_event.wait(), 60)
     await pilot.pause()
     await pilot.pause()  # a line-count change asks for a layout pass: let it happen
+
+
+class Answering:
+    """A live-kind source that answers every sample at once with the same snapshot (a
+    healthy NVML), asked again every `delay` seconds: a live view without a GPU."""
+
+    kind, description = "nvml", "answering"
+
+    def __init__(self, snap, delay: float = 0.05) -> None:
+        self.snap, self.delay = snap, delay
+
+    def sample(self):
+        return self.snap
+
+    def next_delay(self) -> float:
+        return self.delay
+
+    def close(self) -> None:
+        pass

@@ -15,7 +15,6 @@ RAS's rank 2 leads.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -24,8 +23,9 @@ import time
 from pathlib import Path
 
 import pytest
-from ras_server import ras_server
+from ras_server import ras_json, ras_server, stand_in_nccl
 from synth import with_real_pids
+from waiting import wait_until
 
 from gputui.watch.watcher import Watcher
 
@@ -50,66 +50,15 @@ if __name__ == "__main__":
 
 def ras_answer(pids: list[int]) -> bytes:
     """NCCL's RAS JSON for a 3-rank communicator: rank 2 one AllReduce behind (812 vs 813)."""
-    status = {
-        "init_state": 0,
-        "async_error": 0,
-        "finalize_called": False,
-        "destroy_flag": False,
-        "abort_flag": False,
-    }
-    ranks = [
-        {
-            "rank": r,
-            "host": "127.0.0.1",
-            "pid": pid,
-            "cuda_dev": r,
-            "nvml_dev": r,
-            "status": status,
-            "collective_counts": {"AllReduce": 812 if r == 2 else 813, "Broadcast": 1},
-        }
-        for r, pid in enumerate(pids)
-    ]
-    doc = {
-        "nccl_version": "2.28.9",
-        "cuda_runtime_version": 13000,
-        "cuda_driver_version": 13000,
-        "timestamp": "2026-11-28 21:00:00",
-        "communicators_count": 1,
-        "communicators": [
-            {
-                "hash": "0x5a5605dc3a5f6da2",
-                "secondary_hash": "0x1:0x2",
-                "size": 3,
-                "ranks_count": 3,
-                "missing_ranks_count": 0,
-                "ranks": ranks,
-            }
-        ],
-    }
-    return ("OK\n" + json.dumps(doc, indent=1)).encode()
-
-
-def wait_until(cond, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return bool(cond())
+    counts = [{"AllReduce": 812 if r == 2 else 813, "Broadcast": 1} for r in range(len(pids))]
+    return ras_json(pids, counts)
 
 
 @pytest.fixture
 def fake_nccl(tmp_path: Path) -> Path:
     """A real (empty) shared object named like NCCL, for the ranks to preload: gputui then
     finds NCCL loaded in them and asks RAS, as on a GPU node."""
-    src = tmp_path / "nccl.c"
-    src.write_text("int gputui_test_nccl_stand_in(void) { return 0; }\n")
-    lib = tmp_path / "libnccl.so.2.28.9"
-    r = subprocess.run(
-        ["gcc", "-shared", "-fPIC", "-o", str(lib), str(src)], capture_output=True, timeout=60
-    )
-    assert r.returncode == 0, r.stderr
-    return lib
+    return stand_in_nccl(tmp_path)
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc to build a stand-in libnccl")

@@ -8,12 +8,12 @@ from __future__ import annotations
 import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from conftest import run_cli
 from synth import with_real_pids
+from waiting import wait_until
 
 from gputui.collect.procs.rankio import core_pattern
 from gputui.tools.attach.core import find_core
@@ -35,15 +35,6 @@ pytestmark = [
 
 def allow_cores() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-
-
-def wait_until(cond, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return bool(cond())
 
 
 def test_a_rank_that_segfaults_is_named_with_its_core_and_dump_core_reads_it(tmp_path: Path):

@@ -11,15 +11,14 @@ with nothing to say while its peer computes (the end of a run) is no alarm.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from synth import with_real_pids
+from two_ranks import TwoRanks
+from waiting import wait_until
 
 from gputui.diagnose import exitcodes
 from gputui.watch.watcher import Watcher
@@ -38,55 +37,14 @@ RANK1 = textwrap.dedent(
 )
 
 
-def wait_until(cond, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return bool(cond())
-
-
-class Job:
-    def __init__(self, tmp: Path) -> None:
-        (tmp / "train.py").write_text(RANK1)
-        self.log = tmp / "rank1.err"
-        self.r0 = subprocess.Popen(
-            [sys.executable, "-c", "print('ready', flush=True); import sys; sys.stdin.read()"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
-        with open(self.log, "wb") as err:
-            self.r1 = subprocess.Popen(
-                [sys.executable, "train.py"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                cwd=tmp,
-            )
-        for p in (self.r0, self.r1):
-            assert p.stdout is not None and p.stdout.readline().strip() == b"ready"
-
-    def end_rank1(self, how: bytes) -> int:
-        assert self.r1.stdin is not None
-        self.r1.stdin.write(how + b"\n")
-        self.r1.stdin.close()
-        return self.r1.wait(timeout=30)
-
-    def close(self) -> None:
-        for p in (self.r0, self.r1):
-            p.kill()
-            p.wait(timeout=10)
-
-
 @pytest.fixture
-def job(tmp_path: Path) -> Iterator[Job]:
-    j = Job(tmp_path)
+def job(tmp_path: Path) -> Iterator[TwoRanks]:
+    j = TwoRanks(tmp_path, RANK1)
     yield j
     j.close()
 
 
-def after_exit(job: Job, how: bytes, peer: str, samples: int = 2) -> tuple[object, int]:
+def after_exit(job: TwoRanks, how: bytes, peer: str, samples: int = 2) -> tuple[object, int]:
     """Healthy samples until the rank I/O tracker knows rank 1, rank 1 ends, then `samples`
     samples 0.25 s apart (0.5 s of job time after the exit for two) with the peer in state
     `peer`: the last one's verdict, once the gatherer started by the first has answered, and

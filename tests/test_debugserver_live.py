@@ -210,8 +210,7 @@ def test_the_periodic_dump_stands_in_found_from_the_ranks_command_line(job):
 
 
 def test_check_json_carries_the_debug_servers_line(job):
-    env = standin_env(build_standin(), "spin")
-    env["GPUTUI_STANDIN_PIDS"] = ",".join(map(str, job.pids[:2]))
+    env = standin_env(build_standin(), "spin", pids=job.pids[:2])
     env["PYTHONPATH"] = str(REPO)
     argv = [
         sys.executable,

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -27,9 +26,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import free_port
+from gloo_ranks import GlooRanks
 from nvml_standin.build import REPO, build_standin, standin_env
-from ras_server import ras_server
+from ras_server import ras_json, ras_server, stand_in_nccl
 
 from gputui.tools.which import find_tool
 
@@ -46,102 +45,33 @@ EARLY_WITHIN_S = 8.0  # EARLY_S (5 s) + a RAS interval's confirmation + a sample
 
 def ras_answer(pids: list[int]) -> bytes:
     """NCCL's RAS JSON for a 2-rank communicator: rank 1 behind in AllReduce (812 vs 813)."""
-    ranks = []
-    for r, (pid, count) in enumerate(zip(pids, (813, 812), strict=True)):
-        status = {
-            "init_state": 0,
-            "async_error": 0,
-            "finalize_called": False,
-            "destroy_flag": False,
-            "abort_flag": False,
-        }
-        counts = {"Broadcast": 1, "Reduce": 0, "AllGather": 0, "ReduceScatter": 0}
-        ranks.append(
-            {
-                "rank": r,
-                "host": "127.0.0.1",
-                "pid": pid,
-                "cuda_dev": r,
-                "nvml_dev": r,
-                "status": status,
-                "collective_counts": {**counts, "AllReduce": count},
-            }
-        )
-    doc = {
-        "nccl_version": "2.28.9",
-        "cuda_runtime_version": 13000,
-        "cuda_driver_version": 13000,
-        "timestamp": "2026-11-23 11:52:10",
-        "communicators_count": 1,
-        "communicators": [
-            {
-                "hash": "0x5a5605dc3a5f6da2",
-                "secondary_hash": "0x7e1c59cd1df6176e:0xbbf00fd5cbdbef1e",
-                "size": 2,
-                "ranks_count": 2,
-                "missing_ranks_count": 0,
-                "ranks": ranks,
-            }
-        ],
-    }
-    return ("OK\n" + json.dumps(doc, indent=1)).encode()
+    counts = {"Broadcast": 1, "Reduce": 0, "AllGather": 0, "ReduceScatter": 0}
+    return ras_json(pids, [{**counts, "AllReduce": n} for n in (813, 812)])
 
 
 @pytest.fixture
 def fake_nccl(tmp_path: Path) -> Path:
     """A real (empty) shared object named like NCCL, for the ranks to preload."""
-    src = tmp_path / "nccl.c"
-    src.write_text("int gputui_test_nccl_stand_in(void) { return 0; }\n")
-    lib = tmp_path / "libnccl.so.2.28.9"
-    r = subprocess.run(
-        ["gcc", "-shared", "-fPIC", "-o", str(lib), str(src)], capture_output=True, timeout=60
-    )
-    assert r.returncode == 0, r.stderr
-    return lib
+    return stand_in_nccl(tmp_path)
+
+
+def rank_argv(rank: int) -> list[str]:
+    """Rank 0 runs its loop; rank 1 is stuck in a data loader that never returns."""
+    return [str(GLOO_RANK), "--lifetime", "120", *(["--stuck"] if rank else [])]
 
 
 @pytest.fixture
 def gloo_job(fake_nccl: Path) -> Iterator:
-    procs: list[subprocess.Popen[str]] = []
-
-    def start(ras_port: int) -> list[int]:
-        env = {
-            **os.environ,
-            "WORLD_SIZE": "2",
-            "LOCAL_WORLD_SIZE": "2",
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(free_port()),
-            "NCCL_RAS_ADDR": f"127.0.0.1:{ras_port}",
-            "LD_PRELOAD": str(fake_nccl),
-        }
-        for rank in (0, 1):
-            argv = [sys.executable, str(GLOO_RANK), "--lifetime", "120"]
-            p = subprocess.Popen(
-                [*argv, *(["--stuck"] if rank else [])],
-                env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            procs.append(p)
-        for p in procs:  # each says ready once it stands where the test expects it
-            assert p.stdout is not None and p.stdout.readline().startswith("ready "), p.pid
-        return [p.pid for p in procs]
-
-    yield start
-    for p in procs:
-        p.kill()
-        p.wait(timeout=10)
-        if p.stdout is not None:
-            p.stdout.close()
+    ranks = GlooRanks(fake_nccl)
+    yield lambda ras_port: ranks.start(ras_port, rank_argv)
+    ranks.close()
 
 
 def test_ras_naming_a_rank_that_makes_no_progress_calls_the_stall_before_stall_after(gloo_job):
     with ras_server(b"") as srv:
         port = srv.port  # a free port, for the ranks' NCCL_RAS_ADDR
     pids = gloo_job(port)
-    env = standin_env(build_standin(), "spin_gpu:0")
-    env["GPUTUI_STANDIN_PIDS"] = ",".join(map(str, pids))
+    env = standin_env(build_standin(), "spin_gpu:0", pids=pids)
     env["PYTHONPATH"] = str(REPO)
     argv = [sys.executable, "-m", "gputui", "check", "--json", "--duration", "12"]
     with ras_server(*[ras_answer(pids)] * 40, port=port):

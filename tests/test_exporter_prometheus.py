@@ -29,7 +29,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from conftest import REPO, free_port
+from conftest import REPO
+from prometheus_proc import PrometheusProc
 from test_exporter_cli import DEMO_SPIN_START, start_exporter
 
 from gputui.exporter.metrics import exported_names
@@ -133,7 +134,7 @@ def scaled_rules(tmp: Path) -> Path:
     return out
 
 
-class Prometheus:
+class Prometheus(PrometheusProc):
     def __init__(self, tmp: Path, target: str, rules: Path = RULES) -> None:
         cfg = tmp / "prometheus.yml"
         cfg.write_text(
@@ -144,54 +145,13 @@ class Prometheus:
             "    honor_labels: true\n"
             f"    static_configs: [{{targets: ['{target}']}}]\n"
         )
-        self.log = tmp / "prometheus.log"
-        self.url = ""
-        for _ in range(3):  # a free port can be taken between the probe and the bind
-            port = free_port()
-            self.url = f"http://127.0.0.1:{port}"
-            with open(self.log, "w") as log:
-                self.proc = subprocess.Popen(
-                    [
-                        "prometheus",
-                        f"--config.file={cfg}",
-                        f"--storage.tsdb.path={tmp / 'data'}",
-                        f"--web.listen-address=127.0.0.1:{port}",
-                    ],
-                    cwd=tmp,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            if self._ready(30):
-                return
-            self.stop()
-        raise AssertionError("prometheus did not start:\n" + self.log.read_text()[-3000:])
-
-    def _ready(self, within: float) -> bool:
-        end = time.monotonic() + within
-        while time.monotonic() < end and self.proc.poll() is None:
-            try:
-                with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as r:
-                    if r.status == 200:
-                        return True
-            except OSError:
-                pass
-            time.sleep(0.2)  # the poll's pace; the bound is `within`
-        return False
+        self._launch(tmp, cfg, [f"--storage.tsdb.path={tmp / 'data'}"], 30)
 
     def alerts(self) -> list[dict]:
         return get(self.url + "/api/v1/alerts")["data"]["alerts"]
 
     def query(self, expr: str) -> dict:
         return get(self.url + "/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
 
 
 @needs_prometheus

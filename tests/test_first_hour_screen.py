@@ -8,7 +8,7 @@ import asyncio
 import time
 
 from conftest import no_gpu_only
-from screen import on_screen, screen_text, until
+from screen import Answering, on_screen, screen_text, until
 
 from gputui.collect.live import LiveSource
 from gputui.collect.source import ReplaySource
@@ -152,27 +152,9 @@ async def test_b_on_a_machine_without_gpus_writes_a_bundle(tmp_path):
 # ---------------------------------------------------------------- also seen: a paused live view
 
 
-class Answering:
-    """A live-kind source that answers every sample at once (a healthy NVML)."""
-
-    kind, description = "nvml", "answering"
-
-    def __init__(self, snaps) -> None:
-        self.snap = snaps[100]
-
-    def sample(self):
-        return self.snap
-
-    def next_delay(self) -> float:
-        return 0.05
-
-    def close(self) -> None:
-        pass
-
-
 async def test_a_paused_live_dashboard_is_paused_not_stale(demo_snaps):
     """It said "STALE: NVML not answering" over a pause; and not once it resumes either."""
-    app = GputuiApp(Answering(demo_snaps))
+    app = GputuiApp(Answering(demo_snaps[100]))
     async with app.run_test(size=(100, 30)) as pilot:
         await asyncio.wait_for(app.first_snapshot.wait(), 30)
         await pilot.press("space")

@@ -23,12 +23,12 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from synth import with_real_pids
+from waiting import wait_until
 
 from gputui.collect.safe_open import open_for
 from gputui.watch.watcher import Watcher
@@ -79,15 +79,6 @@ def python_for_nobody() -> str:
         if done.returncode == 0:
             return cand
     pytest.skip("no Python interpreter that the user nobody may run")
-
-
-def wait_until(cond, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return bool(cond())
 
 
 @pytest.fixture

@@ -22,7 +22,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import psutil
 import pytest
 from conftest import end_launcher
 from synth import with_real_pids
+from waiting import wait_until
 
 from gputui.collect.procs.jobs import group_jobs
 from gputui.diagnose import exitcodes
@@ -59,15 +59,6 @@ TRAIN = textwrap.dedent(
     """
 )
 RAISED_AT = next(i for i, ln in enumerate(TRAIN.splitlines(), 1) if "raise RuntimeError" in ln)
-
-
-def wait_until(cond, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return bool(cond())
 
 
 def gone(pid: int) -> bool:

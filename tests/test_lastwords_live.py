@@ -17,12 +17,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from synth import with_real_pids
+from two_ranks import TwoRanks
+from waiting import wait_until
 
 from gputui.collect.procs.rankio import TAIL_MAX, read_tail, stream
 from gputui.watch.watcher import Watcher
@@ -41,56 +42,14 @@ RANK1 = textwrap.dedent(
 )
 
 
-def wait_until(cond, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return bool(cond())
-
-
-class Ranks:
-    """Rank 0 waits on stdin (a pipe to this test); rank 1 runs train.py with stderr to a
-    file in `tmp`."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.script = tmp / "train.py"
-        self.script.write_text(RANK1)
-        self.log = tmp / "rank1.err"
-        waiter = "print('ready', flush=True); import sys; sys.stdin.read()"
-        self.r0 = subprocess.Popen(
-            [sys.executable, "-c", waiter], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-        )
-        with open(self.log, "wb") as err:
-            self.r1 = subprocess.Popen(
-                [sys.executable, str(self.script)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                cwd=tmp,
-            )
-        for p in (self.r0, self.r1):
-            assert p.stdout is not None and p.stdout.readline().strip() == b"ready"
-
-    @property
-    def pids(self) -> list[int]:
-        return [self.r0.pid, self.r1.pid]
-
-    def close(self) -> None:
-        for p in (self.r0, self.r1):
-            p.kill()
-            p.wait(timeout=10)
-
-
 @pytest.fixture
-def ranks(tmp_path: Path) -> Iterator[Ranks]:
-    r = Ranks(tmp_path)
+def ranks(tmp_path: Path) -> Iterator[TwoRanks]:
+    r = TwoRanks(tmp_path, RANK1)
     yield r
     r.close()
 
 
-def run_until_gone(ranks: Ranks, end_rank1) -> object:
+def run_until_gone(ranks: TwoRanks, end_rank1) -> object:
     """Feed the Watcher healthy samples until its tracker knows rank 1, end rank 1, then
     feed samples where GPU 0 spins and GPU 1 has lost its process; the last verdict."""
     w = Watcher(1.0, 60.0, auto_dump=False, host_ranks=False)

@@ -16,13 +16,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 from conftest import end_launcher
 from synth import with_real_pids
+from waiting import wait_until
 
 from gputui.watch.watcher import Watcher
 
@@ -54,15 +54,6 @@ RANK = textwrap.dedent(
     """
 )
 RAISED_AT = next(i for i, ln in enumerate(RANK.splitlines(), 1) if "raise RuntimeError" in ln)
-
-
-def wait_until(cond, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return bool(cond())
 
 
 def watch_death(tmp: Path, r0: int, r1: int) -> object:

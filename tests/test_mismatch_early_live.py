@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -25,9 +24,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import free_port
+from gloo_ranks import GlooRanks
 from nvml_standin.build import REPO, build_standin, standin_env
-from ras_server import ras_server
+from ras_server import ras_json, ras_server, stand_in_nccl
 
 from gputui.tools.which import find_tool
 
@@ -43,107 +42,30 @@ STALL_AFTER = 10.0
 
 def ras_answer(pids: list[int]) -> bytes:
     """NCCL's RAS JSON: rank 0 ahead in Broadcast (2 vs 1), rank 1 ahead in AllReduce."""
-    ranks = []
-    for r, pid in enumerate(pids):
-        counts = {
-            "Broadcast": 2 - r,
-            "AllReduce": 1 + r,
-            "Reduce": 0,
-            "AllGather": 0,
-            "ReduceScatter": 0,
-        }
-        status = {
-            "init_state": 0,
-            "async_error": 0,
-            "finalize_called": False,
-            "destroy_flag": False,
-            "abort_flag": False,
-        }
-        ranks.append(
-            {
-                "rank": r,
-                "host": "127.0.0.1",
-                "pid": pid,
-                "cuda_dev": r,
-                "nvml_dev": r,
-                "status": status,
-                "collective_counts": counts,
-            }
-        )
-    doc = {
-        "nccl_version": "2.28.9",
-        "cuda_runtime_version": 13000,
-        "cuda_driver_version": 13000,
-        "timestamp": "2026-11-28 21:00:00",
-        "communicators_count": 1,
-        "communicators": [
-            {
-                "hash": "0x5a5605dc3a5f6da2",
-                "secondary_hash": "0x1:0x2",
-                "size": 2,
-                "ranks_count": 2,
-                "missing_ranks_count": 0,
-                "ranks": ranks,
-            }
-        ],
-    }
-    return ("OK\n" + json.dumps(doc, indent=1)).encode()
+    counts = [
+        {"Broadcast": 2 - r, "AllReduce": 1 + r, "Reduce": 0, "AllGather": 0, "ReduceScatter": 0}
+        for r in range(len(pids))
+    ]
+    return ras_json(pids, counts)
 
 
 @pytest.fixture
 def fake_nccl(tmp_path: Path) -> Path:
-    src = tmp_path / "nccl.c"
-    src.write_text("int gputui_test_nccl_stand_in(void) { return 0; }\n")
-    lib = tmp_path / "libnccl.so.2.28.9"
-    r = subprocess.run(
-        ["gcc", "-shared", "-fPIC", "-o", str(lib), str(src)], capture_output=True, timeout=60
-    )
-    assert r.returncode == 0, r.stderr
-    return lib
+    return stand_in_nccl(tmp_path)
 
 
 @pytest.fixture
 def job(fake_nccl: Path) -> Iterator:
-    procs: list[subprocess.Popen[str]] = []
-
-    def start(ras_port: int) -> list[int]:
-        env = {
-            **os.environ,
-            "WORLD_SIZE": "2",
-            "LOCAL_WORLD_SIZE": "2",
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(free_port()),
-            "NCCL_RAS_ADDR": f"127.0.0.1:{ras_port}",
-            "LD_PRELOAD": str(fake_nccl),
-        }
-        for rank in (0, 1):
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, str(TARGET), "120"],
-                    env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
-            )
-        for p in procs:
-            assert p.stdout is not None and p.stdout.readline().startswith("ready "), p.pid
-        return [p.pid for p in procs]
-
-    yield start
-    for p in procs:
-        p.kill()
-        p.wait(timeout=10)
-        if p.stdout is not None:
-            p.stdout.close()
+    ranks = GlooRanks(fake_nccl)
+    yield lambda ras_port: ranks.start(ras_port, lambda rank: [str(TARGET), "120"])
+    ranks.close()
 
 
 def test_the_first_stalled_line_names_both_collectives_before_stall_after(job):
     with ras_server(b"") as srv:
         port = srv.port
     pids = job(port)
-    env = standin_env(build_standin(), "spin")
-    env["GPUTUI_STANDIN_PIDS"] = ",".join(map(str, pids))
+    env = standin_env(build_standin(), "spin", pids=pids)
     env["PYTHONPATH"] = str(REPO)
     argv = [
         sys.executable,

@@ -10,31 +10,13 @@ from __future__ import annotations
 
 import asyncio
 
-from screen import on_screen
+from screen import Answering, on_screen
 
 from gputui.ui.app import GputuiApp
 
 
-class Live:
-    """A live-kind source that always answers (the demo's samples)."""
-
-    kind, description = "nvml", "live"
-
-    def __init__(self, snaps) -> None:
-        self.snaps = snaps
-
-    def sample(self):
-        return self.snaps[100]
-
-    def next_delay(self) -> float:
-        return 0.5
-
-    def close(self) -> None:
-        pass
-
-
 async def test_a_paused_dashboard_never_says_stale_and_counts_from_its_resume(demo_snaps):
-    app = GputuiApp(Live(demo_snaps))
+    app = GputuiApp(Answering(demo_snaps[100], delay=0.5))
     async with app.run_test(size=(100, 30)) as pilot:
         await asyncio.wait_for(app.first_snapshot.wait(), 30)
         await pilot.press("space")

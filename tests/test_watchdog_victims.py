@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from synth import with_real_pids
+from waiting import wait_until
 
 from gputui.diagnose import exitcodes
 from gputui.watch.watcher import Watcher
@@ -54,15 +54,6 @@ def watchdog_text(rank: int) -> str:
     return text.replace("Timeout(ms)=10000", "Timeout(ms)=20000").replace(
         "ran for 10002 milliseconds", "ran for 20002 milliseconds"
     )
-
-
-def wait_until(cond, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return bool(cond())
 
 
 def test_the_ranks_the_watchdog_ended_are_told_and_the_stuck_rank_stays_first(tmp_path):

@@ -117,9 +117,7 @@ class ThreadStack:
     def from_json(cls, d: Any) -> ThreadStack:
         if not isinstance(d, dict):
             raise ValueError("a thread is an object")
-        frames = d.get("frames") or []
-        if not isinstance(frames, list) or len(frames) > MAX_SIDE_FRAMES:
-            raise ValueError(f"a thread's frames: a list of at most {MAX_SIDE_FRAMES}")
+        frames = _list(d.get("frames"), "a thread's frames", MAX_SIDE_FRAMES)
         return cls(
             tid=_text(str(d.get("tid", ""))[:40], "tid"),
             status=_text(d.get("status", ""), "status")[:40],
@@ -157,9 +155,7 @@ class ChildStack:
         outcome = d.get("outcome")
         if outcome not in OUTCOMES:
             raise ValueError(f"a child's outcome {str(outcome)[:20]!r} is unknown")
-        frames = d.get("frames") or []
-        if not isinstance(frames, list) or len(frames) > MAX_SIDE_FRAMES:
-            raise ValueError(f"a child's frames: a list of at most {MAX_SIDE_FRAMES}")
+        frames = _list(d.get("frames"), "a child's frames", MAX_SIDE_FRAMES)
         pid = _int(d.get("pid"), "pid", 1, 1 << 22)
         if pid is None:
             raise ValueError("a child needs its pid")
@@ -258,16 +254,11 @@ class RankStack:
         outcome = d.get("outcome")
         if outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {str(outcome)[:20]!r}")
-        frames = d.get("frames") or []
-        if not isinstance(frames, list) or len(frames) > MAX_FRAMES:
-            raise ValueError(f"frames: a list of at most {MAX_FRAMES}")
+        frames = _list(d.get("frames"), "frames", MAX_FRAMES)
         error = d.get("error")
         thread = d.get("thread")
-        threads, children = d.get("threads") or [], d.get("children") or []
-        if not isinstance(threads, list) or len(threads) > MAX_THREADS:
-            raise ValueError(f"threads: a list of at most {MAX_THREADS}")
-        if not isinstance(children, list) or len(children) > MAX_CHILDREN:
-            raise ValueError(f"children: a list of at most {MAX_CHILDREN}")
+        threads = _list(d.get("threads"), "threads", MAX_THREADS)
+        children = _list(d.get("children"), "children", MAX_CHILDREN)
         return cls(
             pid=_int(d.get("pid"), "pid", 1, 1 << 22),
             rank=_int(d.get("rank"), "rank", 0, 1 << 24),
@@ -299,6 +290,15 @@ def clip(text: str, limit: int = MAX_TEXT) -> str:
 def _text(v: Any, what: str) -> str:
     if not isinstance(v, str) or len(v) > MAX_TEXT:
         raise ValueError(f"{what}: a string of at most {MAX_TEXT} characters")
+    return v
+
+
+def _list(v: Any, what: str, most: int) -> list[Any]:
+    """A list field of a record (absent or null: empty), bounded so a forged record cannot
+    make the reader build millions of frames."""
+    v = v or []
+    if not isinstance(v, list) or len(v) > most:
+        raise ValueError(f"{what}: a list of at most {most}")
     return v
 
 

@@ -338,16 +338,7 @@ class Watcher:
 
     def _gather_lastwords(self, v: Verdict, snap: Snapshot, job: Job) -> None:
         """A rank of `job` has just gone: its last words are read now (gputui.watch.deaths)."""
-        gather = next((g for k, g in self.gatherers if k == "lastwords"), None)
-        if gather is None or self._cancel.is_set():
-            return
-        pool = self._pools.get("lastwords")
-        if pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gputui-lastwords")
-            self._pools["lastwords"] = pool
-        self._futures.append(pool.submit(self._run, gather, self._target(v, snap, job)))
+        self._submit_lastwords(self._target(v, snap, job))
 
     def _gather_vanished(self, v: Verdict, job: Job, members: Sequence[Any]) -> None:
         """Every rank of `job` has gone at once: their last words are read now."""
@@ -356,7 +347,13 @@ class Watcher:
         err = "its process exited before the dump"
         gone = tuple(RankStack(m.pid, m.rank, m.gpu, "gone", error=err) for m in members)
         xids = tuple(self._health.events) if self._health is not None else ()
-        target = JobTarget(job.key, job.label, v.state, v, (), gone, self.rankio, xids=xids)
+        self._submit_lastwords(
+            JobTarget(job.key, job.label, v.state, v, (), gone, self.rankio, xids=xids)
+        )
+
+    def _submit_lastwords(self, target: JobTarget) -> None:
+        """Reads `target`'s last words off the tick, in one worker started on the first death
+        (nothing when no last-words gatherer is registered or the watcher is stopping)."""
         gather = next((g for k, g in self.gatherers if k == "lastwords"), None)
         if gather is None or self._cancel.is_set():
             return

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -49,9 +50,12 @@ def build_standin() -> Path:
     return out
 
 
-def standin_env(libdir: Path, mode: str) -> dict[str, str]:
-    """The environment of a gputui subprocess that uses the stand-in in `mode`."""
+def standin_env(libdir: Path, mode: str, pids: Sequence[int] = ()) -> dict[str, str]:
+    """The environment of a gputui subprocess that uses the stand-in in `mode`; `pids`: real
+    processes the stand-in lists on GPUs 0, 1, ... (a test's ranks)."""
     env = dict(os.environ)
+    if pids:
+        env["GPUTUI_STANDIN_PIDS"] = ",".join(map(str, pids))
     env["LD_LIBRARY_PATH"] = os.pathsep.join(
         p for p in (str(libdir), env.get("LD_LIBRARY_PATH", "")) if p
     )

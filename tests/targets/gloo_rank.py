@@ -16,12 +16,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import sys
 import threading
 import time
 
 import torch
 import torch.distributed as dist
+from main_thread import announce_when_in
 
 
 def say_ready() -> None:
@@ -36,19 +36,6 @@ def load_next_batch_stuck(deadline: float) -> None:
 
 def train_step(grad: torch.Tensor) -> None:
     dist.all_reduce(grad)
-
-
-def announce_when_in(function: str, deadline: float) -> None:
-    """Print ready once the main thread's stack holds `function` (bounded by `deadline`)."""
-    main = threading.main_thread().ident
-    while time.monotonic() < deadline:
-        f = sys._current_frames().get(main)
-        while f is not None:
-            if f.f_code.co_name == function:
-                say_ready()
-                return
-            f = f.f_back
-        time.sleep(0.005)
 
 
 def main() -> None:

@@ -23,17 +23,17 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import psutil
 
+from gputui.collect.nccl.listener import listen_table
+
 DEFAULT_PORT = 25999  # start_debug_server's default
 MAX_FDS = 4096  # fds looked at per process
 MAX_LINES = 65536  # lines of /proc/PID/net/tcp read
 MAX_CHILDREN = 64
-_LISTEN = "0A"
 _DUMP_ENV = re.compile(r"(DEBUG|DUMP).*DIR|DIR.*(DEBUG|DUMP)")
 _DUMP_ARG = re.compile(r"^--?[\w-]*dump[_-]?dir(?:=(.*))?$")
 
@@ -93,31 +93,7 @@ def socket_inodes(pid: int) -> set[int]:
 def listening(pid: int) -> dict[int, tuple[str, int]]:
     """inode -> (address, port) of every TCP socket in LISTEN state in `pid`'s network
     namespace (its own view, so a container's sockets are found too)."""
-    out: dict[int, tuple[str, int]] = {}
-    for name, v6 in (("tcp", False), ("tcp6", True)):
-        try:
-            with open(f"/proc/{pid}/net/{name}", encoding="ascii", errors="replace") as f:
-                for n, line in enumerate(f):
-                    if n > MAX_LINES:
-                        break
-                    parts = line.split()
-                    if n == 0 or len(parts) < 10 or parts[3] != _LISTEN:
-                        continue
-                    addr, _, port = parts[1].partition(":")
-                    try:
-                        out[int(parts[9])] = (_address(addr, v6), int(port, 16))
-                    except ValueError:
-                        continue
-        except OSError:
-            continue
-    return out
-
-
-def _address(hexaddr: str, v6: bool) -> str:
-    """/proc/net/tcp's address (32-bit words in host order) as text."""
-    raw = bytes.fromhex(hexaddr)
-    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    return socket.inet_ntop(socket.AF_INET6 if v6 else socket.AF_INET, words)
+    return {lst.inode: (lst.addr, lst.port) for lst in listen_table(f"/proc/{pid}/net", MAX_LINES)}
 
 
 def _connect_host(addr: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 _LISTEN = "0A"
@@ -40,28 +40,32 @@ def _address(hexaddr: str, v6: bool) -> str:
     return socket.inet_ntop(socket.AF_INET6 if v6 else socket.AF_INET, words)
 
 
-def listening_on(port: int, proc_net: str = "/proc/self/net") -> list[Listener]:
-    """Every socket in LISTEN state on `port` in this network namespace."""
-    out: list[Listener] = []
+def listen_table(proc_net: str = "/proc/self/net", most: int = MAX_ROWS) -> Iterator[Listener]:
+    """Every TCP socket in LISTEN state that `proc_net`/tcp{,6} lists (its network namespace:
+    `/proc/PID/net` is that process's view), reading at most `most` lines of each table; a
+    table that cannot be read, or a line the kernel would not write, is skipped."""
     for name, v6 in (("tcp", False), ("tcp6", True)):
         try:
             with open(f"{proc_net}/{name}", encoding="ascii", errors="replace") as f:
                 for n, line in enumerate(f):
-                    if n > MAX_ROWS:
+                    if n > most:
                         break
                     parts = line.split()
                     if n == 0 or len(parts) < 10 or parts[3] != _LISTEN:
                         continue
                     addr, _, hexport = parts[1].partition(":")
                     try:
-                        if int(hexport, 16) != port:
-                            continue
-                        out.append(Listener(_address(addr, v6), port, int(parts[9]), int(parts[7])))
+                        port, inode, uid = int(hexport, 16), int(parts[9]), int(parts[7])
+                        yield Listener(_address(addr, v6), port, inode, uid)
                     except ValueError:
                         continue
         except OSError:
             continue
-    return out
+
+
+def listening_on(port: int, proc_net: str = "/proc/self/net") -> list[Listener]:
+    """Every socket in LISTEN state on `port` in this network namespace."""
+    return [lst for lst in listen_table(proc_net) if lst.port == port]
 
 
 def _reaches(listener: str, targets: set[str]) -> bool:
