@@ -49,3 +49,11 @@ def test_a_rank_behind_on_another_node_stays_behind():
     """Its GPU cannot be seen from here: nothing says it waits in a collective."""
     ev = explain(spinning=(0, 1), suspects=(), local=LOCAL[:1])
     assert ev.ranked[0].strength is Strength.RAS_BEHIND
+
+
+def test_a_rank_behind_on_a_gpu_it_shares_with_a_rank_ahead_stays_behind():
+    """Two ranks on one GPU (NCCL_HOSTID): the spin may be the other rank's
+    (tests/data/h100-shared-gpu-stuck, whose rank 1 sat in its data loader)."""
+    shared = [{"rank": 0, "pid": 907, "gpus": [1]}, {"rank": 1, "pid": 908, "gpus": [1]}]
+    ev = explain(spinning=(1,), suspects=(), local=shared)
+    assert ev.ranked[0].strength is Strength.RAS_BEHIND

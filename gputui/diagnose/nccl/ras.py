@@ -414,7 +414,7 @@ def explain_nccl(record: dict[str, Any], verdict: Verdict, snap: Snapshot | None
     fr_found, fr_json = explain_flightrec(record.get("flightrec"))
     if record.get("error"):
         ras_found.append(f"NCCL evidence could not be gathered: {str(record['error'])[:200]}")
-    ras_found = behind_yet_spinning(ras_found, ras_json, verdict, local)
+    ras_found = behind_yet_spinning(ras_found, ras_json, verdict, local, record.get("local"))
     extra = {**ras_json, **fr_json}
     named = _named_local_pids(record, extra, local)
     ranked = [ras_finding(t, ras_json) for t in ras_found] + fr_found

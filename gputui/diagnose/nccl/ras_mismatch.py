@@ -12,7 +12,11 @@ from gputui.diagnose.verdict import Verdict
 
 
 def behind_yet_spinning(
-    found: list[str], summary: dict[str, Any], verdict: Verdict, local: set[int]
+    found: list[str],
+    summary: dict[str, Any],
+    verdict: Verdict,
+    local: set[int],
+    ranks: Any = None,
 ) -> list[str]:
     """Ranks RAS calls behind in a collective, while their own GPUs spin in one: they wait in
     another collective, so the ranks entered different ones (a mismatch, not a straggler).
@@ -22,7 +26,9 @@ def behind_yet_spinning(
     count 0, the other 1 rank 1"), since no all_reduce completed on any rank; every GPU of
     the job spins, so nobody is outside a collective. Said only when every rank called
     behind is on this node and its GPU is among the spinning, and no GPU of the job is a
-    suspect (a rank outside any collective would be the simpler answer)."""
+    suspect (a rank outside any collective would be the simpler answer), and no GPU of a
+    rank called behind also holds a rank that is not (`ranks`, the record's local ranks: on
+    a shared GPU the spin may be the other rank's, as in tests/data/h100-shared-gpu-stuck)."""
     behind = summary.get("behind") or []
     if summary.get("mismatch") or not behind or not verdict.spinning or verdict.suspects:
         return found
@@ -33,6 +39,14 @@ def behind_yet_spinning(
     ):
         return found
     op = next(iter(ops))
+    behind_ranks = {b.get("rank") for b in behind}
+    shared: set[Any] = set()
+    for r in ranks if isinstance(ranks, list) else []:
+        if isinstance(r, dict) and r.get("rank") not in behind_ranks:
+            gpus = r.get("gpus")
+            shared.update(gpus if isinstance(gpus, list) else [r.get("gpu")])
+    if any(b.get("gpu") in shared for b in behind):
+        return found
     ranks = sorted(b["rank"] for b in behind if isinstance(b.get("rank"), int))
     if not ranks:
         return found
