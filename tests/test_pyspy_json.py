@@ -68,7 +68,10 @@ def test_a_rank_whose_argv_is_not_utf8_is_dumped_with_its_gil_holder(latin1_rank
     assert stats.status == "active+gil", r.text
     assert [f.function for f in stats.frames[:2]] == ["match", "parse_record"], r.text
     assert (stats.frames[1].file, stats.frames[1].line) == ("rank.py", 6), r.text
-    assert "Thread.join" in [f.function for f in threads["MainThread"].frames], r.text
+    # The main thread waits on its side thread: in join, or still in start when the side
+    # thread took the GIL before start's own wait returned (seen under load in CI).
+    main = [f.function for f in threads["MainThread"].frames]
+    assert {"Thread.join", "Thread.start"} & set(main) and main[-1] == "<module>", r.text
     assert shown[-len(r.lines) :] == list(r.lines)  # the pane shows what the readers read
 
 
