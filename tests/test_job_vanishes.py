@@ -19,6 +19,7 @@ ranks' real pids and their real parent), `--stall-after 60`: no clock is involve
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -129,10 +130,9 @@ def start_torchrun(tmp: Path, mode: str) -> tuple[subprocess.Popen[bytes], dict[
 
     def ready() -> bool:
         text = (tmp / "job.out").read_text(errors="replace")
-        for ln in text.splitlines():
-            if ln.startswith("READY rank="):
-                r, p = ln.split()[1:3]
-                ranks[int(r.split("=")[1])] = int(p.split("=")[1])
+        # torchrun's ranks share one output: two READY lines can land on one line
+        for r, p in re.findall(r"READY rank=(\d+) pid=(\d+)", text):
+            ranks[int(r)] = int(p)
         return len(ranks) == 3
 
     assert wait_until(ready, 120), "torchrun's three ranks did not start"
