@@ -196,10 +196,11 @@ def _theme(args: argparse.Namespace) -> str | None:
         name, said = os.environ.get("GPUTUI_THEME") or None, "$GPUTUI_THEME"
     if name is None:
         return None
-    from textual.theme import BUILTIN_THEMES
+    from gputui.ui.widgets.palette import theme_names
 
-    if name not in BUILTIN_THEMES:
-        names = ", ".join(sorted(BUILTIN_THEMES))
+    themes = theme_names()
+    if name not in themes:
+        names = ", ".join(themes)
         raise GputuiError(f"{said}: no theme {name!r}; the themes are: {names}")
     return str(name)
 

@@ -99,7 +99,7 @@ class GputuiApp(
         gatherers: Any = None,
     ) -> None:
         super().__init__()
-        if theme is not None:  # a name of BUILTIN_THEMES: the caller checked it (commands/app.py)
+        if theme is not None:  # one of theme_names(): the caller checked it (commands/app.py)
             self.theme = theme
         self.source = source
         self.story = story  # the guided demo (`gputui --demo`), holding at each finding

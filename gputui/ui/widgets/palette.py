@@ -109,3 +109,11 @@ class Palette(Widget):
         restyle = getattr(self.app, "restyle", None)
         if restyle is not None:
             restyle()
+
+
+def theme_names() -> list[str]:
+    """The names `--theme` accepts: Textual's built-in themes (the command line checks a
+    name here, so that only the UI package speaks to Textual)."""
+    from textual.theme import BUILTIN_THEMES
+
+    return sorted(BUILTIN_THEMES)
