@@ -62,6 +62,7 @@ class Job:
             "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": str(free_port()),
         }
+        self.key = f"master:127.0.0.1:{base['MASTER_PORT']}"  # check --json's job_key
         with open(self.out, "ab") as shared:
             for rank in (0, 1):
                 argv = [sys.executable, str(RANK), role, "--lifetime", "120"]
@@ -279,10 +280,14 @@ def test_a_checkpoint_with_ras_naming_it_behind_is_never_stalled(job, fake_nccl)
         code, lines, err = j.check("--duration", "16")
     states = [(round(x["t"] - (x.get("since") or x["t"]), 1), x["state"]) for x in lines]
     print(states)
-    assert not any(s in ("stalled", "hung") for _, s in states), [
-        (x["state"], x["reason"][:90]) for x in lines
+    # check watches the whole host: another test's job (a rendezvous left waiting) may be
+    # called beside this one, and then check's exit code is that job's
+    mine = [x for x in lines if x.get("job_key") in (None, j.key)]
+    others = [x for x in lines if x not in mine and x["state"] in ("stalled", "hung")]
+    assert not any(x["state"] in ("stalled", "hung") for x in mine), [
+        (x["state"], x.get("job_key"), x["reason"][:90]) for x in lines
     ]
-    assert code == 0, (err, states)
+    assert code == 0 or (code == 1 and others), (err, states)
     busy = first_naming(lines, r"rank 1 writes")
     assert busy["state"] == "busy" and busy["busy"]["pid"] == j.pids[1]
     assert re.search(r"\d+ MB/s|CPU core", busy["busy"]["rate"]), busy["busy"]
