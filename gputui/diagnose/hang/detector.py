@@ -28,6 +28,7 @@ from gputui.collect.model import Snapshot
 from gputui.diagnose.hang.classify import GpuState, classify_node, describe_state
 from gputui.diagnose.hang.groups import READINGS_KEY, Group, GroupMemory
 from gputui.diagnose.hang.runs import SpinRun, advance_run
+from gputui.diagnose.hang.stopped import stopped_words
 from gputui.diagnose.slow.straggler import SPIN_BREAKS_HOLD_S, Straggle, WaitShares
 from gputui.diagnose.slow.words import headline
 from gputui.diagnose.verdict import HUNG, STALLED, Verdict, next_steps, stall_reason
@@ -193,7 +194,10 @@ class Detector:
             words = [
                 f"GPU {i} "
                 + _owned_by(snap, group.members[i].pids)
-                + _suspect_words(i, group, vanished, states)
+                + (
+                    stopped_words(snap, group.members[i].pids)  # SIGSTOP, Ctrl-Z: no bug
+                    or _suspect_words(i, group, vanished, states)
+                )
                 for i in suspects
             ]
         suspect_pids = tuple(p for i in suspects for p in group.members[i].pids)
