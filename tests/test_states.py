@@ -80,6 +80,7 @@ def test_worse_and_severity_follow_the_order_and_forgive_unknown_words():
     assert states.worse("ok", "garbage") == "ok"  # a tie keeps the first
     assert states.severity("hung") > states.severity("stalled") > states.severity("slow")
     assert states.parse("HUNG") is None and states.parse(3) is None
+    assert not states.is_alarm(["hung"]) and states.severity({}) == 0  # hostile input
 
 
 def test_alarms_are_exactly_the_states_whose_verdict_alarms():

@@ -102,8 +102,9 @@ def parse(word: object) -> State | None:
 
 
 def is_alarm(state: object) -> bool:
-    """Whether a state (a member or its word) is a hang: stalled or hung."""
-    return state in ALARMS
+    """Whether a state (a member or its word) is a hang: stalled or hung (anything else
+    read from a file, even unhashable, is not)."""
+    return isinstance(state, str) and state in ALARMS
 
 
 def severity(state: object) -> int:

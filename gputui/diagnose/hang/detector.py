@@ -31,6 +31,7 @@ from gputui.diagnose.hang.runs import SpinRun, advance_run
 from gputui.diagnose.hang.stopped import stopped_words
 from gputui.diagnose.slow.straggler import SPIN_BREAKS_HOLD_S, Straggle, WaitShares
 from gputui.diagnose.slow.words import headline
+from gputui.diagnose.states import severity
 from gputui.diagnose.verdict import HUNG, STALLED, Verdict, next_steps, stall_reason
 
 MAX_GAP_S = 5.0  # spinning samples further apart than this do not make one run
@@ -122,7 +123,7 @@ class Detector:
             # longest stall.
             worst = max(
                 verdicts,
-                key=lambda v: (v.state == HUNG, bool(v.suspects), snap.t - (v.since or snap.t)),
+                key=lambda v: (severity(v.state), bool(v.suspects), snap.t - (v.since or snap.t)),
             )
             others = len(verdicts) - 1
             reason = worst.reason + (f" ({others} other job(s) stalled too.)" if others else "")
