@@ -70,6 +70,7 @@ def exit_epilog() -> str:
 def text_report(steps: list[Merged]) -> str:
     """What `merge` prints without --json: the changes, then the final verdict in full."""
     from gputui.diagnose.rank_lists import ranks_text
+    from gputui.diagnose.states import is_alarm
     from gputui.textsafe import clean
 
     t0 = steps[0].t
@@ -78,8 +79,8 @@ def text_report(steps: list[Merged]) -> str:
         out.append(f"+{m.t - t0:7.1f} s  {m.state.upper():8s} {m.reason}")
     last = steps[-1]
     out.append(f"final: {last.state}: {last.reason}")
-    alarms = [m for m in steps if m.state in ("stalled", "hung")]
-    if alarms and last.state not in ("stalled", "hung"):
+    alarms = [m for m in steps if is_alarm(m.state)]
+    if alarms and not is_alarm(last.state):
         when = ", ".join(f"+{m.t - t0:.1f} s" for m in alarms[:4])
         more = f" and {len(alarms) - 4} more" if len(alarms) > 4 else ""
         out.append(

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 def run(args: argparse.Namespace) -> int:
     from gputui.collect.prom.timespec import iso
     from gputui.diagnose.history.window import judge_window
+    from gputui.diagnose.states import State
     from gputui.jsonout import dumps
     from gputui.textsafe import clean
 
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
                     "gpus": len(hist.gpus),
                     "nodes": hosts,
                     "jobs": [r.to_json() for r in j.jobs],
-                    "healthy": [r.key for r in j.jobs if r.worst == "ok" and not r.stragglers],
+                    "healthy": [r.key for r in j.jobs if r.worst == State.OK and not r.stragglers],
                     "notes": j.notes,
                     "exit": j.code,
                 }
@@ -98,9 +99,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _job_line(r) -> str:  # type: ignore[no-untyped-def]
     from gputui.collect.prom.timespec import iso
+    from gputui.diagnose.states import State
 
     size = f"{len(r.gpus)} GPU(s) on {len(r.nodes)} node(s)"
-    if r.worst != "ok":
+    if r.worst != State.OK:
         groups: dict[tuple[str, str, str], list[str]] = {}
         for sus in r.suspects:
             groups.setdefault((sus["host"], _pod(sus), sus["state"]), []).append(sus["gpu"])
@@ -127,7 +129,9 @@ def _pod(ref: dict[str, str | None]) -> str:
 
 def _final(j: Judgement) -> str:
     """The window's worst in a few words, as `check`'s last line says it."""
-    hung = [r.key for r in j.jobs if r.worst != "ok"]
+    from gputui.diagnose.states import State
+
+    hung = [r.key for r in j.jobs if r.worst != State.OK]
     sick = sorted(
         {
             f"{e.data['host']} GPU {e.data['gpu']} "

@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from gputui.diagnose.history.judge import gpu_ref, sample_time
     from gputui.diagnose.history.samples import GpuReader
     from gputui.diagnose.history.window import judge_window
+    from gputui.diagnose.states import State
     from gputui.jsonout import dumps
     from gputui.textsafe import clean
 
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         if e.kind == "verdict":
             last[e.data["job"]] = {"t": e.t, **e.data}
     jobs = [
-        last.get(r.key, {"job": r.key, "state": "ok", "suspects": [], "spinning": []})
+        last.get(r.key, {"job": r.key, "state": State.OK, "suspects": [], "spinning": []})
         for r in j.jobs
     ]
     if args.json:

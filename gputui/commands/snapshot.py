@@ -376,10 +376,11 @@ def _print(
         d = snapshot_to_json(snap, health, straggles)
         print(dumps({**d, "verdict": verdict_summary(verdict)}, indent=2))
     else:
+        from gputui.diagnose.states import State
         from gputui.textsafe import clean
 
         text = snapshot_to_text(snap, health, straggles)
-        if verdict is not None and (verdict.alarm or verdict.state == "busy"):
+        if verdict is not None and (verdict.alarm or verdict.state == State.BUSY):
             text = (
                 f"verdict: {verdict.state.upper()}: {clean(verdict.reason)}\n"
                 + "".join(f"  - {clean(f)}\n" for f in verdict.findings if f != verdict.reason)

@@ -23,6 +23,8 @@ hang (1) > sick GPU (3) > slow (4) > healthy (0). Errors (2) end the run at once
 
 from __future__ import annotations
 
+from gputui.diagnose import states
+
 OK = 0
 HANG = 1
 ERROR = 2
@@ -54,15 +56,11 @@ def worst(*codes: int) -> int:
     return OK
 
 
-# A verdict's state -> its code. Other issues add their states here (a sick GPU's, "slow").
-# "busy": the rank the others wait for advances (a checkpoint, a compile): no alarm; past
-# --busy-limit the verdict is stalled or hung again, so it never needs a code of its own.
-_BY_STATE = {"ok": OK, "busy": OK, "stalled": HANG, "hung": HANG, "slow": SLOW}
-
-
 def of_state(state: str, *, fail_on_slow: bool = False) -> int:
-    """The code of one verdict's state (an unknown state is healthy: never a false alarm)."""
-    code = _BY_STATE.get(state, OK)
+    """The code of one verdict's state, from the one table of states (gputui.diagnose.states:
+    a busy job is 0, since past --busy-limit its verdict is stalled or hung again); an unknown
+    state is healthy: never a false alarm."""
+    code = states.exit_code(state)
     return OK if code == SLOW and not fail_on_slow else code
 
 

@@ -11,11 +11,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-OK, STALLED, HUNG = "ok", "stalled", "hung"
-SLOW = "slow"  # a job that progresses but waits on a straggler (gputui.diagnose.slow.straggler)
+from gputui.diagnose.states import ALARMS, State
+
+# The states by their old names (every rule imports them from here); what each one means to
+# each face is the one table in gputui.diagnose.states.
+OK, STALLED, HUNG = State.OK, State.STALLED, State.HUNG
+SLOW = State.SLOW  # a job that progresses but waits on a straggler (gputui.diagnose.slow.straggler)
 # Peers spin while the rank outside the collective advances (writes a checkpoint, compiles,
 # evaluates): no alarm, until --busy-limit (gputui.diagnose.hang.progress).
-BUSY = "busy"
+BUSY = State.BUSY
 
 # An age in a sentence ("died 14 s ago", "(41 min ago, before gputui started)") grows at
 # every sample; `check --json` prints a line when what a verdict says changes, not its age.
@@ -27,7 +31,7 @@ class Verdict:
     """The node's state at sample time `t`: the worst group, its spinning and suspect GPUs."""
 
     t: float
-    state: str = OK  # "ok" | "slow" | "busy" | "stalled" | "hung"
+    state: str = OK  # a State (gputui.diagnose.states); a plain word when read from a file
     spinning: tuple[int, ...] = ()  # GPUs of the stuck group that spin in a collective
     suspects: tuple[int, ...] = ()  # GPUs of that group that do not: the likely culprits
     suspect_pids: tuple[int, ...] = ()  # their processes (a dead rank's pid included)
@@ -51,7 +55,7 @@ class Verdict:
     # The findings with strength and source, strongest first (gputui.diagnose.ranking);
     # `findings` holds their sentences in the same order.
     ranked: tuple[Any, ...] = ()
-    # A slow job (state "slow"): the GPUs that hold it back, every judged GPU's wait share
+    # A slow job (state SLOW): the GPUs that hold it back, every judged GPU's wait share
     # (fraction of its busy samples in the collective-wait pattern; ok verdicts carry them
     # too), and why the straggler is slow (gputui.diagnose.slow.why). A hung job has none.
     stragglers: tuple[int, ...] = ()
@@ -65,14 +69,14 @@ class Verdict:
     # with what is then known (gputui.diagnose.evidence.fold).
     waiting_pid: int | None = None
     multi_gpu_process: bool = False
-    # A busy job (state "busy"): the rank its peers wait for, and what it does: {rank, pid,
+    # A busy job (state BUSY): the rank its peers wait for, and what it does: {rank, pid,
     # gpu, what, rate, for_s, frame} (gputui.diagnose.hang.progress); check --json's `busy`.
     busy: dict[str, Any] = field(default_factory=dict)
 
     @property
     def alarm(self) -> bool:
         """A hang (stalled or hung). A slow job is no alarm: it progresses."""
-        return self.state in (STALLED, HUNG)
+        return self.state in ALARMS
 
     def key(self) -> tuple[Any, ...]:
         """What `gputui check --json` reports a change of: the state, who spins and who is
@@ -262,5 +266,5 @@ def stall_reason(
     note = ""
     if not power_known:
         note = " (power or its limit is not reported: judged from util and memory activity)"
-    verb = "HUNG" if hung else "stalled"
+    verb = State.HUNG.upper() if hung else State.STALLED.value
     return f"{who}{verb}: {spin}{tail}.{note}"

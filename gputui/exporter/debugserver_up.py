@@ -18,7 +18,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from gputui.collect.model import ProcessInfo, Snapshot
-from gputui.diagnose.verdict import HUNG, STALLED
 
 ASK_EVERY_S = 30.0
 NAMES = ("gputui_job_debug_server",)
@@ -56,7 +55,7 @@ class DebugServerUp:
         now = time.monotonic()
         stalled = set()
         for key, v in detector.job_verdicts.items():
-            if v.state not in (STALLED, HUNG):
+            if not v.alarm:
                 continue
             stalled.add(key)
             fut = self._running.get(key)

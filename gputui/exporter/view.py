@@ -24,13 +24,14 @@ from typing import Any
 from gputui.collect.model import Snapshot
 from gputui.diagnose.hang.detector import Detector
 from gputui.diagnose.hang.groups import Group
-from gputui.diagnose.verdict import BUSY, HUNG, OK, STALLED, Verdict
+from gputui.diagnose.states import EXPORTED, worse
+from gputui.diagnose.verdict import BUSY, OK, Verdict
 
 MIB = 2**20
 # Longest label value; a longer job key (a TORCHELASTIC_RUN_ID can be anything) is cut and
 # given a digest of the whole key, so two long keys stay apart.
 MAX_LABEL = 120
-JOB_STATES = (OK, BUSY, STALLED, HUNG)
+JOB_STATES = EXPORTED  # gputui_job_state's one-hot values, from the one table of states
 MAX_OWNERS_PER_GPU = 16  # label sets per GPU on gputui_gpu_owner: bounded like every label
 
 
@@ -78,7 +79,7 @@ class Straggler:
 @dataclass(frozen=True)
 class JobRow:
     job: str  # the bounded label value (see `job_label`)
-    state: str  # ok | busy | stalled | hung
+    state: str  # one of JOB_STATES
     stall_s: float  # seconds its GPUs have spun, while stalled or hung; 0 when ok or busy
     suspects: tuple[Suspect, ...] = ()
     mismatch: bool = False  # NCCL RAS: its ranks entered different collectives
@@ -169,9 +170,6 @@ def _suspects(v: Verdict, group: Group, ranks: Mapping[int, int]) -> list[Suspec
     return out
 
 
-_SEVERITY = {OK: 0, BUSY: 1, STALLED: 2, HUNG: 3}
-
-
 def job_rows(
     groups: Mapping[str, Group],
     verdicts: Mapping[str, Verdict],
@@ -204,7 +202,7 @@ def job_rows(
         up = debug.up(key) if debug is not None else None
         old = rows.get(label)
         if old is not None:
-            state = max(state, old.state, key=_SEVERITY.__getitem__)
+            state = worse(state, old.state)
             stall = max(stall, old.stall_s)
             suspects = list(old.suspects) + [s for s in suspects if s not in old.suspects]
             mismatch = mismatch or old.mismatch

@@ -28,6 +28,7 @@ from textual.strip import Strip
 from gputui.collect.model import Snapshot
 from gputui.collect.sampler import Sampler
 from gputui.collect.source import Source
+from gputui.diagnose.states import State
 from gputui.ui.actions.blamed_key import BlamedProbeKey
 from gputui.ui.actions.process import RECENT, ProcessActions
 from gputui.ui.actions.story import DemoStory, StoryBar, StoryKeys
@@ -279,13 +280,13 @@ class GputuiApp(
             return tags
         for i, st in (getattr(v, "gpu_states", None) or {}).items():
             tags[i] = (str(getattr(st, "value", st)), "")
-        if v.state == "busy":  # its peers wait, the busy rank advances: no suspect
+        if v.state == State.BUSY:  # its peers wait, the busy rank advances: no suspect
             for i in v.spinning:
                 tags[i] = ("waiting", "")
             gpu = (getattr(v, "busy", None) or {}).get("gpu")
             for i in v.suspects if gpu is None else (gpu,):
                 tags[i] = ("busy", "")
-        elif v.state != "ok":
+        elif v.state != State.OK:
             since = f" {snap.t - v.since:.0f}s" if v.since is not None else ""
             for i in v.spinning:
                 tags[i] = ("spinning", since)
@@ -330,12 +331,12 @@ class GputuiApp(
 
     def _row_flags(self) -> dict[int, str]:
         v, snap = self.verdict, self.snapshot
-        if v is not None and snap is not None and (v.state == "slow" or v.waiting_gpus):
+        if v is not None and snap is not None and (v.state == State.SLOW or v.waiting_gpus):
             return slow_flags(v, snap)  # a straggler, or ranks that all wait: their shares
-        if v is None or snap is None or v.state == "ok":
+        if v is None or snap is None or v.state == State.OK:
             return {}
         flags: dict[int, str] = {}
-        busy = (getattr(v, "busy", None) or {}).get("pid") if v.state == "busy" else None
+        busy = (getattr(v, "busy", None) or {}).get("pid") if v.state == State.BUSY else None
         for p in snap.processes:
             if busy is not None and p.pid == busy:
                 flags[p.pid] = "busy"

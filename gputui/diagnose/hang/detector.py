@@ -28,8 +28,10 @@ from gputui.collect.model import Snapshot
 from gputui.diagnose.hang.classify import GpuState, classify_node, describe_state
 from gputui.diagnose.hang.groups import READINGS_KEY, Group, GroupMemory
 from gputui.diagnose.hang.runs import SpinRun, advance_run
+from gputui.diagnose.hang.stopped import stopped_words
 from gputui.diagnose.slow.straggler import SPIN_BREAKS_HOLD_S, Straggle, WaitShares
 from gputui.diagnose.slow.words import headline
+from gputui.diagnose.states import severity
 from gputui.diagnose.verdict import HUNG, STALLED, Verdict, next_steps, stall_reason
 
 MAX_GAP_S = 5.0  # spinning samples further apart than this do not make one run
@@ -121,7 +123,7 @@ class Detector:
             # longest stall.
             worst = max(
                 verdicts,
-                key=lambda v: (v.state == HUNG, bool(v.suspects), snap.t - (v.since or snap.t)),
+                key=lambda v: (severity(v.state), bool(v.suspects), snap.t - (v.since or snap.t)),
             )
             others = len(verdicts) - 1
             reason = worst.reason + (f" ({others} other job(s) stalled too.)" if others else "")
@@ -193,7 +195,10 @@ class Detector:
             words = [
                 f"GPU {i} "
                 + _owned_by(snap, group.members[i].pids)
-                + _suspect_words(i, group, vanished, states)
+                + (
+                    stopped_words(snap, group.members[i].pids)  # SIGSTOP, Ctrl-Z: no bug
+                    or _suspect_words(i, group, vanished, states)
+                )
                 for i in suspects
             ]
         suspect_pids = tuple(p for i in suspects for p in group.members[i].pids)

@@ -28,6 +28,7 @@ from gputui.diagnose.hang.runs import DIP_MAX_S, SpinRun, advance_run
 from gputui.diagnose.history.jobs import owner_jobs, per_node
 from gputui.diagnose.history.samples import GpuReader
 from gputui.diagnose.history.slow import Waits
+from gputui.diagnose.states import is_alarm, label, worse
 from gputui.diagnose.verdict import HUNG, STALLED
 from gputui.diagnose.verdict import OK as OK_STATE
 
@@ -169,9 +170,8 @@ def judge_hangs(
 
 def _note(rep: JobReport, ev: Event) -> None:
     state = ev.data["state"]
-    if state == HUNG or (state == STALLED and rep.worst == OK_STATE):
-        rep.worst = state
-    if rep.onset is None and state in (STALLED, HUNG):
+    rep.worst = worse(rep.worst, state)
+    if rep.onset is None and is_alarm(state):
         rep.onset = ev.data["since"]
         rep.suspects = ev.data["suspects"]
 
@@ -323,7 +323,7 @@ def _verdict_event(
             "the peer they wait for is outside this selection, or the ranks entered "
             "different collectives"
         )
-    head = "HUNG    " if state == HUNG else "STALLED "
+    head = f"{label(state):<8}"
     text = f"{head} job {job.key}: {spin}{tail}."
     data = {
         "job": job.key,

@@ -35,8 +35,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gputui.diagnose.states import is_alarm
+
 NEIGHBOURS = 2  # healthy peers beside the blamed host: the fewest that tell host from link
-_ALARMS = ("stalled", "hung")
 
 
 class Verdict(Protocol):
@@ -104,7 +105,7 @@ def blamed_host(m: Verdict, hosts: Sequence[str]) -> HostBlame | None:
         host = _host_of(m.sick[0])
         why = f"GPU {m.sick[0]}"
         return HostBlame(host, why, "sick", neighbours(host, order, bad))
-    if m.state in _ALARMS and not m.suspects and m.silent_hosts:
+    if is_alarm(m.state) and not m.suspects and m.silent_hosts:
         host = m.silent_hosts[0]
         why = (
             f"{host} did not answer while every GPU that answered spun in a collective: the "

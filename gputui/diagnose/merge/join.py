@@ -42,6 +42,7 @@ from gputui.diagnose.merge.stacks import (  # noqa: F401  (names merge's callers
     stack_groups,
 )
 from gputui.diagnose.rank_lists import ranks_text
+from gputui.diagnose.states import is_alarm
 from gputui.diagnose.verdict import BUSY, HUNG, OK, SLOW, STALLED
 
 WINDOW_S = 2.0
@@ -200,7 +201,7 @@ def _busy_across(latest: dict[str, NodeLine], t: float) -> Merged | None:
         return None
     key = busy[0].job_key
     same = [ln for ln in latest.values() if ln.job_key == key or _is_local(ln.job_key)]
-    stuck = [ln for ln in same if ln.state in (STALLED, HUNG)]
+    stuck = [ln for ln in same if is_alarm(ln.state)]
     if any(ln.suspects or ln.suspect_pids for ln in stuck):
         return None  # a rank that does not advance somewhere: that is the hang
     spinning = tuple(f"{ln.host}:{g}" for ln in [*busy, *stuck] for g in ln.spinning)
@@ -355,17 +356,17 @@ def _passing_alarm(
     """The worst job-wide alarm inside a step whose end is not alarmed (a stall that began and
     ended within the window), judged at the line that raised it; None when there is none.
     Only such steps are judged line by line: the usual step costs one judgement."""
-    if not any(ln.state in (STALLED, HUNG) for ln in step):
+    if not any(is_alarm(ln.state) for ln in step):
         return None
     end = dict(latest)
     for ln in step:
         end[ln.host] = ln
-    if any(ln.state in (STALLED, HUNG) for ln in end.values()):
+    if any(is_alarm(ln.state) for ln in end.values()):
         return None  # the step ends alarmed: its judgement shows the alarm
     worst: Merged | None = None
     for ln in step:
         latest[ln.host] = ln
-        if ln.state in (STALLED, HUNG):
+        if is_alarm(ln.state):
             m = judge(latest, ln.t, expect, silent)
             if worst is None or (m.state == HUNG and worst.state != HUNG):
                 worst = m

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gputui.diagnose.slow.straggler import split
+from gputui.diagnose.states import State
 
 if TYPE_CHECKING:
     from gputui.diagnose.merge.node_line import NodeLine
@@ -48,7 +49,7 @@ class SlowAcross:
 
 def slow_across(lines: Iterable[NodeLine]) -> SlowAcross:
     """The stragglers of the job most nodes report shares for (empty when none)."""
-    with_shares = [ln for ln in lines if ln.wait_share and ln.state in ("ok", "slow")]
+    with_shares = [ln for ln in lines if ln.wait_share and ln.state in (State.OK, State.SLOW)]
     keys = Counter(
         ln.job_key for ln in with_shares if ln.job_key and not ln.job_key.startswith(_LOCAL_KEYS)
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from gputui.collect.model import ProcessInfo, Snapshot
+from gputui.diagnose.states import State
 
 
 def _pythonish(p: ProcessInfo) -> bool:
@@ -23,7 +24,7 @@ def _pythonish(p: ProcessInfo) -> bool:
 
 def suspect_row(verdict: Any, snap: Snapshot | None) -> bool:
     """Whether the alarm's suspect (or a slow job's straggler) has a row to select."""
-    if verdict is None or snap is None or verdict.state == "ok":
+    if verdict is None or snap is None or verdict.state == State.OK:
         return False
     gpus = set(verdict.suspects) | set(getattr(verdict, "stragglers", ()) or ())
     pids = set(verdict.suspect_pids)

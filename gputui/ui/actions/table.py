@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gputui.collect.model import ProcessInfo
+from gputui.diagnose.states import State
 from gputui.ui.widgets.bars import FilterChanged
 from gputui.ui.widgets.process_table import ProcessTable
 
@@ -68,7 +69,7 @@ class TableActions:
 
     def _select_suspect(self: AppLike, quiet: bool) -> None:
         v, snap = self.verdict, self.snapshot
-        if v is None or snap is None or v.state == "ok":
+        if v is None or snap is None or v.state == State.OK:
             if not quiet:
                 self.notify("no stalled job: nothing to jump to", timeout=3)
             return

@@ -16,6 +16,7 @@ from typing import Any
 
 from textual.strip import Strip
 
+from gputui.diagnose.states import State
 from gputui.textsafe import clean
 from gputui.ui.widgets.strips import Line, LineView, fit
 
@@ -111,7 +112,7 @@ def quiet_reason(v: Any) -> str:
 
 def _quiet_lines(v: Any, width: int) -> list[str]:
     """The quiet verdict's lines after its badge: wrapped at spaces, as the alarm's answer."""
-    badge = 6 if v.state == "slow" else 4  # " SLOW ", " OK "
+    badge = 6 if v.state == State.SLOW else 4  # " SLOW ", " OK "
     room = max(8, width - badge)
     return wrap(f"  {quiet_reason(v)}", room, MAX_OK_LINES)  # each line indented by two
 
@@ -121,9 +122,9 @@ def banner_height(v: Any | None, width: int = 80) -> int:
     the GPU board can choose its form in the same pass)."""
     if v is None:
         return 0
-    if v.state == "slow":
+    if v.state == State.SLOW:
         return len(_slow_lines(v, width))
-    if v.state == "busy":
+    if v.state == State.BUSY:
         return len(_busy_lines(v, width))
     return 2 + len(wrap(answer(v), width)) if v.alarm else len(_quiet_lines(v, width))
 
@@ -158,11 +159,11 @@ def _busy_lines(v: Any, width: int) -> list[str]:
 def banner_lines(v: Any | None, now: float, width: int) -> list[Strip]:
     if v is None:
         return []
-    if v.state == "busy":  # progress, not a hang: a badge of its own, no alarm
+    if v.state == State.BUSY:  # progress, not a hang: a badge of its own, no alarm
         said, *more = _busy_lines(v, width)
         line = Line().add(BUSY_BADGE, BUSY_STYLE).add(fit(said, width - len(BUSY_BADGE)))
         return [line.strip(width), *(Line().add(fit(r, width)).strip(width) for r in more)]
-    if v.state == "slow":  # a straggler: not an alarm, but worth a badge of its own
+    if v.state == State.SLOW:  # a straggler: not an alarm, but worth a badge of its own
         head, *rest = _slow_lines(v, width)
         top = Line().add(SLOW_BADGE, SLOW_STYLE).add(fit(head, width - len(SLOW_BADGE)))
         return [top.strip(width), *(Line().add(fit(r, width)).strip(width) for r in rest)]
@@ -176,7 +177,7 @@ def banner_lines(v: Any | None, now: float, width: int) -> list[Strip]:
             out.append(line.add(fit(part, max(0, width - len(badge))), text).strip(width))
         return out
     badge, text = headline(v, now)
-    first = Line().add(badge, HUNG_STYLE if v.state == "hung" else STALLED_STYLE)
+    first = Line().add(badge, HUNG_STYLE if v.state == State.HUNG else STALLED_STYLE)
     first.add(fit(text, max(0, width - first.length)), "bold")
     style = "@alert" if v.findings else ""
     said = clean(answer(v))  # escaped before it is wrapped, so that the wrap counts them

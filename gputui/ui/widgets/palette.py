@@ -18,14 +18,15 @@ from typing import Any
 from rich.style import Style
 from textual.widget import Widget
 
+from gputui.diagnose.states import MEANING
+
 # Roles with a background: a word that must stand out whatever is around it. The text on
-# them is `$text` (Textual picks black or white for contrast with the background).
+# them is `$text` (Textual picks black or white for contrast with the background). Each
+# verdict state is a role of its own name ("@hung"), on the theme colour the one table of
+# states gives it (gputui.diagnose.states.MEANING): a new state needs no line here.
+STATE_ROLES = {s.value: f"background: ${m.colour}; text-style: bold;" for s, m in MEANING.items()}
 BLOCK_ROLES = {
-    "ok": "background: $success; text-style: bold;",
-    "slow": "background: $secondary; text-style: bold;",
-    "busy": "background: $accent; text-style: bold;",  # a checkpoint, a compile: no alarm
-    "stalled": "background: $warning; text-style: bold;",
-    "hung": "background: $error; text-style: bold;",
+    **STATE_ROLES,
     "waiting": "background: $warning;",
     "status": "background: $primary-background;",
     "keybar": "background: $footer-background;",
