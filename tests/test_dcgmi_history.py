@@ -18,6 +18,7 @@ import sys
 
 import pytest
 
+from gputui.collect.source import ReplaySource
 from gputui.collect.trace.read import read_trace
 
 COLUMNS = (("GPUTL", 10, ""), ("MCUTL", 10, ""), ("POWER", 10, "W"), ("PMLMT", 10, "W"),
@@ -120,6 +121,10 @@ def test_a_healthy_run_in_dmon_text_stays_ok_and_snapshot_reads_it(tmp_path):
     assert r.returncode == 0, r.stderr
     shown = json.loads(r.stdout)
     assert shown["verdict"]["state"] == "ok" and [g["util"] for g in shown["gpus"]] == [97, 97]
+    src = ReplaySource.from_file(path, realtime=True, lazy=True)  # as the dashboard opens it
+    first = src.sample()
+    assert first is not None and first.gpus[0].power_limit_w == 700.0
+    assert src.next_delay() == pytest.approx(1.0)  # dmon's -d, by default 1000 ms
 
 
 HEADER = _line("#Entity", [n for n, _w, _u in COLUMNS]) + "\n"
