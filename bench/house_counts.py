@@ -1,23 +1,21 @@
 """The house, counted: in how many places each thing issue 44 names is written.
 
-Why: issue 44 ("one loop, one vocabulary, one key table") is a refactor whose success is a
-count going down: the detector built in 4 places, the Watcher in 5, `--stall-after` through
-13 signatures... A count taken by eye drifts with who takes it; this script takes each from
-one rule, written below, so the BEFORE column (the base commit) and the AFTER column (after
-the merges) are counted the same way:
+Why: issue 44 is a refactor whose success is a count going down (the detector built in 4
+places, `--stall-after` through 13 signatures...). A count taken by eye drifts with who
+takes it; here each comes from one rule, written below, so the BEFORE column (the base
+commit) and the AFTER column (after the merges) are counted the same way:
 
     python bench/house_counts.py                     # this checkout
     python bench/house_counts.py --tree /tmp/base    # another tree (a `git worktree`)
     python bench/house_counts.py --json              # one JSON object
     python bench/house_counts.py --where             # and each count's places
 
-The rules read `gputui/**.py` of the tree with `ast` (imports inside functions included;
-docstrings are not code). A file that does not parse is counted under `unparsed`.
+The rules read `gputui/**.py` with `ast` (imports inside functions count; docstrings do not).
 
 - `detector_built` / `watcher_built`: calls whose callee is the name `Detector` /
   `Watcher` (or an attribute of that name).
 - `detector_loops`: loops (`for`, `while`, comprehensions) that call `.update(...)` on a
-  detector or watcher: a name bound in the same function to a `Detector(`/`Watcher(` call,
+  detector or watcher: a name bound in the same module to a `Detector(`/`Watcher(` call,
   or an expression whose text ends in `detector` or `watcher` (`self.watcher.update(s)`).
   A nested loop counts once (the outermost).
 - `pacing_loops`: `while`/`for` loops whose body calls both a sample (a callee named
@@ -27,8 +25,10 @@ docstrings are not code). A file that does not parse is counted under `unparsed`
 - `state_literal_modules`: modules that spell a verdict state ("ok", "stalled", "hung",
   "slow", "busy") as a string constant where it is used as a verdict state: an operand of a
   comparison (alone or inside a tuple/list/set operand) whose other side's text contains
-  `state`; the value of an assignment or keyword whose target's name contains `state`;
-  or a key of a dict literal with at least two such words as keys (a table by state).
+  `state` or `worst`; the value of an assignment or keyword whose target's name contains
+  `state`; or a tuple, list, set or dict literal (keys) holding two of the words or more
+  (a collection or table of states). NVML's reader status ("ok"/"hung") compared with
+  `status` is another vocabulary and is not counted.
 - `key_declarations`: places in gputui/ui that declare a key: each `Binding(` call and each
   tuple in a list assigned to `BINDINGS`; each entry of a dict literal keyed by a binding's
   action or id (the help screen's labels); each (key, label) pair of a module-level
@@ -42,7 +42,7 @@ docstrings are not code). A file that does not parse is counted under `unparsed`
   A -> B when a file in A imports a module in B. A pair of units that import each other is
   one tie (`two_way_ties_where` names them).
 - `files_over_400`: files of gputui/ over 400 lines; `textual_outside_ui`: files outside
-  gputui/ui that import textual.
+  gputui/ui that import textual; `unparsed`: files that do not parse.
 """
 
 from __future__ import annotations
@@ -178,7 +178,9 @@ def spells_states(tree: ast.AST) -> bool:
             sides = [n.left, *n.comparators]
             for i, side in enumerate(sides):
                 others = sides[:i] + sides[i + 1 :]
-                if _state_words(side) and any("state" in ast.unparse(o) for o in others):
+                if _state_words(side) and any(
+                    w in ast.unparse(o) for o in others for w in ("state", "worst")
+                ):
                     return True
         elif isinstance(n, (ast.Assign, ast.AnnAssign)):
             targets = n.targets if isinstance(n, ast.Assign) else [n.target]
@@ -188,9 +190,10 @@ def spells_states(tree: ast.AST) -> bool:
         elif isinstance(n, ast.keyword):
             if n.arg and "state" in n.arg and _state_words(n.value):
                 return True
-        elif isinstance(n, ast.Dict):
-            keys = [k.value for k in n.keys if isinstance(k, ast.Constant)]
-            if len(STATES.intersection(k for k in keys if isinstance(k, str))) >= 2:
+        if isinstance(n, (ast.Dict, ast.Tuple, ast.List, ast.Set)):
+            elts = n.keys if isinstance(n, ast.Dict) else n.elts
+            words = [e.value for e in elts if isinstance(e, ast.Constant)]
+            if len(STATES.intersection(w for w in words if isinstance(w, str))) >= 2:
                 return True
     return False
 
@@ -315,8 +318,7 @@ def two_way_ties(trees: dict[Path, ast.AST], root: Path) -> list[str]:
 
 
 def _textual(tree: ast.AST) -> bool:
-    names = _imports(tree, "", False)
-    return any(name == "textual" or name.startswith("textual.") for name in names)
+    return any(n == "textual" or n.startswith("textual.") for n in _imports(tree, "", False))
 
 
 def where(tree_dir: Path) -> dict[str, list[str]]:
