@@ -17,9 +17,13 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gputui.collect.source import ReplaySource
+from gputui.collect.trace.dcgmi import read_dmon
 from gputui.collect.trace.read import read_trace
+from gputui.errors import GputuiError
 
 COLUMNS = (("GPUTL", 10, ""), ("MCUTL", 10, ""), ("POWER", 10, "W"), ("PMLMT", 10, "W"),
            ("FBUSD", 10, ""), ("TMPTR", 5, "C"), ("SMCLK", 5, ""), ("SMACT", 5, ""))  # fmt: skip
@@ -166,3 +170,29 @@ def test_dcgmi_is_read_only_when_a_history_file_is():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stdout.strip()) == (0, "False"), r.stderr
+
+
+_CI = bool(os.environ.get("CI")) or os.environ.get("GPUTUI_HYPOTHESIS_PROFILE") == "ci"
+_LINES = st.one_of(
+    st.sampled_from([_line("GPU 0", TRAIN), _line("GPU 1", SPIN), _line("GPU 1", TRAIN[:5]),
+                     HEADER.strip(), "ID   W", "#time d=0.5", "#time start=1795860000",
+                     "GPU 0 LINK 2  N/A", "GPU-I 0  1 2", "\x1c", "GPU \u0663 1"]),
+    st.text(max_size=80).map(lambda t: t.replace("\n", " ")),
+)  # fmt: skip
+
+
+@pytest.mark.hostile
+@settings(max_examples=150, deadline=None, database=None, derandomize=_CI,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(st.lists(_LINES, max_size=30), st.booleans())
+def test_any_text_after_dmons_header_reads_or_is_one_error(tmp_path, lines, ended):
+    """Whatever follows the header, the reader gives columns or one GputuiError: never
+    another exception (the faces print that one line and exit 2)."""
+    path = tmp_path / "fuzz.log"
+    path.write_text(HEADER + "\n".join(lines) + ("\n" if ended else ""), encoding="utf-8")
+    try:
+        cols = read_dmon(path)
+    except GputuiError as e:
+        assert "\n" not in str(e)
+    else:
+        assert len(cols) >= 1 and list(cols.t) == sorted(cols.t)

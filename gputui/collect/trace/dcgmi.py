@@ -127,11 +127,13 @@ class _Clock:
                 )
             self.start, self.absolute = _start(got["start"], where), True
 
-    def tick(self) -> float:
+    def tick(self, where: str) -> float:
         if self.start is not None:
             t, self.start = self.start, None
         else:
             t = 0.0 if self.last is None else self.last + self.d
+        if t > schema.T_MAX:
+            raise GputuiError(f"{where}: the samples run past a plausible time (start, d)")
         self.last = t
         return t
 
@@ -158,7 +160,7 @@ def _start(text: str, where: str) -> float:
 def _header(line: str, where: str) -> list[str]:
     m = _HEADER.match(line.strip())
     if m is None:
-        raise GputuiError(f"{where}: not dcgmi dmon's text (its first line is #Entity ...)")
+        raise GputuiError(f"{where}: not dcgmi dmon's header (#Entity and DCGM's field names)")
     names = m.group(1).split()
     for name in names:
         if _SHORT.fullmatch(name) is None:
@@ -235,6 +237,8 @@ def read_dmon(path: str | Path) -> Columns:
             except UnicodeDecodeError as e:
                 raise GputuiError(f"{where}: not UTF-8 text (byte {e.start})") from None
             text = line.strip()
+            if not text:
+                continue  # a line of whitespace alone, as str sees it
             if not ended:
                 raise GputuiError(f"{where}: the last line is cut short (no end of line)")
             if (m := _TIME.match(text)) is not None:
@@ -254,13 +258,16 @@ def read_dmon(path: str | Path) -> Columns:
             if cells is None:
                 continue
             gpu_text, values = cells[0], cells[1:]
-            if not gpu_text.isdigit() or int(gpu_text) > schema.MAX_GPU_INDEX:
+            if (
+                not (gpu_text.isascii() and gpu_text.isdigit())
+                or int(gpu_text) > schema.MAX_GPU_INDEX
+            ):
                 raise GputuiError(
                     f"{where}: GPU {shown(gpu_text[:20])!r} is not 0..{schema.MAX_GPU_INDEX}"
                 )
             gpu = int(gpu_text)
             if not seen or gpu in seen:
-                t, seen = clock.tick(), set()
+                t, seen = clock.tick(where), set()
             seen.add(gpu)
             _row(t, gpu, heads, values, where, n, data, grouping, cols)
     finally:
@@ -268,7 +275,11 @@ def read_dmon(path: str | Path) -> Columns:
     if not len(cols):
         raise GputuiError(f"{name}: no samples in file")
     if not clock.absolute:  # the last sample at the file's last write
-        shift = max(os.stat(path).st_mtime - cols.t[-1], 0.0)
+        try:
+            mtime = os.stat(path).st_mtime
+        except OSError as e:
+            raise GputuiError(f"{name}: cannot read its modification time ({e.strerror})") from None
+        shift = max(min(mtime, schema.T_MAX) - cols.t[-1], 0.0)
         for k in range(len(cols.t)):
             cols.t[k] += shift
     return cols
