@@ -79,6 +79,18 @@ def test_dmon_rows_read_as_the_readings_they_hold(tmp_path):
     assert snaps[-1].processes == () and snaps[-1].readings_only  # dmon lists none
 
 
+def test_dcgm_2s_right_aligned_table_reads_the_same(tmp_path):
+    """DCGM 2 right-aligned its columns (`# Entity`, `Id`) and put a blank line before the
+    repeated header."""
+    path = tmp_path / "gpu.log"
+    head = "# Entity  GPUTL  MCUTL   POWER\n      Id                   W\n"
+    rows = "   GPU 0    100      0  121.870\n   GPU 1      0      0   71.250\n"
+    path.write_text(head + rows + "\n" + head + rows)
+    snaps = read_trace(path)
+    assert len(snaps) == 2 and snaps[1].t - snaps[0].t == 1.0
+    assert [(g.util, g.power_w) for g in snaps[-1].gpus] == [(100, 121.87), (0, 71.25)]
+
+
 def test_without_a_time_line_samples_are_a_second_apart_ending_at_the_last_write(tmp_path):
     path = tmp_path / "gpu.log"
     path.write_text(dmon([(TRAIN, TRAIN)] * 30))
