@@ -39,7 +39,9 @@ from typing import Any
 from gputui.collect.model import Snapshot
 from gputui.collect.trace import schema
 from gputui.collect.trace.columns import Columns, ColumnSnaps, SnapsView
+from gputui.collect.trace.fields import gpu_index, sample_time
 from gputui.collect.trace.grouping import OPENED, REPEAT, Grouping
+from gputui.collect.trace.json_line import parse_line
 from gputui.collect.trace.read import TraceReader, iter_lines, shown
 from gputui.collect.trace.template import LineTemplates
 from gputui.errors import GputuiError
@@ -123,7 +125,7 @@ class _Index:
                 return t, int(m.group(2))
         where = self.grouping.where(n)
         try:
-            d = schema.parse_line(data, where)
+            d = parse_line(data, where)
         except GputuiError:
             if not ended:
                 return None
@@ -132,7 +134,7 @@ class _Index:
             raise GputuiError(f"{where}: expected a JSON object per line")
         if "type" in d:
             return None
-        return schema.sample_time(d.get("t"), where), schema.gpu_index(d.get("gpu"), where)
+        return sample_time(d.get("t"), where), gpu_index(d.get("gpu"), where)
 
 
 def _nothing() -> None:
