@@ -30,7 +30,6 @@ from typing import Any
 from gputui import __version__
 from gputui.collect.model import ProcessInfo, Snapshot
 from gputui.collect.trace import schema
-from gputui.collect.trace.fields import in_range, is_number
 from gputui.collect.trace.read import read_trace, shown
 from gputui.errors import GputuiError
 from gputui.jsonout import dumps
@@ -289,7 +288,7 @@ class TraceWriter:
         kind, t = d.get("type"), d.get("t")
         if not isinstance(kind, str) or not schema.RECORD_TYPE.fullmatch(kind):
             raise ValueError(f"record type must match {schema.RECORD_TYPE.pattern}: {kind!r}")
-        if not is_number(t) or in_range(t, 0, schema.T_MAX) is not None:
+        if not schema.is_number(t) or schema.in_range(t, 0, schema.T_MAX) is not None:
             raise ValueError(f"record t must be a Unix time: {t!r}")
         data = dumps(d, separators=(",", ":")).encode() + b"\n"
         if len(data) > schema.MAX_LINE_BYTES:

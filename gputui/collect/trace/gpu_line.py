@@ -2,7 +2,7 @@
 
 A line is one GPU of one sample (`{"t":..., "gpu":0, "util":..., "procs":[...]}`); `gpu_row`
 turns it into a GpuSample and its ProcessInfo entries by the rule in schema's docstring, each
-field through the checks in fields. The grouping of lines into samples is in grouping.py and
+field through the checks in schema. The grouping of lines into samples is in grouping.py and
 read.py; the templates (template.py) read the usual line faster and fall back to this for
 any line they cannot vouch for.
 """
@@ -17,7 +17,8 @@ from gputui.collect.model import GpuSample, ProcessInfo
 from gputui.collect.procs.jobs import RANK_ENV_VARS, rank_from_env
 from gputui.collect.procs.owner import owner_from_json
 from gputui.collect.trace import schema
-from gputui.collect.trace.fields import (
+from gputui.collect.trace.record_spec import kind_of
+from gputui.collect.trace.schema import (
     bounded_list,
     in_range,
     number,
@@ -26,7 +27,6 @@ from gputui.collect.trace.fields import (
     reading,
     text,
 )
-from gputui.collect.trace.record_spec import kind_of
 from gputui.errors import GputuiError
 from gputui.redact.recorded import recorded_argv, recorded_text
 

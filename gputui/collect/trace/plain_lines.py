@@ -28,7 +28,6 @@ from typing import IO, Any
 
 from gputui.collect.trace import schema
 from gputui.collect.trace.columns import FLOAT_ATTRS, INT_ATTRS, Columns
-from gputui.collect.trace.fields import printable
 from gputui.collect.trace.grouping import SAME_SAMPLE_S
 from gputui.collect.trace.lines import _BOM, _Lines, open_untrusted
 from gputui.errors import GputuiError
@@ -269,7 +268,7 @@ class _PlainReader:
         if got is None:
             if len(v) > schema.MAX_STR_CHARS:
                 raise _NotPlain
-            got = printable(v)
+            got = schema.printable(v)
             self._keep(v, got)
         return got  # type: ignore[no-any-return]
 

@@ -51,11 +51,10 @@ from typing import Any
 
 from gputui.collect.model import ProcessInfo, Snapshot
 from gputui.collect.procs.jobs import group_jobs
-from gputui.collect.trace import fields, gpu_line, record_schema, schema
-from gputui.collect.trace.fields import printable
+from gputui.collect.trace import gpu_line, record_schema, schema
 from gputui.collect.trace.grouping import OPENED, REPEAT, Grouping
-from gputui.collect.trace.json_line import parse_line
-from gputui.collect.trace.lines import iter_lines, shown
+from gputui.collect.trace.lines import iter_lines, parse_line, shown
+from gputui.collect.trace.schema import printable
 from gputui.collect.trace.template import LineTemplates
 from gputui.errors import GputuiError
 from gputui.redact.recorded import recorded_record
@@ -173,8 +172,8 @@ class TraceReader:
         if "type" in d:
             self._record(d, raw, where, n)
             return
-        t = fields.sample_time(d.get("t"), where)
-        gpu = fields.gpu_index(d.get("gpu"), where)
+        t = schema.sample_time(d.get("t"), where)
+        gpu = schema.gpu_index(d.get("gpu"), where)
         if self.grouping.repeat(t, gpu, raw, n):
             self.dropped += 1
             return
@@ -211,7 +210,7 @@ class TraceReader:
                 self.skip_notes.append(f"{where}: {kind} record skipped ({printable(why)})")
             return
         if b"\\ud" in raw or b"\\uD" in raw:  # a \uD800-style escape: maybe a lone surrogate
-            d = fields.without_surrogates(d)
+            d = schema.without_surrogates(d)
         if kind == "meta":
             self.host = record_schema.meta(d, where).host
             self.saw_meta = True

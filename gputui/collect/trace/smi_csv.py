@@ -24,7 +24,7 @@ special files, gzip, byte and line limits). Anything else wrong is one line nami
 file and line (GputuiError), never a guess: a row of the wrong width, a timestamp or a
 number that does not read, a GPU index out of range, time going backwards. nvidia-smi
 lists no processes in this query, so the samples say none is known (`procs_listed`
-False): the detector takes the node's GPUs in use as one job (gputui.diagnose.job_groups).
+False): the detector takes the node's GPUs in use as one job (gputui.diagnose.hang.groups).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from pathlib import Path
 
 from gputui.collect.trace import schema
 from gputui.collect.trace.columns import FLOAT_ATTRS, Columns
-from gputui.collect.trace.fields import printable
 from gputui.collect.trace.grouping import OPENED, REPEAT, Grouping
 from gputui.collect.trace.lines import iter_lines, shown
 from gputui.errors import GputuiError
@@ -114,7 +113,7 @@ def _stamp(text: str, where: str) -> float:
     m = _STAMP.fullmatch(text)
     if m is None:
         raise GputuiError(
-            f"{where}: timestamp {printable(text[:40])!r} is not nvidia-smi's "
+            f"{where}: timestamp {schema.printable(text[:40])!r} is not nvidia-smi's "
             "YYYY/MM/DD HH:MM:SS.mmm"
         )
     y, mo, d, h, mi, s = (int(x) for x in m.groups()[:6])
@@ -143,7 +142,9 @@ def _number(text: str, head: str, where: str) -> float | None:
                 return float(int(value, 16))
             except ValueError:
                 pass
-        raise GputuiError(f"{where}: column {head!r}: not a number: {printable(text[:40])!r}")
+        raise GputuiError(
+            f"{where}: column {head!r}: not a number: {schema.printable(text[:40])!r}"
+        )
     return float(value)
 
 
@@ -209,13 +210,14 @@ def _row(
         elif head == "index":
             if not text.isdigit() or int(text) > schema.MAX_GPU_INDEX:
                 raise GputuiError(
-                    f"{where}: GPU index {printable(text[:20])!r} is not 0..{schema.MAX_GPU_INDEX}"
+                    f"{where}: GPU index {schema.printable(text[:20])!r} is not 0.."
+                    f"{schema.MAX_GPU_INDEX}"
                 )
             gpu = int(text)
         elif head in FIELDS:
             attr = FIELDS[head]
             if attr in ("name", "uuid"):
-                got[attr] = None if text.startswith("[") else printable(text[:256])
+                got[attr] = None if text.startswith("[") else schema.printable(text[:256])
             elif attr not in got or got[attr] is None:
                 v = _number(text, shown_head, where)
                 lo, hi = _RANGES[attr]

@@ -43,9 +43,8 @@ from typing import Any
 
 from gputui.collect.model import GpuSample, ProcessInfo
 from gputui.collect.trace import schema
-from gputui.collect.trace.fields import bounded_list, is_number
 from gputui.collect.trace.gpu_line import GpuRow
-from gputui.collect.trace.json_line import parse_line
+from gputui.collect.trace.lines import parse_line
 
 MAX_TEMPLATE_BYTES = 64 << 10
 """Lines longer than this are not learned: a template is a compiled pattern of the line's
@@ -233,7 +232,7 @@ def make_template(
     or were slots there: a reading that stays put (a power limit, a clock, a process's GPU
     memory) is compared as bytes, which costs nothing, instead of parsed, which costs a
     float() and a range check on every line. The first template of a GPU has `t` alone."""
-    procs = bounded_list(d, "procs", "", schema.MAX_PROCS_PER_GPU)
+    procs = schema.bounded_list(d, "procs", "", schema.MAX_PROCS_PER_GPU)
     if len(row.procs) != len(procs):
         return None  # a pid listed twice: which entry won is the full reader's business
     numbers = [m.span(1) for m in _TOKEN.finditer(raw) if m.group(1) is not None]
@@ -306,7 +305,7 @@ def _walk(p: Any, d: Any, path: tuple, found: dict[int, tuple]) -> bool:
     when they differ in shape or a marker is not where a number is."""
     if isinstance(p, str) and p.startswith(_SENTINEL):
         k = int(p[1:]) if p[1:].isdigit() else -1
-        if k < 0 or k in found or not is_number(d):
+        if k < 0 or k in found or not schema.is_number(d):
             return False
         found[k] = path
         return True

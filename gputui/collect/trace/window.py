@@ -39,9 +39,8 @@ from typing import Any
 from gputui.collect.model import Snapshot
 from gputui.collect.trace import schema
 from gputui.collect.trace.columns import Columns, ColumnSnaps, SnapsView
-from gputui.collect.trace.fields import gpu_index, sample_time
 from gputui.collect.trace.grouping import OPENED, REPEAT, Grouping
-from gputui.collect.trace.json_line import parse_line
+from gputui.collect.trace.lines import parse_line
 from gputui.collect.trace.read import TraceReader, iter_lines, shown
 from gputui.collect.trace.template import LineTemplates
 from gputui.errors import GputuiError
@@ -134,7 +133,7 @@ class _Index:
             raise GputuiError(f"{where}: expected a JSON object per line")
         if "type" in d:
             return None
-        return sample_time(d.get("t"), where), gpu_index(d.get("gpu"), where)
+        return schema.sample_time(d.get("t"), where), schema.gpu_index(d.get("gpu"), where)
 
 
 def _nothing() -> None:
