@@ -23,7 +23,7 @@ from common import machine, machine_line, median, write_json  # noqa: E402
 from gputui.collect.model import GpuSample, ProcessInfo, RankInfo, Snapshot  # noqa: E402
 from gputui.collect.procs.jobs import group_jobs  # noqa: E402
 from gputui.diagnose.hang.detector import Detector  # noqa: E402
-from gputui.diagnose.hang.groups import GroupMemory  # noqa: E402
+from gputui.diagnose.job_groups import GroupMemory  # noqa: E402
 from gputui.diagnose.slow.straggler import WaitShares  # noqa: E402
 
 DT = 0.25

@@ -17,9 +17,10 @@ from conftest import REPO, run_cli
 from targets.launch import Targets
 
 from gputui.collect.model import GpuSample, ProcessInfo, Snapshot
+from gputui.collect.procs.libraries import process_libraries
 from gputui.collect.trace.format import read_trace
 from gputui.tools.bundle import write as bundle_mod
-from gputui.tools.bundle.write import process_libraries, write_bundle
+from gputui.tools.bundle.write import write_bundle
 from gputui.tools.which import find_tool
 
 needs_py_spy = pytest.mark.skipif(find_tool("py-spy") is None, reason="py-spy is not installed")

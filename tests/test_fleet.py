@@ -26,7 +26,8 @@ from conftest import free_port, run_cli
 
 from gputui.collect.source import demo_path, filter_gpus
 from gputui.collect.trace.format import TraceWriter, read_trace
-from gputui.tools.fleet.run import pdsh_argv, remote_command, srun_argv, ssh_argv
+from gputui.tools.fleet.run import pdsh_argv, remote_command, srun_argv
+from gputui.tools.fleet.ssh import ssh_argv
 
 SSHD = "/usr/sbin/sshd"
 GPUTUI = str(Path(sys.executable).with_name("gputui"))

@@ -14,7 +14,7 @@ from synth import timeline
 
 from gputui.collect.procs.jobs import MAX_RANKS, group_jobs, rank_from_env
 from gputui.diagnose.hang.detector import diagnose_trace
-from gputui.diagnose.hang.groups import GroupMemory
+from gputui.diagnose.job_groups import GroupMemory
 
 pytestmark = pytest.mark.hostile
 

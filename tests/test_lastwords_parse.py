@@ -7,12 +7,8 @@ import json
 from pathlib import Path
 
 from gputui.diagnose.gone.explain import explain_lastwords
-from gputui.diagnose.gone.lastwords import (
-    kernel_events,
-    parse_error_file,
-    parse_kernel,
-    parse_log,
-)
+from gputui.diagnose.gone.lastwords import parse_error_file, parse_log
+from gputui.diagnose.kernel_events import kernel_events, parse_kernel
 from gputui.diagnose.verdict import Verdict
 
 DATA = Path(__file__).parent / "data" / "lastwords"

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from test_ras_judge import q, record
 
+from gputui.diagnose.collective_mismatch import joined_mismatch, op_name
 from gputui.diagnose.evidence import fold
 from gputui.diagnose.hang.culprit import explain_stacks
-from gputui.diagnose.hang.mismatch import joined_mismatch, op_name
 from gputui.diagnose.nccl.ras import explain_nccl
 from gputui.diagnose.ranking import Strength
 from gputui.diagnose.verdict import Verdict

@@ -223,7 +223,7 @@ def test_the_exporter_names_the_gone_rank_as_its_suspect(tmp_path):
 
 def test_a_healthy_job_forgets_a_rank_that_left_long_ago(tmp_path):
     """Departed pids are kept while the job stalls, and dropped `hang_after` s after, when not."""
-    from gputui.diagnose.hang.groups import Group
+    from gputui.diagnose.job_groups import Group
 
     g = Group("j", None, departed={5: (0.0, 1, 0), 6: (90.0, 2, 0)})
     g.forget_before(60.0)

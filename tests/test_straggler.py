@@ -16,7 +16,7 @@ import pytest
 from gputui.collect.model import GpuSample
 from gputui.collect.source import demo_path
 from gputui.collect.trace.format import read_trace
-from gputui.diagnose.hang.groups import GroupMemory
+from gputui.diagnose.job_groups import GroupMemory
 from gputui.diagnose.slow.straggler import HOLD_S, Straggle, WaitShares, is_waiting
 from gputui.diagnose.slow.words import headline, spans
 from tests.synth import timeline

@@ -283,7 +283,7 @@ def test_every_bound_is_an_error_naming_the_line(
 
 @pytest.mark.hostile
 def test_nesting_is_measured_without_recursion():
-    from gputui.collect.trace.schema import nesting_ok
+    from gputui.collect.capped import nesting_ok
 
     assert nesting_ok(b'{"a":[[1],[2]],"b":{"c":[]}}', limit=3)
     assert not nesting_ok(b'{"a":[[[1]]]}', limit=3)

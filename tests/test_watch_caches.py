@@ -14,9 +14,9 @@ from synth import snapshot
 
 from gputui.collect.model import Snapshot
 from gputui.collect.procs.jobs import group_jobs
-from gputui.diagnose.hang.groups import GroupMemory
 from gputui.diagnose.health.judge import HealthTracker
 from gputui.diagnose.health.report import health_key
+from gputui.diagnose.job_groups import GroupMemory
 from gputui.diagnose.merge.node_report import NodeReport
 from gputui.diagnose.verdict import Verdict
 

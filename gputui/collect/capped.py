@@ -9,7 +9,8 @@ OSError becomes a one-line ValueError the commands turn into exit 2.
 `loads_bounded` parses one JSON text refusing what would blow up inside the parser or
 after it: nesting deeper than a cap (a 100,000-deep line is a RecursionError), integers
 longer than any reading (a 5,000-digit number hits CPython's int conversion limit, and
-int() is quadratic below it), and non-finite numbers.
+int() is quadratic below it), and non-finite numbers. `nesting_ok` is that depth check on
+raw bytes, without recursion; the recording reader (collect.trace) applies it to every line.
 """
 
 from __future__ import annotations
@@ -17,12 +18,32 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from typing import Any
-
-from gputui.collect.trace.schema import nesting_ok
 
 MAX_DEPTH = 64  # a `check --json` report nests about 6 deep
 MAX_INT_DIGITS = 24  # sign and 20 digits hold 2**64
+
+_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_PAIR = re.compile(rb"\[\]|\{\}")
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def nesting_ok(raw: bytes, limit: int) -> bool:
+    """False when brackets outside strings nest deeper than `limit`, checked without
+    recursion: strip strings, keep only brackets, then peel innermost pairs `limit` times.
+    Unbalanced input returns True; the JSON parser reports it."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return True  # cannot nest deeper than it has brackets: the usual line ends here
+    s = _STRINGS.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    for _ in range(limit):
+        if not s:
+            return True
+        peeled = _PAIR.sub(b"", s)
+        if len(peeled) == len(s):
+            return True  # unbalanced: not JSON
+        s = peeled
+    return not s
 
 
 def read_capped(path: str, cap: int) -> bytes:

@@ -27,6 +27,7 @@ import re
 from pathlib import Path
 
 from gputui.collect.capped import read_capped
+from gputui.errors import GputuiError
 
 MAX_HOSTS = 100_000
 """Distinct hosts in one list: more nodes than any job has (the largest are ~30,000)."""
@@ -203,6 +204,36 @@ def expand_hosts(text: str) -> list[str]:
         else:
             into.add(item)
     return into.hosts
+
+
+def hosts_option(text: str, said: str, *, whole: bool = False) -> list[str]:
+    """The hosts a command-line option names (`fleet HOSTS`, `probe --hosts`, `--probe-hosts`).
+
+    Args:
+        text: the option's value: names, bracket ranges, `@file`s, comma-separated.
+        said: the option as the user typed it, first in every error (`fleet`, `--probe-hosts`).
+        whole: a refused list is quoted whole (`not a host list: 'a,-x@b'`) instead of by
+            what is wrong in it (`no hosts given`, `not a host name: '-x@b'`).
+
+    Returns:
+        The host names in order, without duplicates; never empty, and none starting with `-`
+        (a launcher would read it as an option: `-oProxyCommand=...@host`).
+
+    Raises:
+        GputuiError: one line starting with `said` (exit 2) for a bad, empty or unsafe list.
+    """
+    try:
+        hosts = expand_hosts(text)
+    except ValueError as e:
+        raise GputuiError(f"{said}: {e}") from None
+    bad = next((h for h in hosts if h.startswith("-")), None)
+    if whole and (not hosts or bad is not None):
+        raise GputuiError(f"{said}: not a host list: {text!r}")
+    if not hosts:
+        raise GputuiError(f"{said}: no hosts given")
+    if bad is not None:
+        raise GputuiError(f"{said}: not a host name: {bad!r}")
+    return hosts
 
 
 def host_from_name(path: str) -> str:

@@ -129,7 +129,7 @@ class Snapshot:
     # True when the source carries no process information at all (nvidia-smi's CSV, a
     # history file of readings without `pids`): "no process listed" then means "not
     # known", not "none", and the detector takes the node's GPUs in use as one job
-    # (gputui.diagnose.hang.groups). Not compared: it says where the readings came from.
+    # (gputui.diagnose.job_groups). Not compared: it says where the readings came from.
     readings_only: bool = field(default=False, compare=False)
 
     def process(self, pid: int) -> ProcessInfo | None:

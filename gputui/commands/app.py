@@ -210,12 +210,7 @@ def _world_probe_args(args: argparse.Namespace) -> dict[str, object] | None:
     text = getattr(args, "probe_hosts", None)
     if text is None:
         return None
-    from gputui.collect.hostlist import expand_hosts
+    from gputui.collect.hostlist import hosts_option
 
-    try:
-        hosts = expand_hosts(text)
-    except ValueError as e:
-        raise GputuiError(f"--probe-hosts: {e}") from None
-    if not hosts or any(h.startswith("-") for h in hosts):
-        raise GputuiError(f"--probe-hosts: not a host list: {text!r}")
+    hosts = hosts_option(text, "--probe-hosts", whole=True)
     return {"world_hosts": hosts, "launcher": getattr(args, "probe_launcher", "ssh")}

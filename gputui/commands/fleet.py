@@ -154,21 +154,6 @@ def _remote(args: argparse.Namespace) -> list[str]:
     return remote
 
 
-def _hosts(text: str) -> list[str]:
-    from gputui.collect.hostlist import expand_hosts
-
-    try:
-        hosts = expand_hosts(text)
-    except ValueError as e:
-        raise GputuiError(f"fleet: {e}") from None
-    if not hosts:
-        raise GputuiError("fleet: no hosts given")
-    bad = [h for h in hosts if h.startswith("-")]
-    if bad:
-        raise GputuiError(f"fleet: not a host name: {bad[0]!r}")
-    return hosts
-
-
 def _targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """(hosts or pods, the remote command). With kubectl and --selector, HOSTS is left out:
     argparse then takes the command's first word for HOSTS, which is put back here."""
@@ -183,7 +168,9 @@ def _targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         from gputui.tools.fleet.kube import list_pods
 
         return list_pods(args.namespace, args.selector, args.connect_timeout + 10.0), remote
-    return _hosts(args.hosts), _remote(args)
+    from gputui.collect.hostlist import hosts_option
+
+    return hosts_option(args.hosts, "fleet"), _remote(args)
 
 
 GRACE_S = 2.0
@@ -240,10 +227,10 @@ def _runs(
             connect_timeout=args.connect_timeout,
             timeout=args.timeout,
         )
-        ssh_opts = ["-o", "BatchMode=yes"] + (["-F", args.ssh_config] if args.ssh_config else [])
-        for o in args.ssh_option:
-            ssh_opts += ["-o", o]
-        env = {**os.environ, "PDSH_SSH_ARGS_APPEND": " ".join(ssh_opts)}
+        from gputui.tools.fleet.ssh import pdsh_append
+
+        ssh = pdsh_append(options=args.ssh_option, config=args.ssh_config)
+        env = {**os.environ, "PDSH_SSH_ARGS_APPEND": ssh}
     else:
         argv = fleet.srun_argv(
             hosts, [args.remote_gputui, *remote], jobid=args.jobid, timeout=args.timeout

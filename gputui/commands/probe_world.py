@@ -104,21 +104,6 @@ def add_world_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--world-reap", default=None, help=argparse.SUPPRESS)
 
 
-def _hosts(text: str) -> list[str]:
-    from gputui.collect.hostlist import expand_hosts
-
-    try:
-        hosts = expand_hosts(text)
-    except ValueError as e:
-        raise GputuiError(f"probe --hosts: {e}") from None
-    if not hosts:
-        raise GputuiError("probe --hosts: no hosts given")
-    bad = next((h for h in hosts if h.startswith("-")), None)
-    if bad:
-        raise GputuiError(f"probe --hosts: not a host name: {bad!r}")
-    return hosts
-
-
 def require_launcher(launcher: str, said: str) -> None:
     """GputuiError (one line, exit 2, `said` first) when the launcher is not installed."""
     if launcher != "local" and shutil.which(launcher) is None:
@@ -173,10 +158,11 @@ def run_hosts(args: argparse.Namespace) -> int:
 
 
 def _run_hosts(args: argparse.Namespace) -> int:
+    from gputui.collect.hostlist import hosts_option
     from gputui.probe.world.check import check_world
     from gputui.probe.world.report import json_lines, text
 
-    hosts = _hosts(args.hosts)
+    hosts = hosts_option(args.hosts, "probe --hosts")
     opts = _options(args)
     show = not args.json and sys.stderr.isatty()
 

@@ -311,9 +311,9 @@ def _moment(args: argparse.Namespace) -> tuple[Snapshot, list[Snapshot], Any, li
     from gputui.collect.source import filter_gpus
     from gputui.collect.trace.window import read_moment
     from gputui.diagnose.hang.classify import GpuState, classify_node
-    from gputui.diagnose.hang.groups import GroupMemory
     from gputui.diagnose.hang.runs import DIP_MAX_S
     from gputui.diagnose.health.judge import HealthTracker
+    from gputui.diagnose.job_groups import GroupMemory
     from gputui.diagnose.slow.straggler import WaitShares
     from gputui.watch.watcher import Watcher
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gputui.diagnose.hang.mismatch import joined_mismatch
+from gputui.diagnose.collective_mismatch import joined_mismatch
 from gputui.diagnose.ranking import Finding, Strength, rank, strongest
 from gputui.diagnose.verdict import Known, Verdict, next_steps
 

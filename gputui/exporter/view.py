@@ -23,7 +23,7 @@ from typing import Any
 
 from gputui.collect.model import Snapshot
 from gputui.diagnose.hang.detector import Detector
-from gputui.diagnose.hang.groups import Group
+from gputui.diagnose.job_groups import Group
 from gputui.diagnose.states import EXPORTED, worse
 from gputui.diagnose.verdict import BUSY, OK, Verdict
 

@@ -9,7 +9,7 @@ job compares two answers that agree on a collective-type mismatch with nothing a
 and the spin has lasted MISMATCH_EARLY_S, the job is called stalled at once: its first line
 is RAS's "ranks in different collectives (NCCL RAS): rank 0 is ahead in Broadcast ...", and
 the stacks gathered at that call join each rank's line to its collective
-(gputui.diagnose.hang.mismatch) within a second or so.
+(gputui.diagnose.collective_mismatch) within a second or so.
 
 A healthy job that alternates broadcasts and all_reduces may show one rank ahead in another
 type for an instant, but then its counts advance between the two answers and its GPUs do not

@@ -105,7 +105,7 @@ class RasPoller(EpisodeWorker[_Episode]):
 def _env_and_libs(p: ProcessInfo) -> tuple[dict[str, str], dict[str, Any]]:
     import psutil
 
-    from gputui.tools.bundle.write import process_libraries
+    from gputui.collect.procs.libraries import process_libraries
 
     try:
         env = psutil.Process(p.pid).environ()

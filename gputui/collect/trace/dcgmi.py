@@ -35,7 +35,7 @@ Anything else is one line naming the file and line (GputuiError), never a guess:
 that is not dmon's, a row with more or fewer values than the header names (a line cut
 short), a value that does not read, a `#time` line that does not. dmon lists no processes,
 so the samples say none is known (`procs_listed` False): the detector takes the node's GPUs
-in use as one job (gputui.diagnose.hang.groups), as for nvidia-smi's CSV.
+in use as one job (gputui.diagnose.job_groups), as for nvidia-smi's CSV.
 """
 
 from __future__ import annotations

@@ -1,5 +1,11 @@
 """A recording's lines, from disk: special files refused, gzip recognised, every line and
-byte counted against the reader's bounds (gputui.collect.trace.schema).
+byte counted against the reader's bounds (gputui.collect.trace.schema), and a line's bytes
+parsed as one JSON value within them (`parse_line`).
+
+Why not plain json.loads for a line: a line of 100,000 brackets is a RecursionError inside
+the parser, and a 5,000-digit integer costs quadratic time in int() (or an OverflowError
+later in float()). Both are refused or defused before or during the parse, so a hostile line
+costs one bounded pass and ends in one line naming the file and the line.
 
 Split from gputui.collect.trace.read (which folds the lines into samples and re-exports
 `iter_lines` and `shown`), so that each stays a module one can read at once; the rules are
@@ -10,13 +16,17 @@ from __future__ import annotations
 
 import errno
 import gzip
+import json
+import math
 import os
+import re
 import stat
 import zlib
 from collections.abc import Generator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
+from gputui.collect.capped import nesting_ok
 from gputui.collect.trace import schema
 from gputui.errors import GputuiError
 
@@ -171,3 +181,39 @@ def iter_lines(path: str | Path) -> Generator[tuple[bytes, bool, int], None, Non
         raise GputuiError(f"{lines.where()}: out of memory reading the recording") from None
     finally:
         lines.close()
+
+
+# ---------------------------------------------------------------- a line as JSON
+
+_MAX_INT_DIGITS = 24  # sign + 20 digits covers 2**64; longer integers cannot be a reading
+
+
+def _parse_int(text: str) -> int | float:
+    """Integers longer than any field allows become +-inf (an out-of-range value) instead of
+    being converted: CPython's int() is quadratic in the digits, and float() of a 400-digit
+    integer raises OverflowError."""
+    if len(text) > _MAX_INT_DIGITS:
+        return -math.inf if text.startswith("-") else math.inf
+    return int(text)
+
+
+_DECODER = json.JSONDecoder(parse_int=_parse_int)
+_PLAIN = json.JSONDecoder()  # C-speed integers: for lines with no integer that long
+_LONG_DIGITS = re.compile(rb"[0-9]{%d}" % (_MAX_INT_DIGITS + 1))
+
+
+def parse_line(raw: bytes, where: str) -> Any:
+    """One JSON value from one line's bytes (BOM and line end already removed)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise GputuiError(f"{where}: not UTF-8 text (byte {e.start})") from None
+    if not nesting_ok(raw, schema.MAX_DEPTH):
+        raise GputuiError(f"{where}: JSON nested deeper than {schema.MAX_DEPTH} levels")
+    decoder = _DECODER if _LONG_DIGITS.search(raw) else _PLAIN  # no 25-digit run: no long int
+    try:
+        return decoder.decode(text)
+    except json.JSONDecodeError as e:
+        raise GputuiError(f"{where}: not a JSON line ({e.msg} at column {e.colno})") from None
+    except (ValueError, RecursionError) as e:  # belt and braces: both are bounded above
+        raise GputuiError(f"{where}: not a JSON line ({type(e).__name__})") from None

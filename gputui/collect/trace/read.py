@@ -51,9 +51,9 @@ from typing import Any
 
 from gputui.collect.model import ProcessInfo, Snapshot
 from gputui.collect.procs.jobs import group_jobs
-from gputui.collect.trace import record_schema, schema
+from gputui.collect.trace import gpu_line, record_schema, schema
 from gputui.collect.trace.grouping import OPENED, REPEAT, Grouping
-from gputui.collect.trace.lines import iter_lines, shown
+from gputui.collect.trace.lines import iter_lines, parse_line, shown
 from gputui.collect.trace.schema import printable
 from gputui.collect.trace.template import LineTemplates
 from gputui.errors import GputuiError
@@ -68,10 +68,10 @@ SKIP_NOTES = 3
 class _Sample:
     """The lines of the sample being read: one per GPU, in file order."""
 
-    def __init__(self, row: schema.GpuRow, line: int) -> None:
+    def __init__(self, row: gpu_line.GpuRow, line: int) -> None:
         self.t0 = row.t
         self.line = line
-        self.rows: dict[int, schema.GpuRow] = {row.gpu.index: row}
+        self.rows: dict[int, gpu_line.GpuRow] = {row.gpu.index: row}
 
 
 class TraceReader:
@@ -137,7 +137,7 @@ class TraceReader:
         """A line no template reads, read in full; False when it is a last line cut short."""
         where = self.grouping.where(n)
         try:
-            d = schema.parse_line(data, where)
+            d = parse_line(data, where)
         except GputuiError:
             if not ended:  # only the last line can lack its newline
                 return False
@@ -177,12 +177,12 @@ class TraceReader:
         if self.grouping.repeat(t, gpu, raw, n):
             self.dropped += 1
             return
-        row = schema.gpu_row(d, t, gpu, where)
+        row = gpu_line.gpu_row(d, t, gpu, where)
         if self.templates is not None:
             self.templates.learn(raw, d, row)
         self._gpu_line(row, raw, n)
 
-    def _gpu_line(self, row: schema.GpuRow, raw: bytes, n: int) -> None:
+    def _gpu_line(self, row: gpu_line.GpuRow, raw: bytes, n: int) -> None:
         """A checked GPU line into its sample, or the next one (gputui.collect.trace.grouping);
         an exact repeat is dropped (see the module docstring)."""
         got = self.grouping.place(row.t, row.gpu.index, raw, n, self._close)
@@ -236,7 +236,7 @@ class TraceReader:
         host processes it showed and why there were no GPUs."""
         self.close_sample()
         self.grouping.bare(t, n)
-        procs = tuple(replace(schema.process(e, 0, where), gpus=()) for e in d.get("procs") or ())
+        procs = tuple(replace(gpu_line.process(e, 0, where), gpus=()) for e in d.get("procs") or ())
         error = d.get("error")
         self._append(
             Snapshot(
@@ -295,7 +295,7 @@ class TraceReader:
         )
 
     def _processes(
-        self, rows: list[schema.GpuRow], line: int
+        self, rows: list[gpu_line.GpuRow], line: int
     ) -> tuple[tuple[ProcessInfo, ...], list[tuple[int, int]] | None]:
         """The sample's processes in order (by GPUs, then pid), and where each is in the
         rows as (row, pid); None when one was built here (merged from several GPUs, or

@@ -26,6 +26,7 @@ from typing import Any
 from gputui.collect.frames import MAX_RANKS as MAX_STACK_RANKS
 from gputui.collect.frames import RankStack
 from gputui.collect.nccl.ras_model import answer_from_dict
+from gputui.collect.trace.gpu_line import process
 from gputui.collect.trace.record_spec import (
     Bool,
     Int,
@@ -39,7 +40,7 @@ from gputui.collect.trace.record_spec import (
     Str,
     Tuple,
 )
-from gputui.collect.trace.schema import RECORD_TYPE, process, reading, sample_time, text
+from gputui.collect.trace.schema import RECORD_TYPE, reading, sample_time, text
 from gputui.errors import GputuiError
 
 T_MAX = 4_102_444_800.0  # 2100-01-01, as trace_schema.T_MAX (a time formatted as a date)

@@ -22,22 +22,20 @@ The rule for a bad value:
 - **Strings are made printable**: a control character, a lone surrogate or any other
   non-printable character in a recorded string is replaced by U+FFFD, so a recording cannot
   send escape sequences to the terminal or break a UTF-8 encoder.
+
+Here the bounds and the check of one field (its JSON type, its range, its text); a whole GPU
+line is checked in gpu_line.py and a line's bytes parsed in lines.py. Those read each bound
+as `schema.NAME` when they run, so a test may lower one bound for a file.
 """
 
 from __future__ import annotations
 
-import copy
-import json
 import math
 import re
-from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-from gputui.collect.model import GpuSample, ProcessInfo
-from gputui.collect.procs.jobs import RANK_ENV_VARS, rank_from_env
-from gputui.collect.procs.owner import owner_from_json
+from gputui.collect.trace.record_spec import kind_of
 from gputui.errors import GputuiError
-from gputui.redact.recorded import recorded_argv, recorded_text
 
 # ---------------------------------------------------------------- bounds
 
@@ -139,74 +137,7 @@ PROC_READINGS: dict[str, tuple[str, float, float]] = {
 }
 
 
-# ---------------------------------------------------------------- parsing a line
-
-_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-_PAIR = re.compile(rb"\[\]|\{\}")
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-_MAX_INT_DIGITS = 24  # sign + 20 digits covers 2**64; longer integers cannot be a reading
-
-
-def nesting_ok(raw: bytes, limit: int | None = None) -> bool:
-    """False when brackets outside strings nest deeper than `limit`, checked without
-    recursion: strip strings, keep only brackets, then peel innermost pairs `limit` times.
-    Unbalanced input returns True; the JSON parser reports it."""
-    limit = MAX_DEPTH if limit is None else limit
-    if raw.count(b"[") + raw.count(b"{") <= limit:
-        return True  # cannot nest deeper than it has brackets: the usual line ends here
-    s = _STRINGS.sub(b"", raw).translate(None, _NOT_BRACKETS)
-    for _ in range(limit):
-        if not s:
-            return True
-        peeled = _PAIR.sub(b"", s)
-        if len(peeled) == len(s):
-            return True  # unbalanced: not JSON
-        s = peeled
-    return not s
-
-
-def _parse_int(text: str) -> int | float:
-    """Integers longer than any field allows become +-inf (an out-of-range value) instead of
-    being converted: CPython's int() is quadratic in the digits, and float() of a 400-digit
-    integer raises OverflowError."""
-    if len(text) > _MAX_INT_DIGITS:
-        return -math.inf if text.startswith("-") else math.inf
-    return int(text)
-
-
-_DECODER = json.JSONDecoder(parse_int=_parse_int)
-_PLAIN = json.JSONDecoder()  # C-speed integers: for lines with no integer that long
-_LONG_DIGITS = re.compile(rb"[0-9]{%d}" % (_MAX_INT_DIGITS + 1))
-
-
-def parse_line(raw: bytes, where: str) -> Any:
-    """One JSON value from one line's bytes (BOM and line end already removed)."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise GputuiError(f"{where}: not UTF-8 text (byte {e.start})") from None
-    if not nesting_ok(raw):
-        raise GputuiError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels")
-    decoder = _DECODER if _LONG_DIGITS.search(raw) else _PLAIN  # no 25-digit run: no long int
-    try:
-        return decoder.decode(text)
-    except json.JSONDecodeError as e:
-        raise GputuiError(f"{where}: not a JSON line ({e.msg} at column {e.colno})") from None
-    except (ValueError, RecursionError) as e:  # belt and braces: both are bounded above
-        raise GputuiError(f"{where}: not a JSON line ({type(e).__name__})") from None
-
-
 # ---------------------------------------------------------------- field checks
-
-
-def _kind(v: Any) -> str:
-    return {
-        bool: "a boolean",
-        str: "a string",
-        list: "a list",
-        dict: "an object",
-        type(None): "null",
-    }.get(type(v), "a number")
 
 
 def printable(s: str) -> str:
@@ -238,7 +169,7 @@ def text(d: dict[str, Any], key: str, where: str, limit: int = MAX_STR_CHARS) ->
     if v is None:
         return None
     if not isinstance(v, str):
-        raise GputuiError(f"{where}: '{key}' is {_kind(v)}, expected a string")
+        raise GputuiError(f"{where}: '{key}' is {kind_of(v)}, expected a string")
     if len(v) > limit:
         raise GputuiError(f"{where}: '{key}' is longer than {limit} characters")
     return printable(v)
@@ -252,7 +183,7 @@ def number(v: Any, key: str, where: str) -> int | float | None:
     """A value that must be a JSON number or null (a bool or a string is an error)."""
     if v is None or is_number(v):
         return v
-    raise GputuiError(f"{where}: '{key}' is {_kind(v)}, expected a number")
+    raise GputuiError(f"{where}: '{key}' is {kind_of(v)}, expected a number")
 
 
 def in_range(v: int | float, lo: float, hi: float, integral: bool = False) -> str | None:
@@ -307,7 +238,7 @@ def gpu_index(v: Any, where: str) -> int:
 def pid(v: Any, key: str, where: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= PID_MAX_LIMIT:
         raise GputuiError(
-            f"{where}: '{key}' holds {_kind(v)} that is not a pid (1..{PID_MAX_LIMIT})"
+            f"{where}: '{key}' holds {kind_of(v)} that is not a pid (1..{PID_MAX_LIMIT})"
         )
     return v
 
@@ -317,180 +248,7 @@ def bounded_list(d: dict[str, Any], key: str, where: str, limit: int) -> list[An
     if v is None:
         return []
     if not isinstance(v, list):
-        raise GputuiError(f"{where}: '{key}' is {_kind(v)}, expected a list")
+        raise GputuiError(f"{where}: '{key}' is {kind_of(v)}, expected a list")
     if len(v) > limit:
         raise GputuiError(f"{where}: '{key}' has {len(v)} entries, more than {limit}")
     return v
-
-
-# ---------------------------------------------------------------- a GPU line
-
-
-@dataclass
-class GpuRow:
-    """One validated GPU line: its sample time, GPU and processes, ready to be grouped."""
-
-    t: float
-    gpu: GpuSample
-    phase: str | None
-    procs: dict[int, ProcessInfo] = field(default_factory=dict)  # listed in `procs`
-    mem: dict[int, float | None] = field(default_factory=dict)  # `proc_mem` pid -> MiB
-    # The template the line was read from (gputui.collect.trace.template), None when it was
-    # read in full: rows of one template differ in their readings only.
-    source: Any = field(default=None, compare=False, repr=False)
-
-
-def _optional_reading(
-    d: dict[str, Any], key: str, where: str, lo: float, hi: float
-) -> float | None:
-    return reading(d, key, where, lo, hi)[0]
-
-
-def _proc_reading(d: dict[str, Any], key: str, where: str) -> float | None:
-    return _optional_reading(d, key, where, *PROC_READINGS[key][1:])
-
-
-def _env(d: dict[str, Any], where: str) -> dict[str, str]:
-    env = d.get("env")
-    if env is None:
-        return {}
-    if not isinstance(env, dict):
-        raise GputuiError(f"{where}: 'env' is {_kind(env)}, expected an object of strings")
-    if len(env) > MAX_ENV_ENTRIES:
-        raise GputuiError(f"{where}: 'env' has {len(env)} entries, more than {MAX_ENV_ENTRIES}")
-    out = {}
-    for k, v in env.items():
-        if not isinstance(v, str):
-            raise GputuiError(
-                f"{where}: env value of {printable(k)[:40]!r} is {_kind(v)}, expected a string"
-            )
-        if len(k) > MAX_STR_CHARS or len(v) > MAX_STR_CHARS:
-            raise GputuiError(f"{where}: an env entry is longer than {MAX_STR_CHARS} characters")
-        if k in RANK_ENV_VARS:  # only these are ever written; anything else is ignored
-            out[k] = printable(v)
-    return out
-
-
-def _cmdline(d: dict[str, Any], where: str) -> tuple[str, ...]:
-    args = bounded_list(d, "cmdline", where, MAX_CMDLINE_ARGS)
-    total = 0
-    for a in args:
-        if not isinstance(a, str):
-            raise GputuiError(f"{where}: 'cmdline' holds {_kind(a)}, expected strings")
-        total += len(a)
-    if total > MAX_CMDLINE_CHARS:
-        raise GputuiError(f"{where}: 'cmdline' is longer than {MAX_CMDLINE_CHARS} characters")
-    return tuple(printable(a) for a in args)
-
-
-# A process's static fields repeat on every sample (its pid, command line, rank variables):
-# checked once, the result is kept, and a later entry with the same static fields only has
-# its readings checked. The key holds the type of each number (4000.0 and True compare equal
-# to 4000 and 1, and are not pids), so an entry is only ever reused for one that the full
-# check would give the same answer.
-_PROCESS_CACHE: dict[tuple[Any, ...], ProcessInfo] = {}
-_PROCESS_CACHE_MAX = 4096
-
-
-def _static_key(d: dict[str, Any], gpu: int) -> tuple[Any, ...] | None:
-    cmd, env = d.get("cmdline"), d.get("env")
-    if d.get("owner") is not None or type(cmd) not in (list, type(None)):
-        return None
-    if type(env) not in (dict, type(None)):
-        return None
-    pid, ct, ppid = d.get("pid"), d.get("create_time"), d.get("ppid")
-    return (
-        gpu, pid, type(pid), ct, type(ct), ppid, type(ppid),
-        d.get("user"), d.get("name"), d.get("parent_cmd"), d.get("env_error"),
-        tuple(cmd) if cmd else (), tuple(env.items()) if env else (),
-    )  # fmt: skip
-
-
-def process(d: Any, gpu: int, where: str) -> ProcessInfo:
-    """One entry of `procs`: an object with a valid pid; other fields typed and bounded."""
-    if not isinstance(d, dict):
-        raise GputuiError(f"{where}: 'procs' holds {_kind(d)}, expected objects")
-    key = _static_key(d, gpu)
-    try:
-        seen = _PROCESS_CACHE.get(key) if key is not None else None
-    except TypeError:  # an unhashable value (a list in the command line): the full check
-        seen = key = None
-    if seen is not None:
-        return _with_readings(seen, d, where)
-    info = _process(d, gpu, where)
-    if key is not None:
-        if len(_PROCESS_CACHE) >= _PROCESS_CACHE_MAX:
-            _PROCESS_CACHE.clear()
-        _PROCESS_CACHE[key] = info
-    return info
-
-
-def _with_readings(base: ProcessInfo, d: dict[str, Any], where: str) -> ProcessInfo:
-    """`base` (checked) with this entry's own readings, checked."""
-    out = copy.copy(base)
-    set_ = object.__setattr__  # a frozen dataclass: a fresh copy is filled in here only
-    set_(out, "state", text(d, "state", where))
-    for key, (attr, _lo, _hi) in PROC_READINGS.items():
-        set_(out, attr, _proc_reading(d, key, where))
-    return out
-
-
-def _process(d: dict[str, Any], gpu: int, where: str) -> ProcessInfo:
-    ppid = number(d.get("ppid"), "ppid", where)
-    name = text(d, "name", where)
-    return ProcessInfo(
-        pid=pid(d.get("pid"), "procs[].pid", where),
-        create_time=_optional_reading(d, "create_time", where, 0, T_MAX),
-        user=text(d, "user", where),
-        name=name,
-        cmdline=recorded_argv(_cmdline(d, where), name),  # a recording is anyone's file
-        state=text(d, "state", where),
-        cpu_percent=_proc_reading(d, "cpu", where),
-        rss_mb=_proc_reading(d, "rss_mb", where),
-        ppid=int(ppid)
-        if ppid is not None and in_range(ppid, 0, PID_MAX_LIMIT, True) is None
-        else None,
-        parent_cmd=recorded_text(text(d, "parent_cmd", where, MAX_CMDLINE_CHARS)),
-        gpus=(gpu,),
-        gpu_mem_mb=_proc_reading(d, "gpu_mem_mb", where),
-        rank=rank_from_env(_env(d, where)),
-        env_error=text(d, "env_error", where),
-        live=False,
-        owner=owner_from_json(d.get("owner")),
-    )
-
-
-def gpu_row(d: dict[str, Any], t: float, index: int, where: str) -> GpuRow:
-    """A GPU line (t and gpu already checked) as a GpuSample and its processes."""
-    kw: dict[str, Any] = {}
-    na: dict[str, str] = {}
-    for key, attr, lo, hi, integral in GPU_READINGS:
-        if d.get(key) is None:
-            kw[attr] = None
-            continue
-        v, why = reading(d, key, where, lo, hi, integral)
-        kw[attr] = v
-        if why is not None:
-            na[attr] = why
-    pids = tuple(pid(p, "pids", where) for p in bounded_list(d, "pids", where, MAX_PROCS_PER_GPU))
-    mem: dict[int, float | None] = {}
-    for pair in bounded_list(d, "proc_mem", where, MAX_PROCS_PER_GPU):
-        if not isinstance(pair, list) or len(pair) != 2:
-            raise GputuiError(f"{where}: 'proc_mem' holds {_kind(pair)}, expected [pid, MiB] pairs")
-        p = pid(pair[0], "proc_mem", where)
-        mb = number(pair[1], "proc_mem", where)
-        mem[p] = None if mb is None or in_range(mb, 0, MIB_MAX) else float(mb)
-    procs: dict[int, ProcessInfo] = {}
-    for entry in bounded_list(d, "procs", where, MAX_PROCS_PER_GPU):
-        proc = process(entry, index, where)
-        procs[proc.pid] = proc
-    gpu = GpuSample(
-        index=index,
-        name=text(d, "name", where),
-        uuid=text(d, "uuid", where),
-        pids=pids,
-        proc_mem_mb=tuple(mem.items()),
-        na=na,
-        **kw,
-    )
-    return GpuRow(t=t, gpu=gpu, phase=text(d, "phase", where), procs=procs, mem=mem)

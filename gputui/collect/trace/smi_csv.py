@@ -24,7 +24,7 @@ special files, gzip, byte and line limits). Anything else wrong is one line nami
 file and line (GputuiError), never a guess: a row of the wrong width, a timestamp or a
 number that does not read, a GPU index out of range, time going backwards. nvidia-smi
 lists no processes in this query, so the samples say none is known (`procs_listed`
-False): the detector takes the node's GPUs in use as one job (gputui.diagnose.hang.groups).
+False): the detector takes the node's GPUs in use as one job (gputui.diagnose.job_groups).
 """
 
 from __future__ import annotations

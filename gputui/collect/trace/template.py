@@ -43,7 +43,8 @@ from typing import Any
 
 from gputui.collect.model import GpuSample, ProcessInfo
 from gputui.collect.trace import schema
-from gputui.collect.trace.schema import GpuRow
+from gputui.collect.trace.gpu_line import GpuRow
+from gputui.collect.trace.lines import parse_line
 
 MAX_TEMPLATE_BYTES = 64 << 10
 """Lines longer than this are not learned: a template is a compiled pattern of the line's
@@ -290,7 +291,7 @@ def _paths(raw: bytes, d: Any, numbers: list[tuple[int, int]]) -> list[tuple] | 
         pos = end
     probe.append(raw[pos:])
     try:
-        p = schema.parse_line(b"".join(probe), "")
+        p = parse_line(b"".join(probe), "")
     except Exception:  # noqa: BLE001 - no template, the line was read all the same
         return None
     found: dict[int, tuple] = {}

@@ -40,6 +40,7 @@ from gputui.collect.model import Snapshot
 from gputui.collect.trace import schema
 from gputui.collect.trace.columns import Columns, ColumnSnaps, SnapsView
 from gputui.collect.trace.grouping import OPENED, REPEAT, Grouping
+from gputui.collect.trace.lines import parse_line
 from gputui.collect.trace.read import TraceReader, iter_lines, shown
 from gputui.collect.trace.template import LineTemplates
 from gputui.errors import GputuiError
@@ -123,7 +124,7 @@ class _Index:
                 return t, int(m.group(2))
         where = self.grouping.where(n)
         try:
-            d = schema.parse_line(data, where)
+            d = parse_line(data, where)
         except GputuiError:
             if not ended:
                 return None

@@ -17,8 +17,9 @@ from typing import Any
 from gputui.collect.model import Snapshot
 from gputui.collect.procs.rankio import Stream
 from gputui.diagnose.evidence import Evidence
-from gputui.diagnose.gone.lastwords import Words, kernel_events, parse_error_file, parse_log
+from gputui.diagnose.gone.lastwords import Words, parse_error_file, parse_log
 from gputui.diagnose.gone.late import strip_launcher
+from gputui.diagnose.kernel_events import kernel_events
 from gputui.diagnose.ranking import Finding, Strength
 from gputui.diagnose.verdict import Verdict
 from gputui.textsafe import clean

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gputui.collect.frames import ChildStack, Frame, RankStack
-from gputui.diagnose.gone.lastwords import parse_kernel
 from gputui.diagnose.hang.stack_reading import is_library, read_stack
+from gputui.diagnose.kernel_events import parse_kernel
 
 # The main thread's innermost functions when it waits on something a child feeds.
 _WAITS = re.compile(

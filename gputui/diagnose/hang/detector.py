@@ -26,9 +26,9 @@ from collections.abc import Iterable
 
 from gputui.collect.model import Snapshot
 from gputui.diagnose.hang.classify import GpuState, classify_node, describe_state
-from gputui.diagnose.hang.groups import READINGS_KEY, Group, GroupMemory
 from gputui.diagnose.hang.runs import SpinRun, advance_run
 from gputui.diagnose.hang.stopped import stopped_words
+from gputui.diagnose.job_groups import READINGS_KEY, Group, GroupMemory
 from gputui.diagnose.slow.straggler import SPIN_BREAKS_HOLD_S, Straggle, WaitShares
 from gputui.diagnose.slow.words import headline
 from gputui.diagnose.states import severity

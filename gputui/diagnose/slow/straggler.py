@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from gputui.collect.model import GpuSample, Snapshot
-from gputui.diagnose.hang.groups import Group
+from gputui.diagnose.job_groups import Group
 from gputui.diagnose.slow.history import GpuHistory
 
 WAIT_UTIL_MIN = 90.0  # a kernel is resident the whole sample (waiting ranks read 97-99)
@@ -387,7 +387,7 @@ def split(
 def straggles_over(snaps: Iterable[Snapshot]) -> list[Straggle]:
     """Each job's Straggle at the last of `snaps` (a replay's `snapshot --at`): the same
     bookkeeping as the detector's, judged at every sample so that a held answer is too."""
-    from gputui.diagnose.hang.groups import GroupMemory
+    from gputui.diagnose.job_groups import GroupMemory
 
     memory, shares = GroupMemory(), WaitShares()
     out: list[Straggle] = []

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from gputui.collect import subproc
 from gputui.tools.fleet import run as fleet
+from gputui.tools.fleet.ssh import ssh_argv
 
 if TYPE_CHECKING:
     from gputui.probe.world.model import WorldOptions
@@ -41,6 +42,18 @@ def _local_argv(args: list[str]) -> tuple[list[str], dict[str, str]]:
     return [sys.executable, "-m", "gputui", *args], env
 
 
+def _ssh_argv(host: str, args: list[str], opts: WorldOptions) -> list[str]:
+    """`gputui ARGS` on `host` through ssh, with the user's ssh options (gputui.tools.fleet.ssh).
+    The remote side runs one shell string, so every word is quoted."""
+    return ssh_argv(
+        host,
+        shlex.join([opts.remote_gputui, *args]),
+        connect_timeout=opts.connect_timeout,
+        options=opts.ssh_options,
+        config=opts.ssh_config,
+    )
+
+
 def _launch_one(
     host: str, args: list[str], opts: WorldOptions, cancel: threading.Event
 ) -> fleet.HostRun:
@@ -49,14 +62,7 @@ def _launch_one(
         argv, env = _local_argv(args)
         return fleet.classify(host, *_run(argv, bound, cancel, env, stdin=True), timeout=bound)
     if opts.launcher == "ssh":
-        cmd = shlex.join([opts.remote_gputui, *args])  # a string on the remote side: quoted
-        argv = fleet.ssh_argv(
-            host,
-            cmd,
-            connect_timeout=opts.connect_timeout,
-            options=opts.ssh_options,
-            config=opts.ssh_config,
-        )
+        argv = _ssh_argv(host, args, opts)
         return fleet.classify(host, *_run(argv, bound, cancel, None, stdin=True), timeout=bound)
     raise ValueError(opts.launcher)
 
@@ -111,13 +117,7 @@ def _run_with_stdin(argv, timeout, cancel, env, stdin_fd: int) -> Outcome:
 def pdsh_exec_argv(hosts: list[str], args: list[str], opts: WorldOptions, timeout: float):
     """pdsh's exec module: it runs `ssh ... %h CMD` per host and puts the host's own name
     wherever `%h` appears, so each worker knows which host of the list it is."""
-    ssh = fleet.ssh_argv(
-        "%h",
-        shlex.join([opts.remote_gputui, *args]),
-        connect_timeout=opts.connect_timeout,
-        options=opts.ssh_options,
-        config=opts.ssh_config,
-    )
+    ssh = _ssh_argv("%h", args, opts)
     return ["pdsh", "-R", "exec", "-S", "-f", str(opts.fanout), "-u", str(math.ceil(timeout)),
             "-w", ",".join(hosts), *ssh]  # fmt: skip
 
@@ -130,14 +130,7 @@ def run_on_host(host: str, args: list[str], opts: WorldOptions, timeout: float) 
     if opts.launcher == "local":
         argv, env = _local_argv(args)
     elif opts.launcher == "ssh":
-        cmd = shlex.join([opts.remote_gputui, *args])
-        argv = fleet.ssh_argv(
-            host,
-            cmd,
-            connect_timeout=opts.connect_timeout,
-            options=opts.ssh_options,
-            config=opts.ssh_config,
-        )
+        argv = _ssh_argv(host, args, opts)
     elif opts.launcher == "srun":
         argv = fleet.srun_argv(
             [host], [opts.remote_gputui, *args], jobid=opts.jobid, timeout=timeout

@@ -24,6 +24,7 @@ from gputui.collect import subproc
 from gputui.probe.world.launch import STOP, _launch_all, _launch_one
 from gputui.probe.world.model import WorldOptions, WorldRun
 from gputui.tools.fleet import run as fleet
+from gputui.tools.fleet.ssh import config_argv
 
 FAULT_ENV = "GPUTUI_WORLD_FAULT"
 """Test-only: `HOST:KIND` (kill: the host's first rank dies after joining; hang: it blocks;
@@ -43,11 +44,9 @@ def resolve_address(host: str, opts: WorldOptions) -> str:
         return "127.0.0.1"
     if opts.launcher == "srun":
         return host
-    argv = ["ssh", "-G"] + (["-F", opts.ssh_config] if opts.ssh_config else [])
-    for o in opts.ssh_options:
-        argv += ["-o", o]
+    argv = config_argv(host, options=opts.ssh_options, config=opts.ssh_config)
     outcome, rc, out, _err, _s = subproc.run_bounded(
-        [*argv, "--", host], timeout=10.0, cancel=STOP, max_stdout=1 << 20
+        argv, timeout=10.0, cancel=STOP, max_stdout=1 << 20
     )
     if outcome == "done" and rc == 0:
         for line in out.splitlines():

@@ -14,7 +14,7 @@ from typing import Any
 
 from gputui.collect.model import ProcessInfo
 from gputui.collect.procs.rankio import TAIL_MAX, read_tail, refresh_tail, resolve
-from gputui.diagnose.gone.lastwords import parse_kernel
+from gputui.diagnose.kernel_events import parse_kernel
 from gputui.redact import redact_text
 from gputui.textsafe import clean_lines
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import socket
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,138 +20,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import psutil
-
-from gputui import __version__
 from gputui.collect.model import ProcessInfo, Snapshot
-from gputui.collect.procs.reader import exe_name
 from gputui.errors import GputuiError
 from gputui.jsonout import dumps
-from gputui.redact import redact_argv, redact_env
 from gputui.textsafe import clean
-from gputui.tools.attach import ptrace
 from gputui.tools.attach.dumpall import DumpAll, dump_all, group_dumps, stacks_record
-from gputui.tools.attach.ptrace import Target
+from gputui.tools.bundle.host_json import live_host, recorded_host
+from gputui.tools.bundle.processes import process_record
+from gputui.tools.bundle.readme import readme_lines
 from gputui.tools.bundle.safedir import write_new
 from gputui.tools.result import Cancel, LineSink, Outcome
 from gputui.tools.runner import run_tool
-from gputui.tools.which import available_tools, find_tool
+from gputui.tools.which import find_tool
 
 TOPO_TIMEOUT_S = 10.0
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-# (name, pattern on the file name in /proc/PID/maps); group 1 is the version in the name.
-_LIBS = (
-    ("nccl", re.compile(r"^libnccl\.so(?:\.([\d.]+))?$")),
-    ("cudart", re.compile(r"^libcudart\.so(?:\.([\d.]+))?$")),
-    ("cuda_driver", re.compile(r"^libcuda\.so(?:\.([\d.]+))?$")),
-    ("cublas", re.compile(r"^libcublas\.so(?:\.([\d.]+))?$")),
-    ("cudnn", re.compile(r"^libcudnn\.so(?:\.([\d.]+))?$")),
-    ("nvshmem", re.compile(r"^libnvshmem_host\.so(?:\.([\d.]+))?$")),
-    ("torch", re.compile(r"^libtorch_python\.so$")),
-)
-# pip wheels ship sonames only (libnccl.so.2): the wheel's dist-info names the version.
-_WHEELS = {"nccl": "nvidia_nccl", "cudart": "nvidia_cuda_runtime", "cublas": "nvidia_cublas"}
-
-
-def _wheel_version(lib: Path, prefix: str) -> str | None:
-    for parent in lib.parents:
-        if parent.name in ("site-packages", "dist-packages"):
-            for d in sorted(parent.glob(prefix + "*.dist-info")):
-                return d.name[: -len(".dist-info")].rpartition("-")[2]
-            return None
-    return None
-
-
-def _torch_version(lib: Path) -> str | None:
-    try:
-        text = (lib.parent.parent / "version.py").read_text()
-    except OSError:
-        return None
-    m = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", text)
-    return m.group(1) if m else None
-
-
-def process_libraries(pid: int) -> dict[str, dict[str, str | None]]:
-    """CUDA/NCCL/torch libraries a process has mapped: {name: {path, version}}.
-
-    The loaded library is what matters, not what is installed: a job can carry its own NCCL.
-    """
-    try:
-        with open(f"/proc/{pid}/maps") as f:
-            paths = {ln.split(None, 5)[5].strip() for ln in f if ln.count(" ") >= 5 and "/" in ln}
-    except (OSError, IndexError):
-        return {}
-    found: dict[str, dict[str, str | None]] = {}
-    for path in sorted(paths):
-        base = os.path.basename(path.replace(" (deleted)", ""))
-        for name, rx in _LIBS:
-            m = rx.match(base)
-            if not m or name in found:
-                continue
-            version = m.group(1) if m.groups() else None
-            lib = Path(path)
-            if name == "torch":
-                version = _torch_version(lib)
-            elif name in _WHEELS and (version is None or "." not in version):
-                version = _wheel_version(lib, _WHEELS[name]) or version
-            found[name] = {"path": path, "version": version}
-    return found
-
-
-def process_record(p: ProcessInfo | int) -> dict[str, Any]:
-    """Command line, environment (redacted) and libraries of one process, for the bundle."""
-    info = p if isinstance(p, ProcessInfo) else None
-    pid = p.pid if isinstance(p, ProcessInfo) else int(p)
-    rec: dict[str, Any] = {"pid": pid}
-    if info is not None:
-        rec.update(create_time=info.create_time, user=info.user, gpus=list(info.gpus))
-        rec["cmdline"] = redact_argv(info.cmdline, info.name)
-        if info.rank is not None:
-            rec["rank"] = info.rank.rank
-    if info is not None and not info.live:
-        rec["note"] = "from a recording: environment and libraries are not available"
-        return rec
-    problem = ptrace.preflight(Target.of(p))
-    if problem is not None:
-        rec["note"] = problem[1]
-        return rec
-    try:
-        proc = psutil.Process(pid)
-        with proc.oneshot():
-            rec["create_time"] = proc.create_time()
-            # the tool known by its comm or executable too (`exec -a python redis-cli -a X`)
-            rec["cmdline"] = redact_argv(proc.cmdline(), (proc.name(), *exe_name(proc)))
-            rec["user"] = proc.username()
-            rec["state"] = proc.status()
-            rec["cwd"] = proc.cwd()
-    except psutil.Error as e:
-        rec.setdefault("note", f"process details not readable ({type(e).__name__})")
-    try:
-        env = psutil.Process(pid).environ()
-        rec["environ"] = redact_env(env)
-        if "rank" not in rec and env.get("RANK", "").isdigit():
-            rec["rank"] = int(env["RANK"])
-    except psutil.Error as e:
-        rec["environ_error"] = f"not readable ({type(e).__name__}): run as the job's user or root"
-    rec["libraries"] = process_libraries(pid)
-    return rec
-
-
-def _recorded_host(
-    host: str, made_from: str | None, last: Snapshot | None, samples: int
-) -> dict[str, Any]:
-    """host.json of a bundle made from a recording: the recorded node, what it was made
-    from and by which gputui; none of the writing machine's kernel, tools or settings."""
-    return {
-        "hostname": host,
-        "made_from": made_from or "a recording",
-        "written_at": datetime.now().isoformat(timespec="seconds"),
-        "written_by": f"gputui {__version__}",
-        "driver": last.driver if last else None,
-        "source": "replay",
-        "samples": samples,
-    }
 
 
 def default_bundle_dir(host: str | None = None, now: float | None = None) -> Path:
@@ -412,54 +294,10 @@ def _fill(
 
     # The node and gputui itself (a replay: the recorded node, nothing of this machine).
     if recorded_node is not None:
-        dump_json("host.json", _recorded_host(host, made_from, last, len(snapshots)))
+        dump_json("host.json", recorded_host(host, made_from, last, len(snapshots)))
     else:
-        u = os.uname()
-        dump_json(
-            "host.json",
-            {
-                "hostname": host,
-                "kernel": f"{u.sysname} {u.release} {u.machine}",
-                "written_at": datetime.now().isoformat(timespec="seconds"),
-                "gputui": __version__,
-                "python": sys.version.split()[0],
-                "euid": os.geteuid(),
-                "ptrace_scope": ptrace.ptrace_scope(),
-                "cap_sys_ptrace": ptrace.has_cap_sys_ptrace(),
-                "tools": available_tools(tool_path),
-                "driver": last.driver if last else None,
-                "source": last.source if last else None,
-                "samples": len(snapshots),
-            },
-        )
+        dump_json("host.json", live_host(host, last, len(snapshots), tool_path))
     rep.elapsed_s = time.monotonic() - start
-    what = {
-        "trace.jsonl.gz": "recent samples; replay with: gputui --replay trace.jsonl.gz",
-        "verdict.json": "the hang detector's verdict at the last sample, with what the "
-        "stacks say (findings, the culprit's frame, each rank's stack)",
-        "stacks/groups.txt": "identical stacks grouped, the odd group marked",
-        "processes.json": "command line, environment (secrets redacted), CUDA/NCCL libs",
-        "health.json": "each GPU's health word and counters, each Xid with its kernel line",
-        "topology.txt": "nvidia-smi topo -m",
-        "lastwords/kernel.txt": "kernel log lines about processes (OOM killer, segfaults, Xid); "
-        "lastwords/pid-N.txt: each rank's log tail and where it writes",
-        "host.json": "node, gputui version, attach tools present, ptrace settings"
-        if recorded_node is None
-        else "the recorded node, what the bundle was made from, by which gputui",
-        "debugserver.txt": "each rank's host, line and collective from PyTorch's debug server",
-    }
-    when = datetime.now().isoformat(timespec="seconds")
-    readme = [
-        f"gputui incident bundle, {when} on {host}"
-        if recorded_node is None
-        else f"gputui incident bundle, {when}, made from {made_from or 'a recording'} of "
-        f"{host}: it holds only what the recording holds, nothing of the machine that "
-        "wrote it (no kernel log, processes, libraries, topology or settings of that host)",
-        "",
-        *(f"{name:<20} {text}" for name, text in what.items() if name in rep.files),
-        *(f"{name:<20} py-spy dump" for name in rep.files if name.startswith("stacks/pid-")),
-        "",
-        *(f"note: {n}" for n in rep.notes),
-    ]
+    readme = readme_lines(host, recorded_node, made_from, rep.files, rep.notes)
     write("README.txt", "\n".join(readme))
     return rep

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from gputui.collect import subproc
 from gputui.redact import redact_text
 from gputui.textsafe import clean
+from gputui.tools.fleet.ssh import ssh_argv
 
 MAX_OUTPUT = 4 << 20
 """Bytes of stdout read from one host. A `check --json` line is 1-100 KiB (stacks of 256
@@ -66,22 +67,6 @@ def remote_args(args: Sequence[str], host: str) -> list[str]:
 def remote_command(remote_gputui: str, args: Sequence[str], host: str) -> str:
     """The shell string the remote side runs, every word quoted."""
     return shlex.join([remote_gputui, *remote_args(args, host)])
-
-
-def ssh_argv(
-    host: str,
-    command: str,
-    *,
-    connect_timeout: float,
-    options: Sequence[str] = (),
-    config: str | None = None,
-) -> list[str]:
-    argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={math.ceil(connect_timeout)}"]
-    if config:
-        argv += ["-F", config]
-    for opt in options:
-        argv += ["-o", opt]
-    return [*argv, "--", host, command]
 
 
 def pdsh_argv(

@@ -67,7 +67,7 @@ def _entry(
     kernel: list[tuple[float, str]],
     pattern: str | None,
 ) -> dict[str, Any]:
-    from gputui.diagnose.gone.lastwords import kernel_events
+    from gputui.diagnose.kernel_events import kernel_events
     from gputui.tools.attach.core import find_core
 
     e: dict[str, Any] = {"pid": pid, "rank": rank, "gone": gone, "seen": io is not None}
@@ -125,7 +125,7 @@ def _other_logs(e: dict[str, Any], io: RankIO) -> None:
 def _about(
     kernel: list[tuple[float, str]], pid: int, born: float | None
 ) -> list[tuple[float, str]]:
-    from gputui.diagnose.gone.lastwords import kernel_events
+    from gputui.diagnose.kernel_events import kernel_events
 
     events = kernel_events(kernel, pid, born)
     return [(ev.t, ev.text) for ev in events][-MAX_KERNEL_LINES:]

@@ -215,7 +215,7 @@ def _entry(
     kernel: list[tuple[float, str]],
 ) -> dict[str, Any] | None:
     from gputui.diagnose.gone import late as L
-    from gputui.diagnose.gone.lastwords import kernel_events
+    from gputui.diagnose.kernel_events import kernel_events
 
     local = rank in local_missing or rank in here
     gpu = local_missing.get(rank)

@@ -27,7 +27,7 @@ from gputui.collect.model import ProcessInfo
 from gputui.collect.nccl.flightrec import FrRank, flight_record, job_interpreter
 from gputui.collect.nccl.ras import JobSide, query_ras
 from gputui.collect.nccl.ras_model import answer_to_dict
-from gputui.tools.bundle.write import process_libraries
+from gputui.collect.procs.libraries import process_libraries
 
 KIND = "nccl"
 RAS_INTERVAL_S = 3.0
