@@ -61,7 +61,7 @@ class EvidenceFold:
         snap: Snapshot,
         job: Job,
         health: HealthTracker,
-        seen: Mapping[int, ProcessInfo] | None,
+        seen: dict[int, ProcessInfo] | None,
         busy: BusyWatch,
     ) -> Verdict:
         """`v` with the job's evidence: the health words, then each kind's explanation,

@@ -8,7 +8,7 @@ alarm still lasts.
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Container
 
 from gputui.collect.model import ProcessInfo, Snapshot
 
@@ -21,7 +21,7 @@ class LastSeen:
     def __init__(self) -> None:
         self._seen: dict[str, dict[int, ProcessInfo]] = {}
 
-    def of(self, key: str) -> Mapping[int, ProcessInfo] | None:
+    def of(self, key: str) -> dict[int, ProcessInfo] | None:
         """The GPUs' last processes of job `key`; None when it was never seen."""
         return self._seen.get(key)
 

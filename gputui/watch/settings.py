@@ -97,3 +97,7 @@ class WatchSettings:
             return settings
         first = () if settings is None else (settings,)
         return cls(*first, *loose, **kw)
+
+    def live_if(self, live: bool) -> WatchSettings:
+        """These settings, for snapshots that are this machine's now (`live`) or not."""
+        return self if live == self.live else replace(self, live=live)
