@@ -370,6 +370,11 @@ class Watcher(Judge):
         """Records gathered since the last call, oldest first, for `gputui record` to write."""
         return self.records.take()
 
+    @property
+    def closed(self) -> bool:
+        """close() was called: no gatherer starts any more."""
+        return self._cancel.is_set()
+
     def close(self) -> None:
         """Cancel running gatherers (their tools are killed) and let their threads end."""
         self._cancel.set()
