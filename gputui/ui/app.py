@@ -140,7 +140,7 @@ class GputuiApp(
 
     def _prepare(self, snap: Snapshot) -> SnapshotReady:
         """The detector's verdict and the per-GPU history for one sample (sampler thread)."""
-        verdict = self.watcher.update(snap)
+        verdict = self.watch_run.step(snap)
         if snap.gpus:  # every sample, for `b` (a message can replace an undrawn one)
             self.recent_snapshots.append(snap)
         elif not self.recent_snapshots or not self.recent_snapshots[-1].gpus:
@@ -223,7 +223,7 @@ class GputuiApp(
 
     def on_unmount(self) -> None:
         self.sampler.stop()
-        self.watcher.close()
+        self.watch_run.close()
 
     def on_snapshot_ready(self, msg: SnapshotReady) -> None:
         was_alarm = self.verdict is not None and self.verdict.alarm
