@@ -3,13 +3,14 @@
 Why apart: the Watcher calls a stall on GPUs, but evidence is taken from processes. These
 pure functions turn a verdict and its snapshot into the job (its key names its records, so a
 replay finds them) and into a `JobTarget`: the live local ranks to dump, the ranks already
-gone (named by the process last seen on their GPU), and the Xids that may name a rank that
-died before it was seen.
+gone (named by the process last seen on their GPU: `LastSeen`, since NVML lists nothing on
+the GPU of a rank that exited), and the Xids that may name a rank that died before it was
+seen.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from gputui.collect.procs.rankio import RankIOTracker
     from gputui.diagnose.evidence import Evidence
 
-__all__ = ["busy_by_ras", "gone_target", "job_of", "target_of"]
+__all__ = ["LastSeen", "busy_by_ras", "gone_target", "job_of", "target_of"]
 
 EXITED = "its process exited before the dump"
 
@@ -108,3 +109,33 @@ def busy_by_ras(v: Verdict, evidence: list[Evidence]) -> Verdict | None:
             evidence={"ras": x},
         )
     return None
+
+
+class LastSeen:
+    """job key -> GPU index -> the process last seen on it."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, dict[int, ProcessInfo]] = {}
+
+    def of(self, key: str) -> dict[int, ProcessInfo] | None:
+        """The GPUs' last processes of job `key`; None when it was never seen."""
+        return self._seen.get(key)
+
+    def remember(self, snap: Snapshot, alarmed: Container[str]) -> None:
+        """Note `snap`'s processes; forget the jobs neither listed now nor in `alarmed`."""
+        if not snap.jobs and not self._seen:
+            return  # no job now, none remembered: nothing to do (a host with no GPU job)
+        procs = {p.pid: p for p in snap.processes}
+        keys = set()
+        for job in snap.jobs:
+            keys.add(job.key)
+            seen = self._seen.setdefault(job.key, {})
+            for pid in job.pids:
+                p = procs.get(pid)
+                if p is None:
+                    continue
+                for g in p.gpus:
+                    seen[g] = p
+        if len(self._seen) > len(keys):  # a job remembered that is not here now
+            for key in [k for k in self._seen if k not in keys and k not in alarmed]:
+                del self._seen[key]

@@ -50,10 +50,9 @@ from gputui.watch.gatherers import (  # re-exported: callers import them from he
 from gputui.watch.gathering import Gathering
 from gputui.watch.host_helpers import HostHelpers
 from gputui.watch.judge import Judge
-from gputui.watch.last_seen import LastSeen
 from gputui.watch.records import RecordStore
 from gputui.watch.settings import WatchSettings
-from gputui.watch.targets import gone_target, job_of, target_of
+from gputui.watch.targets import LastSeen, gone_target, job_of, target_of
 
 if TYPE_CHECKING:
     from gputui.collect.procs.rankio import RankIOTracker
