@@ -16,7 +16,7 @@ from straggler_job import gloo_straggler_job
 from synth import timeline, with_real_pids
 
 from gputui.collect.trace.format import TraceWriter
-from gputui.commands.check import _profile_lines
+from gputui.commands.check_text import profile_lines as _profile_lines
 from gputui.diagnose.exitcodes import SLOW
 from gputui.diagnose.hang.detector import Detector
 from gputui.tools.attach.profile import StragglerProfiler, fold

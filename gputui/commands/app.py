@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) -> Any:
     """The app on the opened source, once the source is open (or its error raised)."""
-    from gputui.commands.debugserver_args import gatherers_for
+    from gputui.watch.settings import WatchSettings
 
     GputuiApp = _app_class()
     replay = getattr(args, "demo", False) or getattr(args, "replay", None) is not None
@@ -165,11 +165,7 @@ def _make_app(args: argparse.Namespace, thread: threading.Thread, result: list) 
         source,
         probe_args=world,
         first=first,
-        stall_after=args.stall_after,
-        hang_after=args.hang_after,
-        busy_limit=args.busy_limit,
-        auto_dump=not getattr(args, "no_auto_dump", False),
-        gatherers=gatherers_for(args),
+        settings=WatchSettings.from_args(args),  # the app decides `live` from the source
         watch_terminal=True,
         story=story,
         theme=theme,

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from gputui.collect.model import ProcessInfo, Snapshot
     from gputui.collect.source import Source
     from gputui.diagnose.verdict import Verdict
+    from gputui.watch.settings import WatchSettings
 
 DEFAULT_TIMEOUT_S = 10.0  # NVML's start and each sample, when --timeout is not given
 MAX_REPLAY_SAMPLES = 2400  # ~5 min of a 2-GPU recording at 4 Hz: enough for the detector
@@ -103,8 +104,9 @@ def _samples(args: argparse.Namespace) -> tuple[list[Snapshot], str | None]:
         )
         if args.demo:
             from gputui.commands.moment import verdict_moment
+            from gputui.watch.settings import WatchSettings
 
-            moment = verdict_moment(snaps, args.stall_after, args.hang_after)
+            moment = verdict_moment(snaps, WatchSettings.from_args(args))
             snaps = snaps if moment is None else snaps[: moment + 1]
         return snaps[-MAX_REPLAY_SAMPLES:], None
     try:
@@ -135,21 +137,14 @@ def _sample_live(args: argparse.Namespace, src: Source, snaps: list[Snapshot]) -
         time.sleep(src.next_delay())
 
 
-def _verdict(args: argparse.Namespace, snaps: list[Snapshot]) -> Verdict | None:
+def _verdict(settings: WatchSettings, snaps: list[Snapshot]) -> Verdict | None:
     """The verdict at the last sample, with the stack dumps a recording carries (the
     bundle takes its own stacks; it does not auto-dump while sampling)."""
-    from gputui.watch.watcher import Watcher
+    from gputui.watch.run import last_verdict
 
     if not snaps:
         return None
-    w = Watcher(args.stall_after, args.hang_after, live=False, busy_limit=args.busy_limit)
-    try:
-        v = None
-        for s in snaps:
-            v = w.update(s)
-        return v
-    finally:
-        w.close()
+    return last_verdict(snaps, settings)
 
 
 _LIVE_STEP = re.compile(r"`gputui dump\b|\(j\) and press p|n adds native frames")
@@ -172,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
     from gputui.errors import GputuiError
     from gputui.textsafe import clean
     from gputui.tools.bundle.write import write_bundle
+    from gputui.watch.settings import WatchSettings
 
     pids = parse_pids(args.pid, what="bundle") if args.pid is not None else None
     if pids is not None and (args.demo or args.replay is not None):
@@ -188,15 +184,16 @@ def run(args: argparse.Namespace) -> int:
     from gputui.tools.bundle.safedir import append_note, on_sigterm_cancel
 
     cancel = on_sigterm_cancel()  # a SIGTERM kills the tools and removes the partial directory
-    verdict = _verdict(args, snaps)
+    settings = WatchSettings.from_args(args)  # --stall-after, --hang-after, --busy-limit
+    verdict = _verdict(settings, snaps)
     rep = write_bundle(
         args.out,
         cancel=cancel,
         snapshots=snaps,
         processes=procs,
         verdict=on_recorded_node(verdict, getattr(args, "recorded_node", None)),
-        stall_after=args.stall_after,
-        hang_after=args.hang_after,
+        stall_after=settings.stall_after,
+        hang_after=settings.hang_after,
         dump_timeout=args.timeout,
         recorded_node=getattr(args, "recorded_node", None),  # a replay: the recorded node
         made_from=getattr(args, "made_from", None),

@@ -31,6 +31,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from gputui.commands.check_after import add_probe_args, after_check
+from gputui.commands.check_source import read_recording, release
+from gputui.commands.check_text import profile_lines, said, verdict_line
 from gputui.commands.common import (
     add_detector_args,
     add_host_arg,
@@ -39,7 +41,6 @@ from gputui.commands.common import (
     open_source,
     positive_float,
 )
-from gputui.commands.debugserver_args import gatherers_for
 from gputui.commands.prom_args import add_prom_args
 from gputui.diagnose import exitcodes
 from gputui.errors import GputuiError
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     from gputui.collect.source import Source
     from gputui.diagnose.verdict import Verdict
     from gputui.tools.attach.profile import StragglerProfiler
-    from gputui.watch.watcher import Watcher
+    from gputui.watch.run import WatchRun
 
 # At the end of a live check, wait this long at most for a dump still running; the dump is
 # bounded by its own per-rank limit (5 s) and runs the ranks in parallel.
@@ -205,36 +206,14 @@ def _host_ranks() -> list[int]:
         scanner.close()
 
 
-def _line(v: Verdict, t0: float) -> str:
-    return f"+{v.t - t0:7.1f} s  {_said(v)}"
-
-
-def _said(v: Verdict) -> str:
-    """A verdict's text line without its time: a line is printed when this changes (a new
-    job key or ranks change the JSON line, not what the text says)."""
-    head = f"{v.state.upper():8s}"
-    if not v.alarm:
-        return f"{head} {v.reason}"
-    pids = ", ".join(map(str, v.suspect_pids))
-    if v.suspects:
-        sus = f"suspect GPU {', '.join(map(str, v.suspects))}" + (f" (pid {pids})" if pids else "")
-    else:
-        sus = f"suspect pid {pids}" if pids else "suspect GPU none named"
-    spin = ", ".join(map(str, v.spinning))
-    where = (
-        f"spinning GPU {spin} · {sus}" if v.spinning else "no GPU spins (ranks wait on the host)"
-    )
-    text = f"{head} {where}\n{'':19s}{v.reason}"
-    return text + "".join(f"\n{'':19s}- {f}" for f in v.findings if f != v.reason)
-
-
 def run(args: argparse.Namespace) -> int:
     from gputui.diagnose.exitcodes import OK, SICK_GPU, SLOW, worst
     from gputui.diagnose.health.report import health_key, health_line, health_text
     from gputui.diagnose.merge.node_report import NodeReport
     from gputui.diagnose.verdict import verdict_to_json
     from gputui.jsonout import dumps
-    from gputui.watch.watcher import Watcher
+    from gputui.watch.run import WatchRun
+    from gputui.watch.settings import WatchSettings
 
     check_detector_args(args)
     if args.prometheus:  # a cluster's history: gputui.commands.prom_check
@@ -245,25 +224,18 @@ def run(args: argparse.Namespace) -> int:
     if live:
         source = open_source(args, realtime=False)  # NVML's start is bounded by --timeout
     else:
-        source = _read_recording(args)
+        source = read_recording(args)
     # From here the source is open (and a replay's samples frozen out of the collector):
-    # whatever raises, _release closes it and thaws them.
-    watcher: Watcher | None = None
+    # whatever raises, release closes it and thaws them.
+    watching: WatchRun | None = None
     profiler: StragglerProfiler | None = None
     try:
-        gatherers = gatherers_for(args)
-        watcher = Watcher(
-            args.stall_after,
-            args.hang_after,
-            auto_dump=not args.no_auto_dump,
-            live=live,
-            busy_limit=args.busy_limit,
-            gatherers=gatherers,
-        )
+        watching = WatchRun(WatchSettings.from_args(args, live=live))
         profiler = _profiler(args, live)
     except BaseException:
-        _release(watcher, profiler, source, live)
+        release(watching, profiler, source, live)
         raise
+    watcher = watching.watcher  # its health and its evidence still running, at the end
     last: Verdict | None = None
     last_key: object = None
     last_said: str | None = None  # what the last text line said, without its time
@@ -300,9 +272,9 @@ def run(args: argparse.Namespace) -> int:
                 extra = {"profile": prof} if prof is not None else {}
                 health = health_line(watcher.health, snap)  # only for a line printed
                 print(dumps({**verdict_to_json(v), **keys, **health, **extra}), flush=True)
-            elif first is not None and _said(v) + _profile_lines(prof) != last_said:
-                human.append(_line(v, first.t) + _profile_lines(prof))  # health: at the end
-                last_said = _said(v) + _profile_lines(prof)
+            elif first is not None and said(v) + profile_lines(prof) != last_said:
+                human.append(verdict_line(v, first.t) + profile_lines(prof))  # health: at the end
+                last_said = said(v) + profile_lines(prof)
         last, last_key = v, key
 
     last_snap: Snapshot | None = None
@@ -314,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
             n += 1
             report = report or NodeReport(_host(args, snap))
             report.update(snap)
-            show(watcher.update(snap), snap)
+            show(watching.step(snap), snap)
         # The duration ended while a dump of the stalled job ran: its answer is the point.
         if watcher.pending():
             watcher.wait(DUMP_WAIT_S)
@@ -327,7 +299,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         interrupted = True  # report what was seen so far
     finally:
-        _release(watcher, profiler, source, live)
+        release(watching, profiler, source, live)
     if last is None or first is None:
         if interrupted:
             return 130  # Ctrl-C before the first verdict: nothing to report, quietly
@@ -379,46 +351,6 @@ def run(args: argparse.Namespace) -> int:
     )
 
 
-def _release(
-    watcher: Watcher | None, profiler: StragglerProfiler | None, source: Source, live: bool
-) -> None:
-    """Close what run() opened, in order; the source is closed and a replay's samples
-    thawed even when closing the watcher or the profiler raises."""
-    try:
-        if watcher is not None:
-            watcher.close()
-        if profiler is not None:
-            profiler.close()
-    finally:
-        try:
-            source.close()
-        finally:
-            if not live:
-                import gc
-
-                gc.unfreeze()  # see _read_recording: collectable again for a caller in-process
-
-
-def _read_recording(args: argparse.Namespace) -> Source:
-    """The replay's source, read whole before the first verdict, with the cyclic garbage
-    collector kept off its samples: the reader makes millions of small objects, none in a
-    cycle, and each collection walked all those read so far (a third of a day-long
-    replay's reading, issue 34). Paused while it reads (this thread is the only one), then
-    the samples, which live to the end of the command, are frozen out of later
-    collections (until run() ends), so the Watcher's own objects are collected as usual."""
-    import gc
-
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        source = open_source(args, realtime=False)
-    finally:
-        if was:
-            gc.enable()
-    gc.freeze()
-    return source
-
-
 def _profiler(args: argparse.Namespace, live: bool) -> StragglerProfiler | None:
     """--profile-straggler on a live node (a recording's processes are not here)."""
     if not getattr(args, "profile_straggler", False) or not live:
@@ -426,20 +358,3 @@ def _profiler(args: argparse.Namespace, live: bool) -> StragglerProfiler | None:
     from gputui.tools.attach.profile import StragglerProfiler
 
     return StragglerProfiler()
-
-
-def _profile_lines(prof: dict[str, object] | None) -> str:
-    """The straggler's top functions under its verdict line (text output)."""
-    if prof is None:
-        return ""
-    head = f"py-spy of the straggler (pid {prof.get('pid')}): {prof.get('outcome')}"
-    if prof.get("outcome") != "done":
-        return f"\n{'':19s}{head}: {prof.get('message')}"
-    where = prof.get("where")
-    head += f": {where}" if isinstance(where, str) else ""
-    rows = [
-        f"{e['share']:5.0%}  {e['frame']}"
-        + (f"  ({e.get('idle', 0) / e['share']:.0%} idle)" if e.get("idle") else "")
-        for e in prof.get("top_self") or []  # type: ignore[attr-defined]
-    ]
-    return f"\n{'':19s}{head}" + "".join(f"\n{'':21s}{r}" for r in rows)

@@ -3,7 +3,8 @@ when gputui cannot find it itself (rank 0 on another node on a port other than 2
 front end behind a forward), and where its periodic dumps are (gputui.collect.nccl.debugserver).
 
 Why options of their own beside the detector's: the commands that gather evidence at a
-stall (the dashboard, `check`, `record`) hand them to the Watcher's debug-server gatherer;
+stall (the dashboard, `check`, `record`) hand them to the Watcher's debug-server gatherer
+(gputui.watch.settings.WatchSettings.from_args binds them);
 a bad value is one line and exit 2 before anything starts.
 """
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
 
 
 def server_addr(text: str) -> str:
@@ -49,13 +49,4 @@ def add_debug_server_args(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="the debug server's periodic dumps (its dump_dir): read when no server "
         "answers, or the job is gone",
-    )
-
-
-def gatherers_for(args: argparse.Namespace) -> Any:
-    """The Watcher's gatherers with the debug server's options bound."""
-    from gputui.watch.gatherers import with_debug_server
-
-    return with_debug_server(
-        server=getattr(args, "debug_server", None), dump_dir=getattr(args, "debug_dump_dir", None)
     )

@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
     from gputui.exporter.looping import LoopingSource
     from gputui.exporter.run import serve
+    from gputui.watch.settings import WatchSettings
 
     check_detector_args(args)
     replay = args.demo or args.replay
@@ -122,7 +123,5 @@ def run(args: argparse.Namespace) -> int:
         addr=addr,
         port=port,
         host=host,
-        stall_after=args.stall_after,
-        hang_after=args.hang_after,
-        busy_limit=args.busy_limit,
+        settings=WatchSettings.from_args(args),
     )

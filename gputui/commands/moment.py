@@ -14,27 +14,24 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gputui.collect.model import Snapshot
     from gputui.diagnose.verdict import Verdict
+    from gputui.watch.settings import WatchSettings
+
+__all__ = ["verdict_moment", "verdicts"]
 
 
-def verdicts(
-    snaps: Sequence[Snapshot], stall_after: float = 10.0, hang_after: float = 60.0
-) -> list[Verdict]:
+def verdicts(snaps: Sequence[Snapshot], settings: WatchSettings | None = None) -> list[Verdict]:
     """The verdict at each sample, as a replay's Watcher gives it (recorded stacks included)."""
-    from gputui.watch.watcher import Watcher
+    from gputui.watch.run import verdicts_over
 
-    w = Watcher(stall_after, hang_after, live=False)
-    try:
-        return [w.update(s) for s in snaps]
-    finally:
-        w.close()
+    return verdicts_over(snaps, settings)
 
 
-def verdict_moment(
-    snaps: Sequence[Snapshot], stall_after: float = 10.0, hang_after: float = 60.0
-) -> int | None:
+def verdict_moment(snaps: Sequence[Snapshot], settings: WatchSettings | None = None) -> int | None:
     """Index of the first sample whose verdict is an alarm with its evidence (the suspect's
-    stack, else the findings), else of the first alarm; None when nothing alarmed."""
-    vs = verdicts(snaps, stall_after, hang_after)
+    stack, else the findings), else of the first alarm; None when nothing alarmed.
+
+    `settings`: the thresholds (default: the command line's); judged as a replay."""
+    vs = verdicts(snaps, settings)
     for want in (
         lambda v: v.alarm and v.culprit_frame,
         lambda v: v.alarm and v.findings,

@@ -96,10 +96,11 @@ def bundle_samples(args: argparse.Namespace) -> list[Snapshot]:
     names the hang (the last MAX of them), what they are made from, and the window's verdict
     as lines for the bundle (args.history)."""
     from gputui.commands.moment import verdict_moment
+    from gputui.watch.settings import WatchSettings
 
     src = prom_source(args, realtime=False)
     snaps = src.snaps
-    moment = verdict_moment(snaps, args.stall_after, args.hang_after)
+    moment = verdict_moment(snaps, WatchSettings.from_args(args))
     snaps = snaps if moment is None else snaps[: moment + 1]
     args.recorded_node = src.node
     from gputui.collect.prom.timespec import iso

@@ -29,7 +29,6 @@ from gputui.commands.common import (
     interval_seconds,
     positive_float,
 )
-from gputui.commands.debugserver_args import gatherers_for
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
@@ -182,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
     from gputui.collect.live import LiveSource
     from gputui.collect.trace.format import TraceWriter
     from gputui.collect.trace.read import shown
-    from gputui.watch.watcher import Watcher
+    from gputui.watch.run import WatchRun
+    from gputui.watch.settings import WatchSettings
 
     check_detector_args(args)
     path = Path(args.file)
@@ -208,13 +208,7 @@ def run(args: argparse.Namespace) -> int:
     except GputuiError:
         source.close()
         raise
-    watcher = Watcher(
-        args.stall_after,
-        args.hang_after,
-        auto_dump=not args.no_auto_dump,
-        busy_limit=args.busy_limit,
-        gatherers=gatherers_for(args),
-    )
+    watching = WatchRun(WatchSettings.from_args(args))  # live: it gathers at a stall
     deadline = time.monotonic() + args.duration if args.duration else None
     print(
         f"recording {len(source.nvml.devices)} GPU(s) to {shown(path)} every {args.interval:g} s "
@@ -227,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
         failure = write_samples(
             source,
             writer,
-            watcher,
+            watching.watcher,
             args.interval,
             deadline,
             stop,
@@ -238,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
         writer.abandon()  # keep what is on disk (complete samples); write nothing more
         raise
     finally:
-        watcher.close()
+        watching.close()
         if stop.is_set():  # stopped by a signal: leave promptly, the exit releases NVML
             source.leave()
         else:

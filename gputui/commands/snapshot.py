@@ -315,7 +315,8 @@ def _moment(args: argparse.Namespace) -> tuple[Snapshot, list[Snapshot], Any, li
     from gputui.diagnose.health.judge import HealthTracker
     from gputui.diagnose.job_groups import GroupMemory
     from gputui.diagnose.slow.straggler import WaitShares
-    from gputui.watch.watcher import Watcher
+    from gputui.watch.run import WatchRun, replay_settings
+    from gputui.watch.settings import WatchSettings
 
     def calm(snap: Snapshot) -> bool:
         return GpuState.SPINNING not in classify_node(snap.gpus).values()
@@ -331,12 +332,9 @@ def _moment(args: argparse.Namespace) -> tuple[Snapshot, list[Snapshot], Any, li
     # pass: the wait shares' own group memory, and a replay's Watcher with their defaults
     memory, shares = GroupMemory(), WaitShares()
     straggles: list[Any] = []
-    watcher = Watcher(
-        getattr(args, "stall_after", 10.0), getattr(args, "hang_after", 60.0), live=False
-    )
     snap: Snapshot | None = None
     verdict = None
-    try:
+    with WatchRun(replay_settings(WatchSettings.from_args(args))) as run:
         for s in moment.snaps:
             if keep is not None and snap is None:  # one --gpus rule for every face
                 from gputui.commands.common import require_gpus
@@ -347,9 +345,7 @@ def _moment(args: argparse.Namespace) -> tuple[Snapshot, list[Snapshot], Any, li
             groups = memory.update(snap)
             shares.observe(snap, groups)
             straggles = shares.judge(snap, groups)
-            verdict = watcher.update(snap)
-    finally:
-        watcher.close()
+            verdict = run.step(snap)
     assert snap is not None  # a moment has at least its own sample
     return snap, [snap], health, straggles, verdict
 
@@ -367,11 +363,11 @@ def _print(
 ) -> int:
     """`verdict`: the moment's, when the caller has judged its history already (a replay);
     else it is the last of `seen`'s verdicts."""
-    from gputui.commands.moment import verdicts
     from gputui.jsonout import dumps
+    from gputui.watch.run import last_verdict
 
     if verdict is None:
-        verdict = verdicts(seen)[-1] if seen else None
+        verdict = last_verdict(seen) if seen else None
     if args.json:
         d = snapshot_to_json(snap, health, straggles)
         print(dumps({**d, "verdict": verdict_summary(verdict)}, indent=2))

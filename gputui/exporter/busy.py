@@ -18,11 +18,14 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputui.collect.model import Snapshot
 from gputui.collect.procs.progress import Counters, read_counters
 from gputui.diagnose.hang.progress import BUSY_LIMIT_S, RankProgress, judge_rank
+
+if TYPE_CHECKING:
+    from gputui.watch.judge import Judge
 
 KEEP = 64  # readings per pid (about 12 s at the exporter's pace)
 WINDOW_S = 12.0
@@ -41,11 +44,12 @@ class BusySuspects:
         self.busy_limit = busy_limit
         self._jobs: dict[str, dict[int, _Pid]] = {}
 
-    def update(self, snap: Snapshot, detector: Any) -> None:
-        spinning = set(detector.runs)
+    def update(self, snap: Snapshot, judge: Judge) -> None:
+        """Read the counters of the non-spinning ranks of every job that spins now."""
+        spinning = set(judge.runs)
         live = {p.pid for p in snap.processes if p.live}
         keep: set[str] = set()
-        for key, group in detector.memory.groups.items():
+        for key, group in judge.groups.items():
             if not spinning & set(group.members):
                 continue
             keep.add(key)

@@ -15,9 +15,12 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputui.collect.model import ProcessInfo, Snapshot
+
+if TYPE_CHECKING:
+    from gputui.watch.judge import Judge
 
 ASK_EVERY_S = 30.0
 NAMES = ("gputui_job_debug_server",)
@@ -49,12 +52,12 @@ class DebugServerUp:
         self._up: dict[str, bool] = {}
         self._running: dict[str, Future[Any]] = {}
 
-    def update(self, snap: Snapshot, detector: Any) -> None:
+    def update(self, snap: Snapshot, judge: Judge) -> None:
         """Ask for each stalled or hung job that is due; forget the others."""
         procs = {p.pid: p for p in snap.processes}
         now = time.monotonic()
         stalled = set()
-        for key, v in detector.job_verdicts.items():
+        for key, v in judge.job_verdicts.items():
             if not v.alarm:
                 continue
             stalled.add(key)
@@ -67,7 +70,7 @@ class DebugServerUp:
                 del self._running[key]
             if key in self._running or now - self._asked.get(key, -1e9) < self.every:
                 continue
-            group = detector.memory.groups.get(key)
+            group = judge.groups.get(key)
             pids = sorted({p for m in group.members.values() for p in m.pids}) if group else []
             ranks = tuple(procs[p] for p in pids if p in procs and procs[p].live)
             if not ranks:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui.collect.model import Snapshot
-from gputui.diagnose.hang.detector import Detector
+from gputui.watch.judge import Judge
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,12 @@ class RasSuspects:
             with self._lock:
                 self._records[key] = rec
 
-    def update(self, snap: Snapshot, detector: Detector) -> None:
+    def update(self, snap: Snapshot, judge: Judge) -> None:
         """Ask RAS for every stalled or hung job; forget the jobs that are not any more."""
         procs = {p.pid: p for p in snap.processes}
-        keys = set(detector.job_verdicts)
-        for key, v in detector.job_verdicts.items():
-            group = detector.memory.groups.get(key)
+        keys = set(judge.job_verdicts)
+        for key, v in judge.job_verdicts.items():
+            group = judge.groups.get(key)
             pids = {p for m in group.members.values() for p in m.pids} if group else set()
             self.poller.poll(key, tuple(procs[p] for p in sorted(pids) if p in procs), v.state)
         self.poller.end(keys)

@@ -1,4 +1,4 @@
-"""Wiring: the Source, one Sampler thread, the Detector, the HTTP server; ends on a signal.
+"""Wiring: the Source, one Sampler thread, the detector, the HTTP server; ends on a signal.
 
 Nothing here attaches to a process (no py-spy, no ptrace): the exporter reads NVML and /proc
 only, so it runs without CAP_SYS_PTRACE.
@@ -18,10 +18,11 @@ from prometheus_client.process_collector import ProcessCollector
 from gputui.collect.model import Snapshot
 from gputui.collect.sampler import Sampler
 from gputui.collect.source import Source
-from gputui.diagnose.hang.detector import Detector
 from gputui.exporter.metrics import GputuiCollector
 from gputui.exporter.server import bound_port, serve_metrics
 from gputui.exporter.view import Watch
+from gputui.watch.judge import Judge
+from gputui.watch.settings import WatchSettings
 
 CLOSE_TIMEOUT_S = 2.0  # closing NVML may block when NVML is wedged: do not wait longer
 
@@ -68,23 +69,27 @@ def serve(
     addr: str,
     port: int,
     host: str,
-    stall_after: float,
-    hang_after: float,
-    busy_limit: float = 600.0,
+    settings: WatchSettings | None = None,
     stop: threading.Event | None = None,
     out: TextIO = sys.stderr,
+    **loose: float,
 ) -> int:
-    """Serve until SIGTERM/SIGINT (or `stop` is set, for tests). Returns the exit status."""
+    """Serve until SIGTERM/SIGINT (or `stop` is set, for tests). Returns the exit status.
+
+    `settings`: the detector's thresholds and --busy-limit (gputui.watch.settings); the
+    loose form (`stall_after=`, `hang_after=`, `busy_limit=`) builds the same, for tests.
+    """
+    s = WatchSettings.of(settings, **loose)
     log = _Log(out)
     from gputui.exporter.busy import BusySuspects
     from gputui.exporter.debugserver_up import DebugServerUp
     from gputui.exporter.ras_suspects import RasSuspects
 
     ras = RasSuspects() if source.kind != "replay" else None  # a replay has no job to ask
-    busy = BusySuspects(busy_limit) if source.kind != "replay" else None  # nor processes
+    busy = BusySuspects(s.busy_limit) if source.kind != "replay" else None  # nor processes
     debug = DebugServerUp() if source.kind != "replay" else None
-    detector = Detector(stall_after=stall_after, hang_after=hang_after)
-    watch = Watch(detector, host=host, ras=ras, busy=busy, debug=debug)
+    # The detector alone: the exporter gathers no evidence (it attaches to no process).
+    watch = Watch(Judge(s), host=host, ras=ras, busy=busy, debug=debug)
     server = serve_metrics(addr, port, make_registry(watch))  # fails before sampling starts
     stop = stop or threading.Event()
     in_main = threading.current_thread() is threading.main_thread()

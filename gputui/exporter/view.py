@@ -1,8 +1,10 @@
 """What the exporter serves, as plain immutable data built once per sample.
 
-The sampler thread runs the Detector on each snapshot and builds a `View` from the snapshot,
-the verdict and the detector's per-GPU spin runs and per-job verdicts. A scrape only formats
-the latest View, so scrapes cost no NVML call and no detector work, however often they come.
+The sampler thread runs the detector on each snapshot and builds a `View` from the snapshot,
+the verdict and the detector's per-GPU spin runs and per-job verdicts, read through the
+public face of the detector's home (gputui.watch.judge.Judge), never its insides. A scrape
+only formats the latest View, so scrapes cost no NVML call and no detector work, however
+often they come.
 
 Label values stay bounded: GPU series carry index, UUID and host; job series carry the job's
 key (never its free-text label or a command line); pids appear only on suspect series. A
@@ -26,6 +28,7 @@ from gputui.diagnose.hang.detector import Detector
 from gputui.diagnose.job_groups import Group
 from gputui.diagnose.states import EXPORTED, worse
 from gputui.diagnose.verdict import BUSY, OK, Verdict
+from gputui.watch.judge import Judge
 
 MIB = 2**20
 # Longest label value; a longer job key (a TORCHELASTIC_RUN_ID can be anything) is cut and
@@ -135,11 +138,11 @@ def _owners(snap: Snapshot, gpu: int) -> tuple[tuple[str, str, str, str], ...]:
     return tuple(out[:MAX_OWNERS_PER_GPU])
 
 
-def gpu_rows(snap: Snapshot, verdict: Verdict, detector: Detector) -> tuple[GpuRow, ...]:
+def gpu_rows(snap: Snapshot, verdict: Verdict, judge: Judge) -> tuple[GpuRow, ...]:
     rows = []
-    waits = {i: x for s in detector.straggles for i, x in s.shares.items()}
+    waits = {i: x for s in judge.straggles for i, x in s.shares.items()}
     for g in snap.gpus:
-        run = detector.runs.get(g.index)
+        run = judge.runs.get(g.index)
         rows.append(
             GpuRow(
                 index=g.index,
@@ -211,10 +214,10 @@ def job_rows(
     return tuple(sorted(rows.values(), key=lambda r: r.job))
 
 
-def straggler_rows(detector: Detector, ranks: Mapping[int, int]) -> tuple[Straggler, ...]:
+def straggler_rows(judge: Judge, ranks: Mapping[int, int]) -> tuple[Straggler, ...]:
     """One row per straggler GPU (per pid on it) of every slow job at the latest sample."""
     out = []
-    for s in detector.straggles:
+    for s in judge.straggles:
         label = job_label(s.key, s.shares)
         for i in s.stragglers:
             pids = s.pids.get(i, ())
@@ -233,14 +236,16 @@ class Watch:
 
     def __init__(
         self,
-        detector: Detector,
+        judge: Judge | Detector,
         host: str,
         clock: Callable[[], float] = time.monotonic,
         ras: Any = None,
         busy: Any = None,
         debug: Any = None,
     ) -> None:
-        self.detector = detector
+        # The detector's home, read through its public face; a Detector a test made is
+        # given one (gputui.watch.judge).
+        self.judge = judge if isinstance(judge, Judge) else Judge.around(judge)
         self.ras = ras  # gputui.exporter.ras_suspects.RasSuspects, or None
         self.busy = busy  # gputui.exporter.busy.BusySuspects, or None (a replay)
         self.debug = debug  # gputui.exporter.debugserver_up.DebugServerUp, or None
@@ -259,23 +264,24 @@ class Watch:
     def on_snapshot(self, snap: Snapshot) -> None:
         from gputui.exporter.health_metrics import health_rows
 
-        verdict = self.detector.update(snap)
+        judge = self.judge
+        verdict = judge.judge(snap)
         self.health.update(snap)
-        groups = self.detector.memory.groups
+        groups = judge.groups
         self._remember_ranks(snap, groups)
         if self.ras is not None:
-            self.ras.update(snap, self.detector)
+            self.ras.update(snap, judge)
         if self.busy is not None:
-            self.busy.update(snap, self.detector)
+            self.busy.update(snap, judge)
         if self.debug is not None:
-            self.debug.update(snap, self.detector)
+            self.debug.update(snap, judge)
         view = View(
             t=snap.t,
             host=bounded(snap.hostname or self.host),
-            gpus=gpu_rows(snap, verdict, self.detector),
+            gpus=gpu_rows(snap, verdict, judge),
             jobs=job_rows(
                 groups,
-                self.detector.job_verdicts,
+                judge.job_verdicts,
                 self._ranks,
                 self.ras,
                 snap,
@@ -283,7 +289,7 @@ class Watch:
                 debug=self.debug,
             ),
             health=health_rows(self.health, snap, bounded),
-            stragglers=straggler_rows(self.detector, self._ranks),
+            stragglers=straggler_rows(judge, self._ranks),
         )
         with self._lock:
             self._view = view
@@ -306,6 +312,11 @@ class Watch:
         with self._lock:
             view, received = self._view, self._received
         return view, max(0.0, self.clock() - received)
+
+    @property
+    def detector(self) -> Detector:
+        """The detector itself, for a test that reads its latest verdict (`.last`)."""
+        return self.judge.detector
 
     @property
     def remembered_pids(self) -> int:

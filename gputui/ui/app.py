@@ -44,7 +44,8 @@ from gputui.ui.widgets.palette import Palette
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.straggler_view import slow_flags
 from gputui.ui.widgets.strips import LineView, text_line
-from gputui.watch.watcher import Watcher
+from gputui.watch.run import WatchRun
+from gputui.watch.settings import WatchSettings
 
 NO_GPU_HINT = "Try `gputui --demo` to replay a real NCCL hang recorded on 2 x H200."
 NO_GPU_HINT_SHORT = "Busiest host processes below · try `gputui --demo`: a real NCCL hang"
@@ -87,37 +88,29 @@ class GputuiApp(
     def __init__(
         self,
         source: Source,
-        stall_after: float = 10.0,
-        hang_after: float = 60.0,
-        busy_limit: float = 600.0,
+        settings: WatchSettings | None = None,
         probe_args: dict[str, Any] | None = None,
         bundle_dir: Path | None = None,
-        auto_dump: bool = True,
         watch_terminal: bool = False,
         first: Snapshot | None = None,
         story: DemoStory | None = None,
         theme: str | None = None,
-        gatherers: Any = None,
+        **loose: Any,  # stall_after=, auto_dump=... : the settings' fields, for tests
     ) -> None:
         super().__init__()
         if theme is not None:  # one of theme_names(): the caller checked it (commands/app.py)
             self.theme = theme
         self.source = source
         self.story = story  # the guided demo (`gputui --demo`), holding at each finding
-        self.stall_after, self.hang_after = stall_after, hang_after
+        # Whether the Watcher may gather follows the source: a replay's evidence is recorded.
+        self.settings = WatchSettings.of(settings, **loose).live_if(source.kind != "replay")
         self.bundle_dir = bundle_dir
         self.probe_args = probe_args or {}
         self.recent_snapshots: deque[Snapshot] = deque(maxlen=RECENT)
         # The hang detector, plus the evidence it gathers at a stall (stack dumps of every
         # rank; in a replay, the dumps the recording carries): run on the sampler thread.
-        self.watcher = Watcher(
-            stall_after,
-            hang_after,
-            live=source.kind != "replay",
-            auto_dump=auto_dump,
-            busy_limit=busy_limit,
-            **({"gatherers": gatherers} if gatherers is not None else {}),
-        )
+        self.watch_run = WatchRun(self.settings)  # stepped on the sampler thread
+        self.watcher = self.watch_run.watcher
         self.watcher.on_evidence = lambda: self.post_message(EvidenceArrived())
         self.snapshot: Snapshot | None = None
         self.verdict: Any | None = None
@@ -148,7 +141,7 @@ class GputuiApp(
 
     def _prepare(self, snap: Snapshot) -> SnapshotReady:
         """The detector's verdict and the per-GPU history for one sample (sampler thread)."""
-        verdict = self.watcher.update(snap)
+        verdict = self.watch_run.step(snap)
         if snap.gpus:  # every sample, for `b` (a message can replace an undrawn one)
             self.recent_snapshots.append(snap)
         elif not self.recent_snapshots or not self.recent_snapshots[-1].gpus:
@@ -231,7 +224,7 @@ class GputuiApp(
 
     def on_unmount(self) -> None:
         self.sampler.stop()
-        self.watcher.close()
+        self.watch_run.close()
 
     def on_snapshot_ready(self, msg: SnapshotReady) -> None:
         was_alarm = self.verdict is not None and self.verdict.alarm

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from gputui.ui.widgets.bars import KeyBar
     from gputui.ui.widgets.gpu_board import GpuBoard
     from gputui.ui.widgets.process_table import ProcessTable
+    from gputui.watch.settings import WatchSettings
     from gputui.watch.watcher import Watcher
 
 
@@ -41,8 +42,7 @@ class AppLike(Protocol):
     recent_snapshots: deque[Snapshot]
     story: Any  # a gputui.ui.actions.story.DemoStory, or None (not imported: it imports
     # the table mixin, which types against this protocol)
-    stall_after: float
-    hang_after: float
+    settings: WatchSettings  # the Watcher's, which a bundle judges with too
     probe_args: dict[str, Any]
     bundle_dir: Path | None
     last_bundle: ToolPane | None  # the bundle pane of this session, for the way out

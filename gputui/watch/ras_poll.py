@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputui.collect.model import ProcessInfo
+from gputui.collect.model import Job, ProcessInfo, Snapshot
 from gputui.tools.episodes import EpisodeWorker
 
 KIND = "ras"
@@ -75,6 +75,20 @@ class RasPoller(EpisodeWorker[_Episode]):
         ep.last_ask = now
         ep.asked += 1
         self._submit(self._ask, key, ep, live)
+
+    def poll_spinning(
+        self, snap: Snapshot, spinning: Collection[int], alarm: Job | None, state: str
+    ) -> None:
+        """Ask for every job whose GPUs (`spinning`) spin now, before the stall is called,
+        and for `alarm` (the job the verdict, in `state`, is about); end the others."""
+        jobs = {j.key: (j, "spin") for j in snap.jobs if set(spinning) & set(j.gpus)}
+        if alarm is not None:
+            jobs[alarm.key] = (alarm, state)
+        if jobs:  # no spinning job (most samples): no process index to build
+            procs = {p.pid: p for p in snap.processes}
+            for key, (job, trigger) in jobs.items():
+                self.poll(key, tuple(procs[p] for p in job.pids if p in procs), trigger)
+        self.end(set(jobs))
 
     def _ask(self, key: str, ep: _Episode, ranks: tuple[ProcessInfo, ...]) -> None:
         from gputui.tools.gather.nccl import local_ranks, ras_enabled, ras_query, ras_setup

@@ -358,6 +358,8 @@ def _gpu_list(ix: list[int]) -> str:
 def diagnose_trace(
     snaps: Iterable[Snapshot], stall_after: float = 10.0, hang_after: float = 60.0
 ) -> list[Verdict]:
-    """The verdict at every sample of a recording (what `gputui check --replay` prints)."""
+    """The detector's verdict at every sample of a recording, NVML's alone: the pure core's
+    one loop (its tests, and gputui.tools.bundle, which sit below gputui.watch). A face
+    runs the Watcher instead (gputui.watch.run), which adds the recorded evidence."""
     det = Detector(stall_after, hang_after)
     return [det.update(s) for s in snaps]

@@ -45,14 +45,13 @@ def default_bundle_dir(host: str | None = None, now: float | None = None) -> Pat
 
 
 def detector_verdict(snapshots: Sequence[Snapshot], stall_after: float, hang_after: float) -> Any:
-    """Run the hang detector over the snapshots; raises ImportError when it is not built."""
-    from gputui.diagnose.hang.detector import Detector  # lazily: diagnose is optional here
+    """The hang detector's verdict at the last snapshot (None without one), by the pure
+    core's own loop over a recording (tools sit below gputui.watch, whose run the faces
+    use); raises ImportError when the detector is not built."""
+    from gputui.diagnose.hang.detector import diagnose_trace  # lazily: diagnose is optional
 
-    det = Detector(stall_after=stall_after, hang_after=hang_after)
-    verdict = None
-    for s in snapshots:
-        verdict = det.update(s)
-    return verdict
+    verdicts = diagnose_trace(snapshots, stall_after, hang_after)
+    return verdicts[-1] if verdicts else None
 
 
 def verdict_with_stacks(

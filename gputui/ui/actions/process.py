@@ -229,8 +229,7 @@ class ProcessActions:
             snaps,
             verdict=self.verdict,
             out_dir=out,
-            stall_after=self.stall_after,
-            hang_after=self.hang_after,
+            settings=self.settings,
             # A replay's pids are not processes of this node: samples and verdict only.
             processes=[] if replay else None,
             recorded_node=node,

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import ComposeResult
@@ -30,6 +30,9 @@ from gputui.textsafe import clean
 from gputui.tools.result import Cancel, LineSink, Outcome, ToolResult
 from gputui.ui.widgets.palette import role
 from gputui.ui.widgets.safe_text import Static, Text
+
+if TYPE_CHECKING:
+    from gputui.watch.settings import WatchSettings
 
 ToolCall = Callable[[LineSink, Cancel], Any]
 """Runs a tool: `(on_line, cancel) -> ToolResult | DumpAll | BundleReport` (has summary_lines)."""
@@ -233,15 +236,18 @@ def bundle_pane(
     snapshots: Sequence[Snapshot],
     verdict: Any | None = None,
     out_dir: Path | None = None,
-    stall_after: float = 10.0,
-    hang_after: float = 60.0,
+    settings: WatchSettings | None = None,
     processes: Sequence[ProcessInfo | int] | None = None,
     recorded_node: str | None = None,
     made_from: str | None = None,
     records: Sequence[dict[str, Any]] = (),
 ) -> ToolPane:
+    """The pane that writes an incident bundle; `settings`: the thresholds the bundle
+    judges its samples with when `verdict` is None (default: the command line's)."""
     from gputui.tools.bundle.write import write_bundle
+    from gputui.watch.settings import WatchSettings
 
+    s = settings if settings is not None else WatchSettings()
     return ToolPane(
         f"incident bundle -> {clean(str(out_dir))}" if out_dir is not None else "incident bundle",
         lambda on_line, cancel: write_bundle(
@@ -249,8 +255,8 @@ def bundle_pane(
             snapshots=list(snapshots),
             processes=processes,
             verdict=verdict,
-            stall_after=stall_after,
-            hang_after=hang_after,
+            stall_after=s.stall_after,
+            hang_after=s.hang_after,
             on_line=on_line,
             cancel=cancel,
             recorded_node=recorded_node,
