@@ -22,19 +22,37 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["Detector", "GpuState", "Verdict", "classify_gpu", "diagnose_trace"]
+__all__ = [
+    "Detector",
+    "Evidence",
+    "Finding",
+    "fold",
+    "GpuState",
+    "ranks_text",
+    "Strength",
+    "Verdict",
+]
+# Each name of the face -> the module of this package that defines it.
 _WHERE = {
-    "Detector": "hang.detector",
-    "diagnose_trace": "hang.detector",
+    "Evidence": "evidence",
+    "fold": "evidence",
     "GpuState": "hang.classify",
-    "classify_gpu": "hang.classify",
+    "Detector": "hang.detector",
+    "ranks_text": "rank_lists",
+    "Finding": "ranking",
+    "Strength": "ranking",
     "Verdict": "verdict",
 }
 
 
 def __getattr__(name: str) -> Any:
-    """The package's names, imported on first use: `gputui check --help` reads the exit-code
-    table (gputui.diagnose.exitcodes) without paying for the detector."""
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"gputui.diagnose.{_WHERE[name]}"), name)
-    raise AttributeError(name)
+    """A name of the face, imported on first use (PEP 562): importing one module of this
+    package (the dashboard's first frame imports a few) does not import the others."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

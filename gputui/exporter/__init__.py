@@ -11,3 +11,31 @@ format the latest View, so a scrape never calls NVML and never runs the detector
 - `looping`: a replay that starts over, for a demo exporter that runs for days.
 - `run`: wires the source, the sampler, the detector and the server; ends on SIGTERM/SIGINT.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "LoopingSource",
+    "parse_listen",
+]
+# Each name of the face -> the module of this package that defines it.
+_WHERE = {
+    "LoopingSource": "looping",
+    "parse_listen": "server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the face, imported on first use (PEP 562): importing one module of this
+    package (the dashboard's first frame imports a few) does not import the others."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -22,7 +22,9 @@ they are read (gputui.collect.procs.reader), environments where the bundle reads
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from gputui.redact.names import holds_a_path, is_secret_name, looks_like_path
 from gputui.redact.scan import REDACTED, apply_spans, argv_spans, text_spans
@@ -31,12 +33,34 @@ from gputui.redact.tools import Programs, tool_spans
 __all__ = [
     "REDACTED",
     "is_secret_name",
+    "recorded_argv",
+    "recorded_record",
+    "recorded_text",
     "redact_argv",
     "redact_command",
     "redact_env",
     "redact_text",
     "redact_value",
 ]
+# Names of the face defined in a module that itself imports this package (the redaction of a
+# recording's fields is built on the functions below): imported on first use.
+_WHERE = {
+    "recorded_argv": "recorded",
+    "recorded_record": "recorded",
+    "recorded_text": "recorded",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of `_WHERE`, imported on first use (PEP 562)."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])
 
 
 def redact_text(text: str) -> str:
