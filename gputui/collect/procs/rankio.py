@@ -118,7 +118,17 @@ def read_tail(
     new to read) or it cannot be read. Never more than `limit` bytes; a file truncated or
     rotated while read simply gives what is there now. `owner`: (uid, groups) of the process
     that named the file: opened as that user could, never through a link
-    (gputui.collect.safe_open); None: the caller's own file, opened plainly."""
+    (gputui.collect.safe_open); None: the caller's own file, opened plainly.
+
+    Args:
+        path: the file.
+        last_size: its size at the last read (-1: never read).
+        limit: the most bytes read from its end.
+        owner: (uid, groups) of the process that named the file; None: the caller's own file.
+
+    Returns:
+        (size, last bytes), or None when the size has not changed or the file cannot be read.
+    """
     try:
         if owner is None:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -148,6 +158,15 @@ def read_tail(
 
 
 def core_pattern(path: str = CORE_PATTERN) -> str | None:
+    """The kernel's core_pattern: where a crashed rank's core file goes (or the program it is piped
+    to).
+
+    Args:
+        path: the file to read (/proc/sys/kernel/core_pattern; tests pass another).
+
+    Returns:
+        The pattern, or None when it cannot be read.
+    """
     try:
         with open(path, "rb") as f:
             return f.read(4096).decode("utf-8", "replace").strip()
@@ -223,7 +242,16 @@ def _ancestors(pid: int, n: int = 3) -> list[int]:
 
 
 def stream(pid: int, fd: int) -> Stream:
-    """Where fd `fd` of `pid` goes, and for a pipe who holds the other end."""
+    """Where fd `fd` of `pid` goes, and for a pipe who holds the other end.
+
+    Args:
+        pid: the process.
+        fd: one of its file descriptors (1, 2...).
+
+    Returns:
+        A Stream: a file (its path), a pipe (who holds its other end), a tty, a socket,
+        /dev/null, other or unknown.
+    """
     try:
         target = os.readlink(f"/proc/{pid}/fd/{fd}")
     except OSError:
@@ -256,7 +284,17 @@ def _env_value(pid: int, name: str) -> str | None:
 
 
 def resolve(pid: int, create_time: float | None, rank: int | None, job: str | None) -> RankIO:
-    """Everything about where a live rank writes (no tail yet)."""
+    """Everything about where a live rank writes (no tail yet).
+
+    Args:
+        pid: the rank's pid.
+        create_time: its start time (a reused pid is another process).
+        rank: its rank, when known.
+        job: its job's key, when known.
+
+    Returns:
+        A RankIO: its stdout and stderr streams, log files and error file, without tails.
+    """
     try:
         cwd: str | None = os.readlink(f"/proc/{pid}/cwd")
     except OSError as e:
@@ -289,7 +327,14 @@ def resolve(pid: int, create_time: float | None, rank: int | None, job: str | No
 
 def refresh_tail(io: RankIO) -> RankIO:
     """The tail read again if the file changed. A file already deleted (a temporary file, a
-    rotated log) is read through /proc/PID/fd while the rank is alive."""
+    rotated log) is read through /proc/PID/fd while the rank is alive.
+
+    Args:
+        io: what is known of where a rank writes, with its last tail.
+
+    Returns:
+        The same RankIO with its tail read again when the file changed.
+    """
     path = io.log_path()
     if path is None:
         return io
@@ -308,7 +353,15 @@ def refresh_tail(io: RankIO) -> RankIO:
 
 
 def alive(pid: int, create_time: float | None) -> bool:
-    """Whether `pid` is still the same process (a reused pid is another process)."""
+    """Whether `pid` is still the same process (a reused pid is another process).
+
+    Args:
+        pid: the process's pid.
+        create_time: its start time when first seen; None: any process with that pid.
+
+    Returns:
+        True when a process with that pid and start time still runs.
+    """
     try:
         import psutil
 
