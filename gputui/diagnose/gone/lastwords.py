@@ -197,7 +197,15 @@ def parse_traceback(lines: list[str]) -> tuple[str | None, str | None]:
 
 
 def parse_log(text: str, rank: int | None = None) -> Words:
-    """Last words from a log tail (already bounded by the reader)."""
+    """Last words from a log tail (already bounded by the reader).
+
+    Args:
+        text: the end of a rank's stderr or log file.
+        rank: the rank that wrote it, when known (a shared log names each rank's lines).
+
+    Returns:
+        Its Words: the last exception, the user frame it names, CUDA and NCCL lines.
+    """
     lines = rank_lines(text, rank)
     exc, frame = parse_traceback(lines)
     cuda = nccl = None
@@ -221,7 +229,15 @@ def parse_log(text: str, rank: int | None = None) -> Words:
 
 def parse_error_file(text: str) -> Words:
     """torchelastic's error file (TORCHELASTIC_ERROR_FILE, written by @record):
-    `{"message": {"message": "RuntimeError: ...", "extraInfo": {"py_callstack": ...}}}`."""
+    `{"message": {"message": "RuntimeError: ...", "extraInfo": {"py_callstack": ...}}}`.
+
+    Args:
+        text: the error file's content.
+
+    Returns:
+        Its Words (the exception and the user frame of its call stack); empty Words when it is not
+        one.
+    """
     try:
         doc = json.loads(text)
     except ValueError:
@@ -242,7 +258,15 @@ def parse_error_file(text: str) -> Words:
 
 
 def parse_kernel(line: str, t: float = 0.0) -> KernelEvent | None:
-    """One kernel line about a process: the OOM killer, a segfault or trap, an Xid."""
+    """One kernel line about a process: the OOM killer, a segfault or trap, an Xid.
+
+    Args:
+        line: one line of the kernel log.
+        t: its time (Unix seconds), when known.
+
+    Returns:
+        The KernelEvent it tells, or None when the line is about no process's end.
+    """
     if m := _OOM_KILL.search(line):
         return KernelEvent("oom-kill", int(m.group(1)), t, line)
     if m := _OOM_KILL2.search(line):
@@ -260,7 +284,17 @@ def kernel_events(
     lines: list[tuple[float, str]], pid: int, born: float | None, slack: float = 1.0
 ) -> tuple[KernelEvent, ...]:
     """Kernel events about `pid`, only from after the process was born: a pid number is
-    reused, and an older line about it is about another process."""
+    reused, and an older line about it is about another process.
+
+    Args:
+        lines: (time, line) of the kernel log, oldest first.
+        pid: the process the events must be about.
+        born: the process's start time; None: unknown (every line about the pid counts).
+        slack: seconds a line may precede `born` (the two clocks differ a little).
+
+    Returns:
+        The process's KernelEvents (OOM kill, segfault, trap, Xid), oldest first.
+    """
     out = []
     for t, text in lines:
         if str(pid) not in text:

@@ -73,7 +73,16 @@ class JobReport:
 
 
 def gpu_ref(g: GpuColumns, hist: History, k: int | None) -> dict[str, Any]:
-    """A GPU as JSON names it: node, index, UUID, and its pod at step k (or its last)."""
+    """A GPU as JSON names it: node, index, UUID, and its pod at step k (or its last).
+
+    Args:
+        g: one GPU's columns.
+        hist: the window's columns.
+        k: the step whose pod is named; None: the GPU's last pod.
+
+    Returns:
+        `{"node", "gpu", "uuid", "pod"...}`.
+    """
     ref: dict[str, Any] = {"host": g.host, "gpu": g.gpu, "uuid": g.uuid}
     o = owner_at(g, k)
     if o >= 0:
@@ -83,7 +92,16 @@ def gpu_ref(g: GpuColumns, hist: History, k: int | None) -> dict[str, Any]:
 
 
 def sample_time(g: GpuColumns, hist: History, k: int) -> float:
-    """When the value a GPU's step k reads was scraped (the step's time if not known)."""
+    """When the value a GPU's step k reads was scraped (the step's time if not known).
+
+    Args:
+        g: one GPU's columns.
+        hist: the window's columns.
+        k: the step.
+
+    Returns:
+        Unix seconds.
+    """
     seen = g.cols.get("seen")
     if seen is not None and seen[k] == seen[k]:
         return seen[k]

@@ -34,8 +34,23 @@ def judge_window(
     fail_on_slow: bool = False,
     job: str | None = None,
 ) -> Judgement:
-    """`job`: only that job's verdicts, and the Xids, counters and missing nodes of its
-    GPUs (the others are judged too: a job is told from its peers' labels)."""
+    """The hang detector's rule over a window of a cluster's history, job by job.
+
+    `job`: only that job's verdicts, and the Xids, counters and missing nodes of its
+    GPUs (the others are judged too: a job is told from its peers' labels).
+
+    Args:
+        hist: the window's columns (gputui.collect.prom.read_history).
+        stall_after: seconds of spinning after which a job is stalled.
+        hang_after: seconds of spinning after which it is hung.
+        by_label: whether `--job-label` names the jobs.
+        fail_on_slow: whether a straggler makes the exit code non-zero.
+        job: only that job's verdicts; None: every job's.
+
+    Returns:
+        The Judgement: the events (stalls, hangs, stragglers) in time order, each job's report,
+        notes, and the exit code.
+    """
     by_owner = not per_node(hist, by_label)
     readers = [GpuReader(g, by_owner) for g in hist.gpus]
     events, jobs = judge_hangs(hist, stall_after, hang_after, by_label, readers)
