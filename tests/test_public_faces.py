@@ -125,9 +125,7 @@ def _section(doc: str, title: str) -> str | None:
 def test_every_function_of_a_face_says_its_args_and_what_it_returns(pkg, name, fn):
     doc = inspect.getdoc(fn) or ""
     assert doc, f"{pkg}.{name} has no docstring"
-    params = [
-        p for p in inspect.signature(fn).parameters.values() if p.name not in ("self", "cls")
-    ]
+    params = [p for p in inspect.signature(fn).parameters.values() if p.name not in ("self", "cls")]
     if params:
         args = _section(doc, "Args")
         assert args is not None, f"{pkg}.{name}: no 'Args:' section"
