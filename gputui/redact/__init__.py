@@ -31,7 +31,6 @@ from gputui.redact.scan import REDACTED, apply_spans, argv_spans, text_spans
 from gputui.redact.tools import Programs, tool_spans
 
 __all__ = [
-    "REDACTED",
     "is_secret_name",
     "recorded_argv",
     "recorded_record",
@@ -41,6 +40,7 @@ __all__ = [
     "redact_env",
     "redact_text",
     "redact_value",
+    "REDACTED",
 ]
 # Names of the face defined in a module that itself imports this package (the redaction of a
 # recording's fields is built on the functions below): imported on first use.

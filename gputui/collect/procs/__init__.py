@@ -9,6 +9,7 @@ from typing import Any
 
 __all__ = [
     "alive",
+    "ancestors",
     "command_of",
     "core_pattern",
     "Counters",
@@ -18,6 +19,7 @@ __all__ = [
     "HostRankScanner",
     "listeners",
     "Owner",
+    "program_name",
     "rank_from_env",
     "RankIO",
     "RankIOTracker",
@@ -41,7 +43,9 @@ _WHERE = {
     "Counters": "progress",
     "read_counters": "progress",
     "alive": "rankio",
+    "ancestors": "rankio",
     "core_pattern": "rankio",
+    "program_name": "rankio",
     "RankIO": "rankio",
     "RankIOTracker": "rankio",
     "read_tail": "rankio",

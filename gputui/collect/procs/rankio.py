@@ -201,14 +201,22 @@ def _inode_holders(inode: str, pids: Iterable[int], me: int) -> str | None:
         for fd in fds[:4096]:
             try:
                 if os.readlink(f"/proc/{pid}/fd/{fd}").endswith(want):
-                    return f"{_comm(pid)} (pid {pid})"
+                    return f"{program_name(pid)} (pid {pid})"
             except OSError:
                 continue
     return None
 
 
-def _comm(pid: int) -> str:
-    """The program's name: torchrun shows as python3 in comm, so the command line says it."""
+def program_name(pid: int) -> str:
+    """The program's name: torchrun shows as python3 in comm, so the command line says it.
+
+    Args:
+        pid: the process.
+
+    Returns:
+        The launcher's name (`torchrun`, `srun`, `mpirun`...) when its command line shows one, else
+        argv[0]'s basename; `?` when unreadable.
+    """
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = [a.decode("utf-8", "replace") for a in f.read(4096).split(b"\0") if a]
@@ -226,7 +234,17 @@ def _comm(pid: int) -> str:
     return "?"
 
 
-def _ancestors(pid: int, n: int = 3) -> list[int]:
+def ancestors(pid: int, n: int = 3) -> list[int]:
+    """A process's parent, grandparent... from /proc/PID/stat: who may hold the other end of its
+    pipe.
+
+    Args:
+        pid: the process.
+        n: the most generations read.
+
+    Returns:
+        Their pids, nearest first, stopping before init (pid 1) or where /proc cannot be read.
+    """
     out = []
     for _ in range(n):
         try:
@@ -259,7 +277,7 @@ def stream(pid: int, fd: int) -> Stream:
     m = _PIPE.match(target)
     if m is not None:
         kind, inode = m.group(1), m.group(2)
-        return Stream(kind, target, _inode_holders(inode, _ancestors(pid), pid))
+        return Stream(kind, target, _inode_holders(inode, ancestors(pid), pid))
     if target == "/dev/null":
         return Stream("null", target)
     if target.startswith(("/dev/pts/", "/dev/tty")) or target == "/dev/console":

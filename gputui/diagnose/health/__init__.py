@@ -18,11 +18,11 @@ __all__ = [
     "health_line",
     "health_text",
     "HealthTracker",
-    "join",
     "KIND",
-    "lead",
     "probe_findings",
+    "with_health_headline",
     "with_links",
+    "with_probe_findings",
 ]
 # Each name of the face -> the module of this package that defines it.
 _WHERE = {
@@ -30,16 +30,16 @@ _WHERE = {
     "blamed": "blame",
     "forced": "blame",
     "explain_blamed_probe": "blamed_probe",
-    "join": "blamed_probe",
     "KIND": "blamed_probe",
     "probe_findings": "blamed_probe",
+    "with_probe_findings": "blamed_probe",
     "HealthTracker": "judge",
     "bundle_health": "report",
     "health_key": "report",
     "health_line": "report",
     "health_text": "report",
     "health_evidence": "words",
-    "lead": "words",
+    "with_health_headline": "words",
     "with_links": "words",
 }
 

@@ -180,7 +180,7 @@ def explain_blamed_probe(record: dict[str, Any], verdict: Any, snap: Any) -> Evi
     return Evidence(KIND, findings=tuple(f.text for f in found), ranked=tuple(found), extra=extra)
 
 
-def join(v: Any, ev: Evidence) -> Any:
+def with_probe_findings(v: Any, ev: Evidence) -> Any:
     """The verdict with the probe's findings ranked among its own: a probe that confirms the
     hardware (HARDWARE) may lead; one that clears it is context under the rest.
 

@@ -227,7 +227,7 @@ def health_evidence(
     return Evidence("health", ranked=found, suspect_pids=pids)
 
 
-def lead(v: Any) -> Any:
+def with_health_headline(v: Any) -> Any:
     """The verdict with its headline (`reason`) taken from a health finding that leads the
     ranking (HARDWARE, RANK_GONE); the detector's own sentence is kept, last, as a finding.
 

@@ -19,13 +19,13 @@ __all__ = [
     "job_key",
     "judge_window",
     "Judgement",
-    "per_node",
+    "one_job_per_node",
     "sample_time",
 ]
 # Each name of the face -> the module of this package that defines it.
 _WHERE = {
     "job_key": "jobs",
-    "per_node": "jobs",
+    "one_job_per_node": "jobs",
     "gpu_ref": "judge",
     "sample_time": "judge",
     "GpuReader": "samples",

@@ -58,7 +58,7 @@ def owner_jobs(hist: History, by_label: bool) -> list[str | None]:
     return [job_key(o, by_label) for o in hist.owners]
 
 
-def per_node(hist: History, by_label: bool) -> bool:
+def one_job_per_node(hist: History, by_label: bool) -> bool:
     """No owner names a job anywhere in the window: every node's GPUs are one job.
 
     Args:

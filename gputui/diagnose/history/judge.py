@@ -25,7 +25,7 @@ from gputui.diagnose.exitcodes import HANG, OK
 from gputui.diagnose.hang.classify import GpuState, classify_all, describe_state
 from gputui.diagnose.hang.detector import MAX_GAP_S
 from gputui.diagnose.hang.runs import DIP_MAX_S, SpinRun, advance_run
-from gputui.diagnose.history.jobs import owner_jobs, per_node
+from gputui.diagnose.history.jobs import one_job_per_node, owner_jobs
 from gputui.diagnose.history.samples import GpuReader
 from gputui.diagnose.history.slow import Waits
 from gputui.diagnose.verdict import HUNG, STALLED
@@ -150,7 +150,7 @@ def judge_hangs(
     step = hist.step
     dip = max(DIP_MAX_S, 1.5 * step)
     gap = max(MAX_GAP_S, 2.5 * step)
-    by_owner = not per_node(hist, by_label)
+    by_owner = not one_job_per_node(hist, by_label)
     ojobs = owner_jobs(hist, by_label)
     jobs: dict[str, _Job] = {}
     for i, g in enumerate(hist.gpus):

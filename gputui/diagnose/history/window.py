@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from gputui.collect.prom.columns import History
 from gputui.diagnose.exitcodes import OK, SLOW, worst
 from gputui.diagnose.history.counters import counter_events, missing_nodes, xid_events
-from gputui.diagnose.history.jobs import per_node
+from gputui.diagnose.history.jobs import one_job_per_node
 from gputui.diagnose.history.judge import Event, JobReport, judge_hangs
 from gputui.diagnose.history.samples import GpuReader
 
@@ -51,7 +51,7 @@ def judge_window(
         The Judgement: the events (stalls, hangs, stragglers) in time order, each job's report,
         notes, and the exit code.
     """
-    by_owner = not per_node(hist, by_label)
+    by_owner = not one_job_per_node(hist, by_label)
     readers = [GpuReader(g, by_owner) for g in hist.gpus]
     events, jobs = judge_hangs(hist, stall_after, hang_after, by_label, readers)
     events += xid_events(hist) + counter_events(hist) + missing_nodes(hist)

@@ -24,10 +24,10 @@ _WHERE = {
     "ras_blamed": "host_blame",
     "explain_host_probe": "host_probe",
     "exit_code": "join",
-    "line_from_json": "node_line",
     "merge": "join",
     "Merged": "join",
     "merged_to_json": "join",
+    "line_from_json": "node_line",
     "NodeReport": "node_report",
 }
 

@@ -90,7 +90,7 @@ def explain_host_probe(rec: dict[str, Any]) -> HostProbeFinding:
     return HostProbeFinding(tuple(lines), hardware, drain=drain)
 
 
-def join(m: Merged, found: HostProbeFinding) -> Merged:
+def with_host_probe(m: Merged, found: HostProbeFinding) -> Merged:
     """The verdict with the probe's lines among its findings (first: they answer its
     question), and its next step answered: the probe that was offered is replaced by what
     follows from it."""
