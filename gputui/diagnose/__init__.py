@@ -10,6 +10,7 @@ The rooms, one concern each:
 - `health`: GPU health words, NVLink and PCIe error rates, what the verdict blames.
 - `gone`: why a rank is gone (its last words, found while it lived or after the fact).
 - `merge`: many nodes' `check --json` lines into one job-wide verdict.
+- `history`: the detector's rule over a window of a cluster's history (`check --prometheus`).
 - At the top, what every room shares: the `Verdict`, `Evidence` and its fold, the one
   ranking of findings, the exit codes.
 

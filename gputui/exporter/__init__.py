@@ -1,7 +1,8 @@
 """`gputui exporter`: the hang detector's state as Prometheus metrics, for fleets.
 
-A face beside the dashboard and the CLI (docs/architecture.md): it reads `collect`
-and `diagnose` and never imports `ui`, `commands` or `tools` (tests/test_exporter_layers.py).
+A face beside the dashboard and the CLI (docs/architecture.md): it reads `collect`,
+`diagnose` and the watcher's RAS poller (`gputui.watch.ras_poll`), and never imports `ui`,
+`commands`, `tools` or `probe` itself (tests/test_exporter_layers.py).
 One Sampler thread feeds the Detector and publishes an immutable `View`; scrapes only
 format the latest View, so a scrape never calls NVML and never runs the detector.
 
