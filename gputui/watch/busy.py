@@ -147,7 +147,7 @@ class BusyWatch:
         """The evidence folded in; busy (no alarm) while the rank the others wait for
         advances, up to --busy-limit (gputui.diagnose.hang.progress)."""
         from gputui.diagnose.evidence import fold
-        from gputui.diagnose.health.words import with_health_headline
+        from gputui.diagnose.health.findings import with_health_headline
 
         if ras_busy is not None:
             return ras_busy

@@ -277,7 +277,7 @@ class Watcher:
         h = self._health
         if not v.stragglers or h is None or not h.links.findings():
             return v
-        from gputui.diagnose.health.words import with_links
+        from gputui.diagnose.health.findings import with_links
 
         return with_links(v, h, snap)  # type: ignore[no-any-return]
 
@@ -432,9 +432,9 @@ class Watcher:
         if job is None:
             return v
         from gputui.diagnose.evidence import Evidence, fold
-        from gputui.diagnose.health.words import health_evidence, with_health_headline
+        from gputui.diagnose.health.findings import health_evidence, with_health_headline
 
-        # A failed GPU or a rank's Xid leads the verdict (gputui.diagnose.health.words).
+        # A failed GPU or a rank's Xid leads the verdict (gputui.diagnose.health.findings).
         seen = self._seen.get(job.key)
         hw = [e for e in (health_evidence(self.health, v, snap, job, seen),) if e is not None]
         recs = self._evidence(v, snap, job)

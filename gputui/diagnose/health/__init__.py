@@ -1,5 +1,6 @@
-"""GPU health, judged: one word per GPU, NVLink and PCIe error rates, what the verdict
-blames, and the blamed GPU's probe result.
+"""GPU health, judged: one word per GPU (`judge`), NVLink and PCIe error rates, the findings
+that join a stalled or slow job's verdict (`findings`), what the verdict blames, and the
+blamed GPU's probe result.
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ _WHERE = {
     "health_key": "report",
     "health_line": "report",
     "health_text": "report",
-    "health_evidence": "words",
-    "with_health_headline": "words",
-    "with_links": "words",
+    "health_evidence": "findings",
+    "with_health_headline": "findings",
+    "with_links": "findings",
 }
 
 
