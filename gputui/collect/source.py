@@ -68,10 +68,10 @@ def job_start(snaps: list[Snapshot], phase: str) -> float:
 
     Args:
         snaps: the recording's samples, oldest first.
-        phase: the phase a recording marks (`hang`, `straggler`...).
+        phase: a phase label the recording's samples carry (its ground truth).
 
     Returns:
-        The wall time (Unix seconds) the dashboard's job clock starts from.
+        The sample's time (Unix seconds).
     """
     mine = [s for s in snaps if s.phase == phase]
     first = next((s for s in mine if s.processes), mine[0] if mine else snaps[0])

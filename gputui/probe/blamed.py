@@ -130,7 +130,7 @@ def probe_blamed(
         devices: the GPUs that may be probed.
         backend: `nccl`, or `gloo` for a drill without GPUs.
         timeout: seconds each pair may take.
-        size: bytes per copy; None: the probe's default.
+        size: bytes per copy and all_reduce; None: the backend's default.
         job: the job's key, for the record.
         on_progress: called with each pair's Progress; None: none.
         cancel: set to stop at once.

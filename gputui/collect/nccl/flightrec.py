@@ -316,7 +316,8 @@ def flight_record(
     Args:
         ranks: the job's local ranks (pid, rank, where each dumps).
         cancel: set to stop waiting and analyzing.
-        world_size: the job's world size, when known (the analyzer needs it for a partial dump set).
+        world_size: the job's world size, when known: with every rank's dump in, the analyzer
+            is told the set is complete.
         wait_s: how long to wait for the ranks' dumps to appear.
         analyzer_timeout_s: the bound on PyTorch's flight-recorder analyzer.
 

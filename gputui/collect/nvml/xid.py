@@ -106,7 +106,8 @@ def info(xid: int) -> XidInfo:
         xid: an Xid number, as the driver reported it.
 
     Returns:
-        The catalogue's XidInfo: what it means, whether it is hardware, what to do.
+        The catalogue's XidInfo: what it means, whose fault (program, hardware), what it does
+        to the GPU's health word, what to do.
     """
     known = CATALOGUE.get(xid)
     if known is not None:

@@ -51,7 +51,8 @@ def rank_from_env(env: Mapping[str, str]) -> RankInfo | None:
         env: a process's environment.
 
     Returns:
-        Its RankInfo (rank, world size, local rank, job id), or None when it carries no rank.
+        Its RankInfo (ranks, world sizes, master address, run id), or None when it carries
+        none of the rank variables.
     """
     if not any(k in env for k in RANK_ENV_VARS):
         return None

@@ -55,7 +55,7 @@ def read_history(
         The window's History: every GPU's series in columns on the step grid.
 
     Raises:
-        GputuiError: no GPU series match, or the server failed (exit 2).
+        GputuiError: no GPU series match (exit 2), or the exchange with the server failed.
     """
     n = math.floor((end - start) / step + 1e-9) + 1
     if n > MAX_STEPS:

@@ -204,7 +204,7 @@ def permission_advice(
         has_cap: whether gputui holds CAP_SYS_PTRACE; "read": read it here.
         euid: gputui's effective uid; None: os.geteuid().
         target_uid: the process's uid; "read": read it here.
-        target_user: the process's user name, for the advice; None: from the uid.
+        target_user: the process's user name, with a given `target_uid` ("read" reads both).
 
     Returns:
         One line: why, and what to do (sudo, the capability, the scope).

@@ -143,7 +143,7 @@ def ras_setup(env: dict[str, str], libs: dict[str, Any], interval: float) -> dic
     Args:
         env: a rank's environment.
         libs: the libraries it has mapped (process_libraries).
-        interval: seconds between RAS queries.
+        interval: seconds between the two RAS queries.
 
     Returns:
         The `ras` part: the job's NCCL_RAS_* settings, NCCL loaded and its version, the interval, no
@@ -221,7 +221,7 @@ def gather_nccl(
     Args:
         target: the stalled job at its transition (gputui.watch.gatherers.JobTarget).
         cancel: set to stop early.
-        ras_interval: seconds between RAS queries while the job stays stalled.
+        ras_interval: seconds between the two RAS queries (the second shows who moved).
         fr_wait_s: how long to wait for the flight recorder's dumps; None: its default.
         analyzer_timeout_s: the bound on the flight recorder's analyzer; None: its default.
         ras: whether to ask RAS (False when the Watcher's poller asks it).
