@@ -25,7 +25,11 @@ from textual.widgets import Static
 
 from gputui.collect.model import ProcessInfo, RankInfo
 from gputui.diagnose.health.blame import Blame, blamed
-from gputui.diagnose.health.blamed_probe import explain_blamed_probe, join, probe_findings
+from gputui.diagnose.health.blamed_probe import (
+    explain_blamed_probe,
+    probe_findings,
+    with_probe_findings,
+)
 from gputui.diagnose.ranking import Finding, Strength
 from gputui.diagnose.verdict import Verdict
 from gputui.probe.blamed import holders, refusal, refused_record
@@ -165,7 +169,7 @@ def test_the_probes_finding_joins_the_verdict_and_leads_when_it_confirms_the_har
     rec = record(
         [((3, 0), True, 385.0, None), ((3, 1), True, 395.0, None), ((3, 5), True, 12.0, None)]
     )
-    joined = join(v, explain_blamed_probe(rec, v, None))
+    joined = with_probe_findings(v, explain_blamed_probe(rec, v, None))
     assert [f.source for f in joined.ranked] == ["health", "blamed_probe", "stacks", "nvml"]
     assert joined.reason == xid.text  # the Xid still leads; the probe stands beside it
     assert joined.evidence["blamed_probe"]["pairs"][2]["gbps"] == 12.0

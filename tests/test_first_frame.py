@@ -27,7 +27,7 @@ NOT_AT_START = (
     "gputui.diagnose.hang.detector",
     "gputui.diagnose.evidence",
     "gputui.diagnose.health.judge",
-    "gputui.diagnose.health.words",
+    "gputui.diagnose.health.findings",
     "gputui.diagnose.hang.rendezvous",
     "gputui.tools.gather.rendezvous",
     "gputui.tools.attach.stacks",

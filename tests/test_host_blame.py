@@ -14,7 +14,7 @@ import pytest
 from conftest import run_cli
 
 from gputui.diagnose.merge.host_blame import neighbours
-from gputui.diagnose.merge.host_probe import explain_host_probe, join
+from gputui.diagnose.merge.host_probe import explain_host_probe, with_host_probe
 from gputui.diagnose.merge.join import line_from_json, merge, merged_to_json
 
 T = 1_795_338_000.0
@@ -101,7 +101,7 @@ def test_a_broken_host_joins_the_verdict_first_and_the_next_step_is_to_drain_it(
     assert found.hardware
     said = "world probe over c, d, b: host c is broken: fails alone: rank 0 killed"
     assert found.lines == (said,)
-    m = join(_blamed(), found)
+    m = with_host_probe(_blamed(), found)
     assert m.findings[0] == found.lines[0]
     assert not any("--bisect" in s for s in m.next_steps)  # the offer is answered
     assert any("scontrol update nodename=c state=drain" in s for s in m.next_steps)
@@ -118,7 +118,7 @@ def test_every_host_and_pair_passing_clears_the_host_and_points_at_the_job():
     assert not found.hardware
     assert "every host and host pair passed (all_reduce 1.5 GB/s)" in found.lines[0]
     assert "the cause is in the job" in found.lines[0]
-    m = join(_blamed(), found)
+    m = with_host_probe(_blamed(), found)
     assert not any("drain" in s for s in m.next_steps)
 
 
@@ -130,7 +130,7 @@ def test_a_world_that_fails_only_whole_clears_no_one_and_drains_no_host():
         in (found.lines[0])
     )
     assert not any("the cause is in the job" in x for x in found.lines)
-    m = join(_blamed(), found)
+    m = with_host_probe(_blamed(), found)
     assert not any("drain" in s for s in m.next_steps)
 
 

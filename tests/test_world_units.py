@@ -14,7 +14,7 @@ from gputui.probe.world.bisect import Bisect, _judge_pairs
 from gputui.probe.world.model import HostResult, WorldOptions, WorldRun
 from gputui.probe.world.nccl import parse_lines, summary, transport_kind
 from gputui.probe.world.parse import host_result, short_error
-from gputui.probe.world.probe import spec_for, worker_args
+from gputui.probe.world.runner import spec_for, worker_args
 from gputui.tools.fleet.run import HostRun
 
 NCCL_LINES = """\

@@ -4,7 +4,96 @@ The rooms: `nvml` (the driver: the bounded NVML thread, readings, NVLink counter
 events, the Xid catalogue), `procs` (host processes: the table, jobs and ranks, owners,
 PID namespaces, where ranks write, their progress), `nccl` (NCCL RAS, the flight recorder,
 PyTorch's debug server: asked and parsed), `trace` (recordings: format, bounded reader,
-record shapes). At the top what they share: the Snapshot model, the Source and Sampler,
-stack frames, the kernel log, host lists and bounded reads. Collect reads; it never judges
-(an import-linter contract keeps it below gputui.diagnose).
+record shapes), `prom` (a cluster's GPU history from a Prometheus-compatible server). At
+the top what they share: the Snapshot model, the Source and Sampler, stack frames, the
+kernel log, host lists and bounded reads. Collect reads; it never judges (an import-linter
+contract keeps it below gputui.diagnose).
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "ChildStack",
+    "clip",
+    "collective_name",
+    "demo_path",
+    "expand_hosts",
+    "filter_gpus",
+    "FilteredSource",
+    "Frame",
+    "GpuSample",
+    "host_from_name",
+    "HostListError",
+    "is_this_host",
+    "Job",
+    "job_start",
+    "KernelLog",
+    "LiveSource",
+    "loads_bounded",
+    "main_thread",
+    "MAX_CHILDREN",
+    "MAX_FRAMES",
+    "MAX_SIDE_FRAMES",
+    "MAX_THREADS",
+    "NoSuchGpus",
+    "ProcessInfo",
+    "ranks_of_record",
+    "RankStack",
+    "ReplaySource",
+    "sample_bounded",
+    "Sampler",
+    "Snapshot",
+    "Source",
+    "ThreadStack",
+]
+# Each name of the face -> the module of this package that defines it.
+_WHERE = {
+    "sample_bounded": "bounded",
+    "loads_bounded": "capped",
+    "ChildStack": "frames",
+    "clip": "frames",
+    "collective_name": "frames",
+    "Frame": "frames",
+    "main_thread": "frames",
+    "MAX_CHILDREN": "frames",
+    "MAX_FRAMES": "frames",
+    "MAX_SIDE_FRAMES": "frames",
+    "MAX_THREADS": "frames",
+    "ranks_of_record": "frames",
+    "RankStack": "frames",
+    "ThreadStack": "frames",
+    "expand_hosts": "hostlist",
+    "host_from_name": "hostlist",
+    "HostListError": "hostlist",
+    "KernelLog": "kernlog",
+    "LiveSource": "live",
+    "GpuSample": "model",
+    "Job": "model",
+    "ProcessInfo": "model",
+    "Snapshot": "model",
+    "Sampler": "sampler",
+    "demo_path": "source",
+    "filter_gpus": "source",
+    "FilteredSource": "source",
+    "job_start": "source",
+    "NoSuchGpus": "source",
+    "ReplaySource": "source",
+    "Source": "source",
+    "is_this_host": "this_host",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the face, imported on first use (PEP 562): importing one module of this
+    package (the dashboard's first frame imports a few) does not import the others."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

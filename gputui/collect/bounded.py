@@ -28,6 +28,17 @@ def sample_bounded(
 
     Returns None when the source has run out, or when `stop` was set before the sample
     came. Raises GputuiError (exit 2) when the sample failed or did not come in time.
+
+    Args:
+        source: where the sample comes from (live, a replay).
+        timeout: seconds to wait for the sample before giving up.
+        stop: set by the caller to give up early (Ctrl-C, SIGTERM); None: wait for `timeout`.
+
+    Returns:
+        The Snapshot, or None when the source has run out or `stop` was set first.
+
+    Raises:
+        GputuiError: the sample failed or did not come within `timeout` (exit 2).
     """
     box: dict[str, Any] = {}
     done = threading.Event()

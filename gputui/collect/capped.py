@@ -98,7 +98,18 @@ _DECODER = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_constant=_
 
 
 def loads_bounded(text: str, max_depth: int = MAX_DEPTH) -> Any:
-    """One JSON value; ValueError with a short reason for anything malformed or hostile."""
+    """One JSON value; ValueError with a short reason for anything malformed or hostile.
+
+    Args:
+        text: the JSON text, from a file or a line that may be hostile.
+        max_depth: how deeply arrays and objects may nest before the text is refused.
+
+    Returns:
+        The decoded value (dict, list, str, number, bool or None).
+
+    Raises:
+        ValueError: malformed JSON, or nesting deeper than `max_depth`.
+    """
     if not nesting_ok(text.encode("utf-8", "surrogatepass"), max_depth):
         raise ValueError(f"JSON nested deeper than {max_depth} levels")
     try:

@@ -171,7 +171,14 @@ class ChildStack:
 
 
 def main_thread(threads: Sequence[ThreadStack]) -> ThreadStack | None:
-    """The thread a training loop runs in; py-spy lists it first when no name is known."""
+    """The thread a training loop runs in; py-spy lists it first when no name is known.
+
+    Args:
+        threads: one process's threads, as py-spy listed them.
+
+    Returns:
+        The thread named MainThread, else py-spy's first; None when there are no threads.
+    """
     for t in threads:
         if t.name == "MainThread":
             return t
@@ -179,7 +186,15 @@ def main_thread(threads: Sequence[ThreadStack]) -> ThreadStack | None:
 
 
 def collective_name(f: Frame) -> str | None:
-    """The collective a frame is (`all_reduce`, `broadcast`, `synchronize`...), or None."""
+    """The collective a frame is (`all_reduce`, `broadcast`, `synchronize`...), or None.
+
+    Args:
+        f: one frame of a Python or native stack.
+
+    Returns:
+        The collective's name (`all_reduce`, `barrier`, `synchronize`...), or None when the frame is
+        in none.
+    """
     base = f.function.rsplit(".", 1)[-1]
     if not _COLLECTIVE.match(base):
         return None
@@ -275,7 +290,17 @@ class RankStack:
 
 
 def ranks_of_record(record: dict[str, Any]) -> tuple[RankStack, ...]:
-    """The rank entries of a `{"type": "stacks"}` record; ValueError when the body is bad."""
+    """The rank entries of a `{"type": "stacks"}` record; ValueError when the body is bad.
+
+    Args:
+        record: a `stacks` record, as written or as read back from a recording.
+
+    Returns:
+        One RankStack per rank entry, in the record's order.
+
+    Raises:
+        ValueError: an entry that gputui would not have written.
+    """
     ranks = record.get("ranks")
     if not isinstance(ranks, list) or len(ranks) > MAX_RANKS:
         raise ValueError(f"'ranks' must be a list of at most {MAX_RANKS} entries")
@@ -283,7 +308,15 @@ def ranks_of_record(record: dict[str, Any]) -> tuple[RankStack, ...]:
 
 
 def clip(text: str, limit: int = MAX_TEXT) -> str:
-    """A string short enough for a record (tool messages can be long)."""
+    """A string short enough for a record (tool messages can be long).
+
+    Args:
+        text: a message or a line of a tool's output.
+        limit: the most characters kept.
+
+    Returns:
+        `text` itself, or its first `limit` - 3 characters and `...`.
+    """
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

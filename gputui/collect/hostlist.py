@@ -196,7 +196,18 @@ def _from_file(path: str, into: _Hosts) -> None:
 
 
 def expand_hosts(text: str) -> list[str]:
-    """Host names, in order, without duplicates. ValueError (one line) on a bad expression."""
+    """Host names, in order, without duplicates. ValueError (one line) on a bad expression.
+
+    Args:
+        text: a host expression: names, Slurm ranges (`node[01-04,07]`), commas, a file
+            (`@hosts.txt`).
+
+    Returns:
+        The host names, in order, each once.
+
+    Raises:
+        ValueError: a bad expression (one line, for the command to print).
+    """
     into = _Hosts()
     for item in _split_top(text.strip()):
         if item.startswith("@"):
@@ -237,7 +248,14 @@ def hosts_option(text: str, said: str, *, whole: bool = False) -> list[str]:
 
 
 def host_from_name(path: str) -> str:
-    """'node-17.jsonl.gz' -> 'node-17': a replay's host when the recording names none."""
+    """'node-17.jsonl.gz' -> 'node-17': a replay's host when the recording names none.
+
+    Args:
+        path: a recording's path or file name.
+
+    Returns:
+        The file name without its directory and its recording suffixes.
+    """
     name = Path(path).name
     for suffix in _SUFFIXES:
         name = name.removesuffix(suffix)

@@ -46,7 +46,11 @@ MAX_REPLAY_DELAY_S = 3600.0
 
 
 def demo_path() -> Path:
-    """The bundled real 2 x H200 recording (see gputui/data/README.md)."""
+    """The bundled real 2 x H200 recording (see gputui/data/README.md).
+
+    Returns:
+        The path of the recording `--demo` replays, inside the installed package.
+    """
     from importlib import resources  # here: the live start-up path does not need it
 
     return Path(str(resources.files("gputui") / "data" / DEMO_FILE))
@@ -60,7 +64,15 @@ def demo_offset(snaps: list[Snapshot]) -> float:
 
 def job_start(snaps: list[Snapshot], phase: str) -> float:
     """When the job of a recorded `phase` shows its first process (the phase's start when
-    none does; the file's start when no sample has the phase)."""
+    none does; the file's start when no sample has the phase).
+
+    Args:
+        snaps: the recording's samples, oldest first.
+        phase: a phase label the recording's samples carry (its ground truth).
+
+    Returns:
+        The sample's time (Unix seconds).
+    """
     mine = [s for s in snaps if s.phase == phase]
     first = next((s for s in mine if s.processes), mine[0] if mine else snaps[0])
     return first.t
@@ -255,6 +267,13 @@ def filter_gpus(snap: Snapshot, keep: frozenset[int]) -> Snapshot:
 
     A process on several GPUs keeps only the kept ones; jobs are grouped again, so a job
     that spans GPUs 0 and 1 is, on the node watched as `--gpus 1`, the job of GPU 1 alone.
+
+    Args:
+        snap: one sample of the whole node.
+        keep: the GPU indices to keep (`--gpus`).
+
+    Returns:
+        A new Snapshot with only those GPUs, their processes and their jobs grouped again.
     """
     from dataclasses import replace
 

@@ -46,7 +46,14 @@ def _addresses() -> set[str]:
 
 
 def is_this_host(host: str | None) -> bool:
-    """Whether `host` (a name or an address, as a job or a tool wrote it) is this machine."""
+    """Whether `host` (a name or an address, as a job or a tool wrote it) is this machine.
+
+    Args:
+        host: a host name or an address; None when none was given.
+
+    Returns:
+        True when it names this machine (its names, its addresses, localhost); False for None.
+    """
     if not host or not isinstance(host, str):
         return False
     h = _plain(host)

@@ -117,7 +117,7 @@ def _probe(
 ) -> None:
     from gputui.diagnose.exitcodes import SICK_GPU
     from gputui.diagnose.health.blame import Blame, blamed, forced
-    from gputui.diagnose.health.blamed_probe import explain_blamed_probe, join
+    from gputui.diagnose.health.blamed_probe import explain_blamed_probe, with_probe_findings
     from gputui.diagnose.ranking import Strength
 
     blame: Blame | None
@@ -139,7 +139,7 @@ def _probe(
         return
     rec = _run(args, blame, v, snap)
     ev = explain_blamed_probe(rec, v, snap)
-    joined = join(v, ev)
+    joined = with_probe_findings(v, ev)
     out.json.append(line(joined))
     out.text += [f"probe of GPU {blame.gpu} ({blame.why}): {f}" for f in ev.findings]
     if any(f.strength == Strength.HARDWARE for f in ev.ranked):

@@ -94,7 +94,7 @@ def probe_blamed(
     """(steps with the last one joined, exit code, the probe's record); when the verdict
     blames no host, says so on stderr and returns them as they were (record None)."""
     from gputui.diagnose import exitcodes
-    from gputui.diagnose.merge.host_probe import explain_host_probe, join
+    from gputui.diagnose.merge.host_probe import explain_host_probe, with_host_probe
     from gputui.probe.world.blamed_host import probe_blamed_host
 
     blame = steps[-1].blamed_host
@@ -109,7 +109,7 @@ def probe_blamed(
 
     rec, _rep = probe_blamed_host(blame, opts, stage)
     found = explain_host_probe(rec)
-    steps = [*steps[:-1], join(steps[-1], found)]
+    steps = [*steps[:-1], with_host_probe(steps[-1], found)]
     if found.hardware:
         code = exitcodes.worst(code, exitcodes.SICK_GPU)
     return steps, code, rec

@@ -31,7 +31,7 @@ PSEUDO_PID = 4_000_000  # + owner * 64 + GPU index: above any real pid_max defau
 
 def prom_source(args: argparse.Namespace, realtime: bool = True) -> ReplaySource:
     from gputui.collect.source import ReplaySource
-    from gputui.diagnose.history.jobs import per_node
+    from gputui.diagnose.history.jobs import one_job_per_node
     from gputui.diagnose.history.window import judge_window
 
     check_alone(args)
@@ -54,7 +54,7 @@ def prom_source(args: argparse.Namespace, realtime: bool = True) -> ReplaySource
             ),
             file=sys.stderr,
         )
-    snaps = node_snapshots(hist, host, by_label, not per_node(hist, by_label))
+    snaps = node_snapshots(hist, host, by_label, not one_job_per_node(hist, by_label))
     src = ReplaySource(
         snaps,
         f"prometheus {host}",

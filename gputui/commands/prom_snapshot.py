@@ -33,7 +33,7 @@ def at_or_time(text: str) -> float | str:
 def run(args: argparse.Namespace) -> int:
     from gputui.collect.prom.timespec import iso, parse_time
     from gputui.diagnose.hang.classify import classify_gpu
-    from gputui.diagnose.history.jobs import per_node
+    from gputui.diagnose.history.jobs import one_job_per_node
     from gputui.diagnose.history.judge import gpu_ref, sample_time
     from gputui.diagnose.history.samples import GpuReader
     from gputui.diagnose.history.window import judge_window
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     hist = read_window(args, start, at)
     by_label = args.job_label is not None
     j = judge_window(hist, args.stall_after, args.hang_after, by_label=by_label, job=args.prom_job)
-    readers = [GpuReader(g, not per_node(hist, by_label)) for g in hist.gpus]
+    readers = [GpuReader(g, not one_job_per_node(hist, by_label)) for g in hist.gpus]
     k = hist.n - 1
     gpus: list[dict[str, Any]] = []
     for g, r in zip(hist.gpus, readers, strict=True):

@@ -3,15 +3,19 @@
 The rooms, one concern each:
 
 - `hang`: is a job stuck, and where. The per-GPU class, each GPU's run of spinning, the
-  jobs' groups, the `Detector` that turns them into a `Verdict` per sample; the culprit's
+  `Detector` that turns them into a `Verdict` per sample; the culprit's
   line from stacks, ranks in different collectives, the rendezvous, progress (busy).
 - `nccl`: what NCCL RAS, the flight recorder and PyTorch's debug server say, as findings.
 - `slow`: stragglers (each rank against its peers) and why they are slow.
 - `health`: GPU health words, NVLink and PCIe error rates, what the verdict blames.
 - `gone`: why a rank is gone (its last words, found while it lived or after the fact).
 - `merge`: many nodes' `check --json` lines into one job-wide verdict.
-- At the top, what every room shares: the `Verdict`, `Evidence` and its fold, the one
-  ranking of findings, the exit codes.
+- `history`: the detector's rule over a window of a cluster's history (`check --prometheus`).
+- At the top, what every room shares: the `Verdict` and its `State` (one table of order,
+  exit code, colour and exporter value: `states`), `Evidence` and its fold, the one ranking
+  of findings, the exit codes, the jobs' groups (`job_groups`, read by the hang detector and
+  the straggler rule alike), ranks in different collectives (`collective_mismatch`), the
+  kernel's lines about a process (`kernel_events`).
 
 The dashboard, `gputui check` and the incident bundle all call `Detector.update`, so they
 can never disagree.
@@ -22,19 +26,39 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["Detector", "GpuState", "Verdict", "classify_gpu", "diagnose_trace"]
+__all__ = [
+    "Detector",
+    "Evidence",
+    "Finding",
+    "fold",
+    "GpuState",
+    "ranks_text",
+    "State",
+    "Strength",
+    "Verdict",
+]
+# Each name of the face -> the module of this package that defines it.
 _WHERE = {
-    "Detector": "hang.detector",
-    "diagnose_trace": "hang.detector",
+    "Evidence": "evidence",
+    "fold": "evidence",
     "GpuState": "hang.classify",
-    "classify_gpu": "hang.classify",
+    "Detector": "hang.detector",
+    "ranks_text": "rank_lists",
+    "Finding": "ranking",
+    "State": "states",
+    "Strength": "ranking",
     "Verdict": "verdict",
 }
 
 
 def __getattr__(name: str) -> Any:
-    """The package's names, imported on first use: `gputui check --help` reads the exit-code
-    table (gputui.diagnose.exitcodes) without paying for the detector."""
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"gputui.diagnose.{_WHERE[name]}"), name)
-    raise AttributeError(name)
+    """A name of the face, imported on first use (PEP 562): importing one module of this
+    package (the dashboard's first frame imports a few) does not import the others."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -55,6 +55,16 @@ def fold(verdict: Verdict, evidence: Sequence[Evidence], known: Known | None = N
     Corroboration: where the stacks name no culprit but another kind (NCCL RAS, the flight
     recorder) names a local rank the others wait for, that rank's stack entry becomes the
     suspect and its frame the culprit's line: the counts say who, the stack says where.
+
+    Args:
+        verdict: the detector's verdict for the job.
+        evidence: each kind's Evidence (stacks, nccl, health, lastwords...), in any order.
+        known: what the evidence so far says, so that the next steps never ask for what is done;
+            None: worked out from `evidence`.
+
+    Returns:
+        A new Verdict with the findings ranked, the headline, the culprit's frame and the suspects
+        filled in.
     """
     if not evidence:
         return verdict

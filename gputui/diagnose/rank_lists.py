@@ -10,7 +10,14 @@ from collections.abc import Iterable
 
 
 def ranks_text(ranks: Iterable[int]) -> str:
-    """'rank 62' or 'ranks 0-61,63': runs of consecutive numbers collapsed."""
+    """'rank 62' or 'ranks 0-61,63': runs of consecutive numbers collapsed.
+
+    Args:
+        ranks: rank numbers, in any order, repeats allowed.
+
+    Returns:
+        `rank N` for one, else `ranks` and the runs (`0-61,63`).
+    """
     rs = sorted(set(ranks))
     runs: list[str] = []
     i = 0

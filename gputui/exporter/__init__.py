@@ -1,7 +1,8 @@
 """`gputui exporter`: the hang detector's state as Prometheus metrics, for fleets.
 
-A face beside the dashboard and the CLI (docs/architecture.md): it reads `collect`
-and `diagnose` and never imports `ui`, `commands` or `tools` (tests/test_exporter_layers.py).
+A face beside the dashboard and the CLI (docs/architecture.md): it reads `collect`,
+`diagnose` and the watcher's RAS poller (`gputui.watch.ras_poll`), and never imports `ui`,
+`commands`, `tools` or `probe` itself (tests/test_exporter_layers.py).
 One Sampler thread feeds the Detector and publishes an immutable `View`; scrapes only
 format the latest View, so a scrape never calls NVML and never runs the detector.
 
@@ -11,3 +12,31 @@ format the latest View, so a scrape never calls NVML and never runs the detector
 - `looping`: a replay that starts over, for a demo exporter that runs for days.
 - `run`: wires the source, the sampler, the detector and the server; ends on SIGTERM/SIGINT.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "LoopingSource",
+    "parse_listen",
+]
+# Each name of the face -> the module of this package that defines it.
+_WHERE = {
+    "LoopingSource": "looping",
+    "parse_listen": "server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the face, imported on first use (PEP 562): importing one module of this
+    package (the dashboard's first frame imports a few) does not import the others."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

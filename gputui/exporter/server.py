@@ -51,7 +51,17 @@ App = Callable[..., Iterable[bytes]]
 
 
 def parse_listen(text: str) -> tuple[str, int]:
-    """'ADDR:PORT' (IPv6 as '[::1]:9835') -> (addr, port). ValueError with the reason."""
+    """'ADDR:PORT' (IPv6 as '[::1]:9835') -> (addr, port). ValueError with the reason.
+
+    Args:
+        text: the `--listen` value.
+
+    Returns:
+        (addr, port).
+
+    Raises:
+        ValueError: not ADDR:PORT, or a port out of range (the reason).
+    """
     addr, sep, port_text = text.rpartition(":")
     if not sep or not addr:
         raise ValueError(f"expected ADDR:PORT, e.g. {DEFAULT_LISTEN}: {text!r}")

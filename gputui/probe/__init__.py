@@ -7,3 +7,63 @@ the matrix), `analysis` (grades, the worst link, the JSON and text), `topology` 
 PCIe per pair from NVML), `runner` (the parent side: one torch process, pairs forked from it
 into their own process groups, timeouts, cancel).
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "best_copy",
+    "gpu_count",
+    "grade",
+    "holders",
+    "PairResult",
+    "probe_blamed",
+    "ProbeConfig",
+    "ProbeReport",
+    "Progress",
+    "refusal",
+    "refused_record",
+    "report_json",
+    "report_record",
+    "report_text",
+    "run_probe",
+    "save_report",
+    "torch_installed",
+    "worst",
+]
+# Each name of the face -> the module of this package that defines it.
+_WHERE = {
+    "best_copy": "analysis",
+    "grade": "analysis",
+    "report_json": "analysis",
+    "report_text": "analysis",
+    "save_report": "analysis",
+    "worst": "analysis",
+    "holders": "blamed",
+    "probe_blamed": "blamed",
+    "refusal": "blamed",
+    "refused_record": "blamed",
+    "report_record": "blamed",
+    "PairResult": "result",
+    "ProbeReport": "result",
+    "ProbeConfig": "runner",
+    "Progress": "runner",
+    "run_probe": "runner",
+    "torch_installed": "runner",
+    "gpu_count": "topology",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the face, imported on first use (PEP 562): importing one module of this
+    package (the dashboard's first frame imports a few) does not import the others."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

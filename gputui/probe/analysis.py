@@ -20,7 +20,16 @@ FAIR = 0.5  # 50-80%; below, or failed: bad
 
 
 def grade(value: float | None, best: float | None, ok: bool = True) -> str:
-    """ "good", "fair" or "bad" for a cell, compared with the best cell of the run."""
+    """ "good", "fair" or "bad" for a cell, compared with the best cell of the run.
+
+    Args:
+        value: the cell's GB/s; None: it did not run.
+        best: the best cell's GB/s (best_copy).
+        ok: whether the cell passed.
+
+    Returns:
+        `good`, `fair` or `bad`.
+    """
     if not ok or value is None:
         return "bad"
     if not best or best <= 0:
@@ -30,6 +39,14 @@ def grade(value: float | None, best: float | None, ok: bool = True) -> str:
 
 
 def best_copy(report: ProbeReport) -> float | None:
+    """The fastest copy of the run, that every other cell is graded against.
+
+    Args:
+        report: the probe's report.
+
+    Returns:
+        GB/s of the fastest copy that passed, or None when none did.
+    """
     vals = [c.gbps for p in report.pairs for c in p.copies if c.ok and c.gbps]
     return max(vals) if vals else None
 
@@ -59,6 +76,15 @@ def _link_score(report: ProbeReport, a: int, b: int) -> float | None:
 
 
 def worst(report: ProbeReport) -> Worst:
+    """What the run says in one sentence: the GPU or link at fault, every pair failed, or all
+    passed.
+
+    Args:
+        report: the probe's report.
+
+    Returns:
+        The Worst: its kind (gpu, link, all, none, empty), the sentence, the GPU or pair.
+    """
     pairs = report.pairs
     if not pairs:
         return Worst("empty", "no pairs were probed")
@@ -129,7 +155,14 @@ def matrix_rows(report: ProbeReport) -> list[list[str]]:
 
 
 def report_text(report: ProbeReport) -> str:
-    """The plain-text report: the copy matrix, all_reduce per pair, failures, the worst."""
+    """The plain-text report: the copy matrix, all_reduce per pair, failures, the worst.
+
+    Args:
+        report: the probe's report.
+
+    Returns:
+        The text, lines joined.
+    """
     rows = matrix_rows(report)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     unit = "GB/s" if report.backend == "nccl" else "GB/s, CPU simulated devices over gloo"
@@ -159,7 +192,14 @@ def report_text(report: ProbeReport) -> str:
 
 
 def report_json(report: ProbeReport) -> dict[str, Any]:
-    """The report as `probe --json` prints it and the probe screen saves it, with its worst pair."""
+    """The report as `probe --json` prints it and the probe screen saves it, with its worst pair.
+
+    Args:
+        report: the probe's report.
+
+    Returns:
+        The JSON object.
+    """
     copies: list[dict[str, Any]] = []
     for a in report.devices:
         for b in report.devices:
@@ -201,7 +241,15 @@ def report_json(report: ProbeReport) -> dict[str, Any]:
 
 
 def save_report(report: ProbeReport, path: Path) -> Path:
-    """Write the JSON (creating the folder); returns the path written."""
+    """Write the JSON (creating the folder); returns the path written.
+
+    Args:
+        report: the probe's report.
+        path: the file to write.
+
+    Returns:
+        `path`.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dumps(report_json(report), indent=2) + "\n", encoding="utf-8")
     return path

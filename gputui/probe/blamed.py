@@ -29,12 +29,29 @@ END_FIRST = (
 
 
 def holders(processes: Iterable[ProcessInfo], gpus: Iterable[int]) -> list[ProcessInfo]:
-    """Live ranks of a distributed job on any of `gpus`: the probe waits for them to end."""
+    """Live ranks of a distributed job on any of `gpus`: the probe waits for them to end.
+
+    Args:
+        processes: the sample's processes.
+        gpus: the GPUs the probe needs.
+
+    Returns:
+        The ProcessInfos holding them that carry a rank.
+    """
     want = set(gpus)
     return [p for p in processes if p.live and p.rank is not None and set(p.gpus) & want]
 
 
 def refusal(blame: Blame, held: Sequence[ProcessInfo]) -> str:
+    """Why the probe will not run while ranks hold the GPUs, and what to do first.
+
+    Args:
+        blame: the blamed GPU.
+        held: the ranks holding the GPUs (holders).
+
+    Returns:
+        One sentence naming the GPU and the ranks' pids (at most 16).
+    """
     pids = ", ".join(str(p.pid) for p in held[:16]) + (" ..." if len(held) > 16 else "")
     ranks = "rank" if len(held) == 1 else "ranks"
     return (
@@ -47,6 +64,16 @@ def base_record(blame: Blame, job: str | None, t: float) -> dict[str, Any]:
 
 
 def refused_record(blame: Blame, held: Sequence[ProcessInfo], job: str | None) -> dict[str, Any]:
+    """The record of a probe refused because ranks hold the GPUs.
+
+    Args:
+        blame: the blamed GPU.
+        held: the ranks holding the GPUs.
+        job: the job's key, for the record.
+
+    Returns:
+        A `blamed_probe` record with outcome `refused`, the refusal and the pids.
+    """
     rec = base_record(blame, job, time.time())
     rec.update(outcome="refused", error=refusal(blame, held), held_by=[p.pid for p in held])
     rec["pairs"] = []
@@ -54,7 +81,17 @@ def refused_record(blame: Blame, held: Sequence[ProcessInfo], job: str | None) -
 
 
 def report_record(blame: Blame, report: ProbeReport, job: str | None, t: float) -> dict[str, Any]:
-    """The record of a finished run: each pair of the blamed GPU, its slower copy direction."""
+    """The record of a finished run: each pair of the blamed GPU, its slower copy direction.
+
+    Args:
+        blame: the blamed GPU.
+        report: the finished run.
+        job: the job's key.
+        t: the record's time (Unix seconds).
+
+    Returns:
+        A `blamed_probe` record with outcome `done`.
+    """
     pairs = []
     for p in report.pairs:
         copies = [c.gbps for c in p.copies if c.ok and c.gbps is not None]
@@ -86,7 +123,21 @@ def probe_blamed(
     cancel: threading.Event | None = None,
 ) -> tuple[dict[str, Any], ProbeReport | None]:
     """Run the blamed GPU's pairs; (record, report). Never raises for a failing pair; a GPU
-    that is not among `devices`, or no peer, is a `failed` record."""
+    that is not among `devices`, or no peer, is a `failed` record.
+
+    Args:
+        blame: the blamed GPU (gputui.diagnose.health.blamed).
+        devices: the GPUs that may be probed.
+        backend: `nccl`, or `gloo` for a drill without GPUs.
+        timeout: seconds each pair may take.
+        size: bytes per copy and all_reduce; None: the backend's default.
+        job: the job's key, for the record.
+        on_progress: called with each pair's Progress; None: none.
+        cancel: set to stop at once.
+
+    Returns:
+        (the `blamed_probe` record, the ProbeReport or None when no pair ran).
+    """
     t = time.time()
     if blame.gpu not in devices or len(devices) < 2:
         rec = base_record(blame, job, t)

@@ -213,7 +213,16 @@ def run_probe(
     on_progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,
 ) -> ProbeReport:
-    """Probe every pair of `cfg.devices`; never raises for a failing pair, never hangs."""
+    """Probe every pair of `cfg.devices`; never raises for a failing pair, never hangs.
+
+    Args:
+        cfg: the GPUs, backend, sizes and bounds.
+        on_progress: called with each pair's Progress; None: none.
+        cancel: set to stop at once (the workers are killed).
+
+    Returns:
+        The ProbeReport: every pair's copies and all_reduce, or why it failed.
+    """
     start = time.monotonic()
     rounds = round_robin(cfg.devices) if cfg.only is None else rounds_with(cfg.devices, cfg.only)
     total = sum(len(r) for r in rounds)
@@ -365,7 +374,11 @@ def _finish(st: _Running, timeout: float, err_path: Path, dead: str | None) -> P
 
 
 def torch_installed() -> bool:
-    """Whether torch can be imported, without importing it (2-7 s) in the parent."""
+    """Whether torch can be imported, without importing it (2-7 s) in the parent.
+
+    Returns:
+        True when torch is importable (or already imported).
+    """
     import importlib.util
 
     if "torch" in sys.modules:

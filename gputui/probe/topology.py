@@ -17,7 +17,11 @@ _LEVELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 
 
 def gpu_count() -> tuple[int, str | None]:
-    """(number of GPUs NVML sees, why none when 0)."""
+    """(number of GPUs NVML sees, why none when 0).
+
+    Returns:
+        (count, None), or (0, why no GPU can be seen).
+    """
     try:
         import pynvml
     except ImportError:

@@ -128,7 +128,14 @@ def _secret_word(w: str, last: bool) -> bool:
 
 
 def is_secret_name(name: str) -> bool:
-    """Whether a variable, option or key name suggests that its value is a secret."""
+    """Whether a variable, option or key name suggests that its value is a secret.
+
+    Args:
+        name: a variable, option or key name.
+
+    Returns:
+        True when its words say secret (token, password, key...).
+    """
     if len(name) > 256:  # a crafted argument: judge it, but do not keep it in the cache
         return _judge(name)
     return _judge_cached(name)

@@ -31,7 +31,15 @@ def _argv(args: tuple[str, ...], program: str | tuple[str, ...] | None) -> tuple
 
 
 def recorded_argv(args: tuple[str, ...], program: Programs = None) -> tuple[str, ...]:
-    """A recorded command line with secrets redacted (`program`: the recorded name)."""
+    """A recorded command line with secrets redacted (`program`: the recorded name).
+
+    Args:
+        args: the command line as recorded.
+        program: the executable's recorded name(s); None: argv[0].
+
+    Returns:
+        The command line with secrets redacted.
+    """
     if program is not None and not isinstance(program, str):
         program = tuple(program)
     return _argv(args, program)
@@ -39,7 +47,14 @@ def recorded_argv(args: tuple[str, ...], program: Programs = None) -> tuple[str,
 
 @lru_cache(maxsize=4096)
 def recorded_text(text: str | None) -> str | None:
-    """A recorded string (a parent command line, a note, a frame) with secrets redacted."""
+    """A recorded string (a parent command line, a note, a frame) with secrets redacted.
+
+    Args:
+        text: the recorded string; None stays None.
+
+    Returns:
+        The string with secrets redacted.
+    """
     return redact_text(text) if text else text
 
 
@@ -91,7 +106,14 @@ def recorded_record(record: dict[str, Any]) -> dict[str, Any]:
     it redacted: as text wherever it stands (a health note, a stack dump's error, a
     rendezvous listener's name, a frame), and whole under a secret-named key (`{"password":
     ...}`, a list of `api_keys`), as an environment's values are. gputui's own field names
-    are none of them secret-named (a test holds it so). Numbers, booleans and keys stay."""
+    are none of them secret-named (a test holds it so). Numbers, booleans and keys stay.
+
+    Args:
+        record: a typed record, as written or read back.
+
+    Returns:
+        A copy with every string redacted.
+    """
     texts: list[str] = []
 
     def gather(v: Any, name: str, depth: int) -> None:

@@ -17,19 +17,37 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_LAZY = {
-    "Outcome": "gputui.tools.result",
-    "ToolResult": "gputui.tools.result",
-    "gdb_backtrace": "gputui.tools.attach.stacks",
-    "py_spy_dump": "gputui.tools.attach.stacks",
-    "strace_follow": "gputui.tools.attach.stacks",
+__all__ = [
+    "Cancel",
+    "EpisodeWorker",
+    "gdb_backtrace",
+    "LineSink",
+    "Outcome",
+    "py_spy_dump",
+    "strace_follow",
+    "ToolResult",
+]
+# Each name of the face -> the module of this package that defines it.
+_WHERE = {
+    "gdb_backtrace": "attach.stacks",
+    "py_spy_dump": "attach.stacks",
+    "strace_follow": "attach.stacks",
+    "EpisodeWorker": "episodes",
+    "Cancel": "result",
+    "LineSink": "result",
+    "Outcome": "result",
+    "ToolResult": "result",
 }
-
-__all__ = ["Outcome", "ToolResult", "gdb_backtrace", "py_spy_dump", "strace_follow"]
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
+    """A name of the face, imported on first use (PEP 562): importing one module of this
+    package (the dashboard's first frame imports a few) does not import the others."""
+    module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

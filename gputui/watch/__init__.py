@@ -35,3 +35,8 @@ def __getattr__(name: str) -> Any:
     if name in _WHERE:
         return getattr(importlib.import_module(f"gputui.watch.{_WHERE[name]}"), name)
     raise AttributeError(name)
+
+
+def __dir__() -> list[str]:
+    """The module's own names and the face's, for dir() and completion."""
+    return sorted(set(globals()) | set(__all__))

@@ -147,7 +147,7 @@ class BusyWatch:
         """The evidence folded in; busy (no alarm) while the rank the others wait for
         advances, up to --busy-limit (gputui.diagnose.hang.progress)."""
         from gputui.diagnose.evidence import fold
-        from gputui.diagnose.health.words import lead
+        from gputui.diagnose.health.findings import with_health_headline
 
         if ras_busy is not None:
             return ras_busy
@@ -169,9 +169,9 @@ class BusyWatch:
                 return busy_verdict(v, phase, prog.extra)
             if phase is not None:
                 # First among its equals: it says more than "rank 1 is in save_checkpoint".
-                out = lead(fold(v, [past_limit(phase, self.busy_limit), *ev, *hw]))
+                out = with_health_headline(fold(v, [past_limit(phase, self.busy_limit), *ev, *hw]))
                 return replace(out, busy=busy_json(phase))
-        return lead(fold(v, [*ev, *hw]))
+        return with_health_headline(fold(v, [*ev, *hw]))
 
     # ------------------------------------------------------------ lifecycle
 

@@ -67,13 +67,13 @@ class EvidenceFold:
         """`v` with the job's evidence: the health words, then each kind's explanation,
         judged busy where the evidence shows progress (gputui.watch.busy, RAS)."""
         from gputui.diagnose.evidence import Evidence, fold
-        from gputui.diagnose.health.words import health_evidence, lead
+        from gputui.diagnose.health.findings import health_evidence, with_health_headline
 
-        # A failed GPU or a rank's Xid leads the verdict (gputui.diagnose.health.words).
+        # A failed GPU or a rank's Xid leads the verdict (gputui.diagnose.health.findings).
         hw = [e for e in (health_evidence(health, v, snap, job, seen),) if e is not None]
         recs = self._episode(v, job)
         if not recs:
-            return lead(fold(v, hw)) if hw else v
+            return with_health_headline(fold(v, hw)) if hw else v
         # Explain again only when the records or the judgement change, not every sample.
         ids = tuple((k, r["t"], id(r)) for k, r in recs)
         key = (ids, v.state, v.spinning, v.suspects, v.vanished)

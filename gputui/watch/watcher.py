@@ -255,7 +255,7 @@ class Watcher(Judge):
         h = self._health
         if not v.stragglers or h is None or not h.links.findings():
             return v
-        from gputui.diagnose.health.words import with_links
+        from gputui.diagnose.health.findings import with_links
 
         return with_links(v, h, snap)  # type: ignore[no-any-return]
 

@@ -222,7 +222,20 @@ def read_dump(
     """A record from the newest stacks dump in `directory` in which some rank answered (the
     front end outlives its ranks, and its dumps after they ended hold only errors), or None
     when there is no dump. `owner`: the job's uid, when the job named the directory; a
-    dump must then be that user's own regular file (never a link to root's files)."""
+    dump must then be that user's own regular file (never a link to root's files).
+
+    Args:
+        directory: the directory the debug server writes its dumps into.
+        key: the job's key, written into the record as `job`.
+        trigger: what started the reading, written into the record.
+        local: pid -> rank of the job's ranks on this node.
+        t: the record's time (Unix seconds).
+        owner: the job's uid when the job named the directory; None: the caller's own.
+
+    Returns:
+        A `debugserver` record from the newest dump a rank answered in, or None when there is no
+        dump.
+    """
     dumps = newest_dumps(directory)
     if not dumps:
         return None
@@ -289,7 +302,20 @@ def gather_debugserver(
     environ: Callable[[int], Mapping[str, str]] | None = None,
 ) -> dict[str, Any] | None:
     """The record for one stalled job (`ranks`: its live local ProcessInfos), or None when
-    the job shows no sign of a debug server and none was named."""
+    the job shows no sign of a debug server and none was named.
+
+    Args:
+        key: the job's key, written into the record as `job`.
+        trigger: what started the gathering (`stalled`, `hung`), written into the record.
+        ranks: the job's live local ProcessInfos.
+        cancel: set to stop early (the Watcher cancels a gathering that is no longer wanted).
+        server: `HOST:PORT` of the debug server when the person named one; None: found from the job.
+        dump_dir: a directory of the server's stacks dumps to read instead of asking it.
+        environ: pid -> that process's environment (tests pass one; default /proc).
+
+    Returns:
+        A `debugserver` record (a JSON-able dict), or None when the job shows no debug server.
+    """
     t = time.time()
     fetch = Fetch(cancel)
     local = {p.rank.rank: p.pid for p in ranks if p.rank is not None and p.rank.rank is not None}

@@ -52,7 +52,17 @@ class Candidate:
 
 
 def parse_addr(text: str) -> tuple[str, int]:
-    """`HOST:PORT`, `[v6]:PORT` or `PORT` (this host) -> (host, port); ValueError if not."""
+    """`HOST:PORT`, `[v6]:PORT` or `PORT` (this host) -> (host, port); ValueError if not.
+
+    Args:
+        text: `HOST:PORT`, `[v6]:PORT` or a bare `PORT`.
+
+    Returns:
+        (host, port); the host is this machine's loopback for a bare port.
+
+    Raises:
+        ValueError: anything else (one line).
+    """
     t = text.strip()
     m = re.fullmatch(r"\[([0-9a-fA-F:.]+)\]:(\d{1,5})", t) or re.fullmatch(
         r"([A-Za-z0-9_.-]{1,253}):(\d{1,5})", t

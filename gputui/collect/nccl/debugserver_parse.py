@@ -276,7 +276,17 @@ def keep_ranks(entries: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 
 def ranks_of_record(rec: Any) -> list[dict[str, Any]]:
     """The rank entries of a `debugserver` record, checked (it may come from an untrusted
-    recording); ValueError on anything gputui would not have written."""
+    recording); ValueError on anything gputui would not have written.
+
+    Args:
+        rec: a `debugserver` record, possibly from an untrusted recording.
+
+    Returns:
+        Its rank entries, each checked.
+
+    Raises:
+        ValueError: an entry gputui would not have written.
+    """
     if not isinstance(rec, dict) or rec.get("type") != KIND:
         raise ValueError("not a debugserver record")
     if rec.get("outcome") not in OUTCOMES:

@@ -83,6 +83,15 @@ def job_interpreter(pid: int, cmdline: list[str] | tuple[str, ...], env: Mapping
     /proc/PID/exe resolves a venv's `bin/python` symlink to the base interpreter, which
     would not see the venv's torch. Python finds its venv from the path it was started by
     (argv[0], or its PATH lookup), so that path is used when it leads to the same binary.
+
+    Args:
+        pid: a rank's pid.
+        cmdline: its command line.
+        env: its environment (for PATH).
+
+    Returns:
+        The path of the Python that started the job (its venv's `bin/python` where that is the same
+        binary).
     """
     proc_exe = f"/proc/{pid}/exe"
     try:
@@ -302,7 +311,19 @@ def flight_record(
     wait_s: float = WAIT_S,
     analyzer_timeout_s: float = ANALYZER_TIMEOUT_S,
 ) -> dict[str, Any]:
-    """Trigger every local rank's dump, wait, analyze: the "flightrec" part of the record."""
+    """Trigger every local rank's dump, wait, analyze: the "flightrec" part of the record.
+
+    Args:
+        ranks: the job's local ranks (pid, rank, where each dumps).
+        cancel: set to stop waiting and analyzing.
+        world_size: the job's world size, when known: with every rank's dump in, the analyzer
+            is told the set is complete.
+        wait_s: how long to wait for the ranks' dumps to appear.
+        analyzer_timeout_s: the bound on PyTorch's flight-recorder analyzer.
+
+    Returns:
+        The record's `flightrec` part: what was dumped, the analyzer's answer or why there is none.
+    """
     if not ranks:
         return {"outcome": "off", "error": "no local ranks"}
     conf = settings(ranks[0].env)

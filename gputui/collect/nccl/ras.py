@@ -91,7 +91,21 @@ def query_ras(
     With `job`, the answer is evidence only from a listener the job's user owns (outcome
     "untrusted" otherwise, and nothing is sent to it), and an answer from a listener that is
     not one of the job's ranks, or that names a larger world than the job's, is said to be
-    unverified (gputui.collect.nccl.listener says why: any local user can listen there)."""
+    unverified (gputui.collect.nccl.listener says why: any local user can listen there).
+
+    Args:
+        addr: `HOST:PORT` of the RAS listener; None: localhost:28028.
+        connect_timeout: seconds to wait for the connection.
+        total_timeout: seconds for the whole exchange.
+        max_bytes: the most bytes of answer read.
+        cancel: set to stop at once.
+        job: the job the answer must come from (its user, its ranks, its world size); None: any
+            listener.
+
+    Returns:
+        A RasQuery: its outcome (ok, refused, untrusted, timeout...) and the parsed answer when
+        there is one.
+    """
     shown = addr or DEFAULT_ADDR
     t0, start = time.time(), time.monotonic()
 

@@ -214,6 +214,14 @@ def _plain(v: Any) -> Any:
 
 
 def answer_to_dict(a: RasAnswer) -> dict[str, Any]:
+    """The answer as plain JSON, for a record (answer_from_dict reads it back).
+
+    Args:
+        a: a parsed RAS answer.
+
+    Returns:
+        A JSON-able dict of the answer's fields.
+    """
     return _plain(asdict(a))
 
 
@@ -320,7 +328,17 @@ def _process_from(d: Any) -> RasProcess:
 
 
 def answer_from_dict(d: Any) -> RasAnswer:
-    """The model back from a record. ValueError (one line) when anything is off."""
+    """The model back from a record. ValueError (one line) when anything is off.
+
+    Args:
+        d: a RAS answer as a record holds it (possibly from an untrusted recording).
+
+    Returns:
+        The RasAnswer.
+
+    Raises:
+        ValueError: anything gputui would not have written (one line).
+    """
     if not isinstance(d, dict):
         raise ValueError("RAS answer: expected an object")
     fmt = d.get("format")

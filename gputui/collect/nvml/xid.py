@@ -100,7 +100,15 @@ CATALOGUE: dict[int, XidInfo] = {
 
 
 def info(xid: int) -> XidInfo:
-    """The catalogue's entry; an unknown number is a hardware report to look up."""
+    """The catalogue's entry; an unknown number is a hardware report to look up.
+
+    Args:
+        xid: an Xid number, as the driver reported it.
+
+    Returns:
+        The catalogue's XidInfo: what it means, whose fault (program, hardware), what it does
+        to the GPU's health word, what to do.
+    """
     known = CATALOGUE.get(xid)
     if known is not None:
         return known

@@ -192,7 +192,14 @@ class HostRankScanner:
 
 
 def listeners(port: int) -> list[tuple[int | None, str]]:
-    """(pid, address) of the TCP sockets listening on `port` (pid None when not ours to see)."""
+    """(pid, address) of the TCP sockets listening on `port` (pid None when not ours to see).
+
+    Args:
+        port: a TCP port.
+
+    Returns:
+        (pid, address) of each socket listening on it.
+    """
     import psutil
 
     out: list[tuple[int | None, str]] = []
@@ -207,4 +214,12 @@ def listeners(port: int) -> list[tuple[int | None, str]]:
 
 
 def describe(r: HostRank) -> dict[str, Any]:
+    """A host rank as a record names it: pid, rank and the process's start time.
+
+    Args:
+        r: one rank found on this host.
+
+    Returns:
+        `{"pid", "rank", "create_time"}`.
+    """
     return {"pid": r.pid, "rank": r.rank.rank, "create_time": round(r.create_time, 3)}

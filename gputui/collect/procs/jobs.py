@@ -45,7 +45,15 @@ def _int(v: str | None) -> int | None:
 
 
 def rank_from_env(env: Mapping[str, str]) -> RankInfo | None:
-    """RankInfo from an environment, or None when it has none of the rank variables."""
+    """RankInfo from an environment, or None when it has none of the rank variables.
+
+    Args:
+        env: a process's environment.
+
+    Returns:
+        Its RankInfo (ranks, world sizes, master address, run id), or None when it carries
+        none of the rank variables.
+    """
     if not any(k in env for k in RANK_ENV_VARS):
         return None
     master = None

@@ -49,6 +49,13 @@ def process_libraries(pid: int) -> dict[str, dict[str, str | None]]:
     """CUDA/NCCL/torch libraries a process has mapped: {name: {path, version}}.
 
     The loaded library is what matters, not what is installed: a job can carry its own NCCL.
+
+    Args:
+        pid: the process whose /proc/PID/maps is read.
+
+    Returns:
+        Each library found by name, with its path and version (None where neither the name
+        nor the wheel beside it tells); empty when the maps cannot be read.
     """
     try:
         with open(f"/proc/{pid}/maps") as f:

@@ -84,7 +84,15 @@ def _io(pid: int) -> dict[str, int] | None:
 
 
 def read_counters(pid: int, t: float) -> Counters | None:
-    """One reading of `pid` at wall time `t`; None when the process is gone or unreadable."""
+    """One reading of `pid` at wall time `t`; None when the process is gone or unreadable.
+
+    Args:
+        pid: the process.
+        t: the wall time (Unix seconds) the reading is stamped with.
+
+    Returns:
+        Its Counters (CPU seconds, I/O byte counts), or None when gone or unreadable.
+    """
     st = _stat(pid)
     if st is None:
         return None

@@ -118,7 +118,17 @@ def read_tail(
     new to read) or it cannot be read. Never more than `limit` bytes; a file truncated or
     rotated while read simply gives what is there now. `owner`: (uid, groups) of the process
     that named the file: opened as that user could, never through a link
-    (gputui.collect.safe_open); None: the caller's own file, opened plainly."""
+    (gputui.collect.safe_open); None: the caller's own file, opened plainly.
+
+    Args:
+        path: the file.
+        last_size: its size at the last read (-1: never read).
+        limit: the most bytes read from its end.
+        owner: (uid, groups) of the process that named the file; None: the caller's own file.
+
+    Returns:
+        (size, last bytes), or None when the size has not changed or the file cannot be read.
+    """
     try:
         if owner is None:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -148,6 +158,15 @@ def read_tail(
 
 
 def core_pattern(path: str = CORE_PATTERN) -> str | None:
+    """The kernel's core_pattern: where a crashed rank's core file goes (or the program it is piped
+    to).
+
+    Args:
+        path: the file to read (/proc/sys/kernel/core_pattern; tests pass another).
+
+    Returns:
+        The pattern, or None when it cannot be read.
+    """
     try:
         with open(path, "rb") as f:
             return f.read(4096).decode("utf-8", "replace").strip()
@@ -182,14 +201,22 @@ def _inode_holders(inode: str, pids: Iterable[int], me: int) -> str | None:
         for fd in fds[:4096]:
             try:
                 if os.readlink(f"/proc/{pid}/fd/{fd}").endswith(want):
-                    return f"{_comm(pid)} (pid {pid})"
+                    return f"{program_name(pid)} (pid {pid})"
             except OSError:
                 continue
     return None
 
 
-def _comm(pid: int) -> str:
-    """The program's name: torchrun shows as python3 in comm, so the command line says it."""
+def program_name(pid: int) -> str:
+    """The program's name: torchrun shows as python3 in comm, so the command line says it.
+
+    Args:
+        pid: the process.
+
+    Returns:
+        The launcher's name (`torchrun`, `srun`, `mpirun`...) when its command line shows one, else
+        argv[0]'s basename; `?` when unreadable.
+    """
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = [a.decode("utf-8", "replace") for a in f.read(4096).split(b"\0") if a]
@@ -207,7 +234,17 @@ def _comm(pid: int) -> str:
     return "?"
 
 
-def _ancestors(pid: int, n: int = 3) -> list[int]:
+def ancestors(pid: int, n: int = 3) -> list[int]:
+    """A process's parent, grandparent... from /proc/PID/stat: who may hold the other end of its
+    pipe.
+
+    Args:
+        pid: the process.
+        n: the most generations read.
+
+    Returns:
+        Their pids, nearest first, stopping before init (pid 1) or where /proc cannot be read.
+    """
     out = []
     for _ in range(n):
         try:
@@ -223,7 +260,16 @@ def _ancestors(pid: int, n: int = 3) -> list[int]:
 
 
 def stream(pid: int, fd: int) -> Stream:
-    """Where fd `fd` of `pid` goes, and for a pipe who holds the other end."""
+    """Where fd `fd` of `pid` goes, and for a pipe who holds the other end.
+
+    Args:
+        pid: the process.
+        fd: one of its file descriptors (1, 2...).
+
+    Returns:
+        A Stream: a file (its path), a pipe (who holds its other end), a tty, a socket,
+        /dev/null, other or unknown.
+    """
     try:
         target = os.readlink(f"/proc/{pid}/fd/{fd}")
     except OSError:
@@ -231,7 +277,7 @@ def stream(pid: int, fd: int) -> Stream:
     m = _PIPE.match(target)
     if m is not None:
         kind, inode = m.group(1), m.group(2)
-        return Stream(kind, target, _inode_holders(inode, _ancestors(pid), pid))
+        return Stream(kind, target, _inode_holders(inode, ancestors(pid), pid))
     if target == "/dev/null":
         return Stream("null", target)
     if target.startswith(("/dev/pts/", "/dev/tty")) or target == "/dev/console":
@@ -256,7 +302,17 @@ def _env_value(pid: int, name: str) -> str | None:
 
 
 def resolve(pid: int, create_time: float | None, rank: int | None, job: str | None) -> RankIO:
-    """Everything about where a live rank writes (no tail yet)."""
+    """Everything about where a live rank writes (no tail yet).
+
+    Args:
+        pid: the rank's pid.
+        create_time: its start time (a reused pid is another process).
+        rank: its rank, when known.
+        job: its job's key, when known.
+
+    Returns:
+        A RankIO: its stdout and stderr streams, log files and error file, without tails.
+    """
     try:
         cwd: str | None = os.readlink(f"/proc/{pid}/cwd")
     except OSError as e:
@@ -289,7 +345,14 @@ def resolve(pid: int, create_time: float | None, rank: int | None, job: str | No
 
 def refresh_tail(io: RankIO) -> RankIO:
     """The tail read again if the file changed. A file already deleted (a temporary file, a
-    rotated log) is read through /proc/PID/fd while the rank is alive."""
+    rotated log) is read through /proc/PID/fd while the rank is alive.
+
+    Args:
+        io: what is known of where a rank writes, with its last tail.
+
+    Returns:
+        The same RankIO with its tail read again when the file changed.
+    """
     path = io.log_path()
     if path is None:
         return io
@@ -308,7 +371,15 @@ def refresh_tail(io: RankIO) -> RankIO:
 
 
 def alive(pid: int, create_time: float | None) -> bool:
-    """Whether `pid` is still the same process (a reused pid is another process)."""
+    """Whether `pid` is still the same process (a reused pid is another process).
+
+    Args:
+        pid: the process's pid.
+        create_time: its start time when first seen; None: any process with that pid.
+
+    Returns:
+        True when a process with that pid and start time still runs.
+    """
     try:
         import psutil
 

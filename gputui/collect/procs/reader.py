@@ -41,7 +41,14 @@ class _Static:
 def exe_name(p: psutil.Process) -> tuple[str, ...]:
     """The basename of the process's executable (/proc/PID/exe), when it can be read: with
     comm, what names a tool whose argv[0] was set to something else (`exec -a python
-    redis-cli -a X`)."""
+    redis-cli -a X`).
+
+    Args:
+        p: the psutil process.
+
+    Returns:
+        (basename,) of /proc/PID/exe, or () when it cannot be read.
+    """
     try:
         exe = p.exe()
     except (psutil.Error, OSError):
@@ -51,7 +58,14 @@ def exe_name(p: psutil.Process) -> tuple[str, ...]:
 
 def command_of(pid: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """A process's argv and the names of its executable (comm, exe's basename), unredacted,
-    for redacting what a tool prints of it (py-spy's header); empty when unreadable."""
+    for redacting what a tool prints of it (py-spy's header); empty when unreadable.
+
+    Args:
+        pid: the process.
+
+    Returns:
+        (argv, names of its executable), both empty when it cannot be read.
+    """
     try:
         p = psutil.Process(pid)
         with p.oneshot():

@@ -6,3 +6,49 @@ points-per-series limit, a bounded pool of fetchers, one deadline over the whole
 `names` knows the metric and label names, `columns` lays the series out per GPU on the step
 grid. It reads and never judges: gputui.diagnose.history does.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "check_match",
+    "default_limit",
+    "GpuColumns",
+    "History",
+    "iso",
+    "open_server",
+    "Owner",
+    "parse_time",
+    "read_history",
+    "SEEN",
+    "window",
+]
+# Each name of the face -> the module of this package that defines it.
+_WHERE = {
+    "open_server": "client",
+    "GpuColumns": "columns",
+    "History": "columns",
+    "Owner": "columns",
+    "SEEN": "columns",
+    "read_history": "fetch",
+    "check_match": "names",
+    "default_limit": "names",
+    "iso": "timespec",
+    "parse_time": "timespec",
+    "window": "timespec",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the face, imported on first use (PEP 562): importing one module of this
+    package (the dashboard's first frame imports a few) does not import the others."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

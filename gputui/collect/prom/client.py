@@ -71,7 +71,19 @@ class Server:
 
 def open_server(url: str, token_file: str | None = None, ca_file: str | None = None) -> Server:
     """The server of `url` (http or https, optional user:password@ for basic auth), a bearer
-    token read from `token_file`, a CA bundle `ca_file`. Bad input is a one-line error."""
+    token read from `token_file`, a CA bundle `ca_file`. Bad input is a one-line error.
+
+    Args:
+        url: the server's base URL, http or https, with an optional `user:password@`.
+        token_file: a file holding a bearer token; None: no token.
+        ca_file: a CA bundle for https; None: the system's.
+
+    Returns:
+        A Server to query.
+
+    Raises:
+        GputuiError: a bad URL or an unreadable file (one line, exit 2).
+    """
     parts = urllib.parse.urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise GputuiError(f"--prometheus {_shown(url)!r}: not an http:// or https:// URL")

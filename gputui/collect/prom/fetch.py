@@ -38,7 +38,25 @@ def read_history(
     deadline_s: float = 60.0,
     workers: int = 8,
 ) -> History:
-    """The window's columns; GputuiError (exit 2) when no GPU series match."""
+    """The window's columns; GputuiError (exit 2) when no GPU series match.
+
+    Args:
+        server: the server (open_server).
+        start: the window's start (Unix seconds).
+        end: the window's end (Unix seconds).
+        step: seconds between points.
+        match: label matchers added to every query (`--match`); None: all GPUs.
+        nodes: only these nodes' GPUs; (): all.
+        job_label: the label that names a job (`--job-label`); None: namespace/pod.
+        deadline_s: the bound on the whole exchange.
+        workers: how many queries run at once.
+
+    Returns:
+        The window's History: every GPU's series in columns on the step grid.
+
+    Raises:
+        GputuiError: no GPU series match (exit 2), or the exchange with the server failed.
+    """
     n = math.floor((end - start) / step + 1e-9) + 1
     if n > MAX_STEPS:
         raise GputuiError(

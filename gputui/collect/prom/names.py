@@ -122,7 +122,14 @@ DEFAULT_LIMITS = (
 
 
 def default_limit(model: str | None) -> float | None:
-    """The model's usual power limit, or None."""
+    """The model's usual power limit, or None.
+
+    Args:
+        model: a GPU model's name, as the exporter labels it; None when unknown.
+
+    Returns:
+        Its usual power limit in watts, or None when the model is not known.
+    """
     if not model:
         return None
     for key, watts in DEFAULT_LIMITS:
@@ -144,7 +151,17 @@ _MATCHER = re.compile(r'^\s*[A-Za-z_][A-Za-z0-9_]*\s*(=~|!~|!=|=)\s*"(?:[^"\\]|\
 
 def check_match(text: str) -> str:
     """--match: label matchers as inside a selector's braces (`namespace="ml",pod=~"a.*"`);
-    ValueError with what is wrong. No braces, no functions: it goes inside ours."""
+    ValueError with what is wrong. No braces, no functions: it goes inside ours.
+
+    Args:
+        text: the `--match` value.
+
+    Returns:
+        The matchers, ready to go inside a selector's braces.
+
+    Raises:
+        ValueError: braces, functions or a malformed matcher (what is wrong).
+    """
     parts = _split_matchers(text)
     if not parts:
         raise ValueError("no label matcher")

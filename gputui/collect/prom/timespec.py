@@ -22,7 +22,19 @@ _EARLIEST, _LATEST = 946684800.0, 4102444800.0
 
 
 def parse_time(text: str, now: float, what: str = "--from") -> float:
-    """Unix seconds for `text`; a GputuiError (one line, exit 2) for anything else."""
+    """Unix seconds for `text`; a GputuiError (one line, exit 2) for anything else.
+
+    Args:
+        text: Unix seconds, an ISO 8601 time, `now`, or a time ago (`3h ago`, `90 s ago`).
+        now: the time `now` stands for (Unix seconds).
+        what: the option's name, for the error message.
+
+    Returns:
+        Unix seconds.
+
+    Raises:
+        GputuiError: anything else (one line, exit 2).
+    """
     s = text.strip()
     if s.lower() == "now":
         return now
@@ -58,7 +70,19 @@ def _iso(s: str) -> float:
 
 
 def window(start: str, end: str, now: float) -> tuple[float, float]:
-    """(from, to) checked: from before to."""
+    """(from, to) checked: from before to.
+
+    Args:
+        start: the `--from` value.
+        end: the `--to` value.
+        now: the time `now` stands for (Unix seconds).
+
+    Returns:
+        (from, to) in Unix seconds.
+
+    Raises:
+        GputuiError: a bad time, or from not before to (exit 2).
+    """
     t0, t1 = parse_time(start, now, "--from"), parse_time(end, now, "--to")
     if t1 <= t0:
         raise GputuiError(f"--from {start[:40]!r} is not before --to {end[:40]!r}")
@@ -66,5 +90,12 @@ def window(start: str, end: str, now: float) -> tuple[float, float]:
 
 
 def iso(t: float) -> str:
-    """A sample's time as people read it in a log: UTC, seconds."""
+    """A sample's time as people read it in a log: UTC, seconds.
+
+    Args:
+        t: Unix seconds.
+
+    Returns:
+        `YYYY-MM-DDTHH:MM:SSZ`.
+    """
     return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

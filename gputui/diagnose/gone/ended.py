@@ -141,7 +141,17 @@ def _who(ranks: Sequence[int], pids: Sequence[int]) -> str:
 def job_ended(record: dict[str, Any], gone: set[int], launcher: str | None = None) -> Ended | None:
     """Why the job whose ranks `gone` (pids) all left ended; None when none of them left
     words of a death (a normal end is no alarm). `launcher`: "torchrun (pid 800)" when one
-    process started them all."""
+    process started them all.
+
+    Args:
+        record: the job's `lastwords` record.
+        gone: the pids of the job's ranks that all left.
+        launcher: the process that started them all (`torchrun (pid 800)`), when there is one.
+
+    Returns:
+        Why the job ended (Ended: its headline, findings and leading rank), or None when no rank
+        left words of a death.
+    """
     entries = _entries(record, gone)
     stopped = _signalled(entries)
     own = [(e, w, c) for e, w in entries if (c := _own_cause(e, w, stopped))]

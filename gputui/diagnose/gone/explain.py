@@ -58,7 +58,14 @@ def _kernel(e: dict[str, Any]) -> list[tuple[float, str]]:
 
 
 def words_of(e: dict[str, Any]) -> Words:
-    """Everything one rank entry says, merged: log tail, error file, kernel lines."""
+    """Everything one rank entry says, merged: log tail, error file, kernel lines.
+
+    Args:
+        e: one rank entry of a `lastwords` record.
+
+    Returns:
+        The rank's Words: exception, user frame, CUDA and NCCL lines, kernel events.
+    """
     rank = e.get("rank") if isinstance(e.get("rank"), int) else None
     tail = e.get("tail")
     text = strip_launcher(tail[-65536:]) if isinstance(tail, str) else ""  # not its words
@@ -237,7 +244,16 @@ _LATE_KEYS = ("late", "held_by", "exit", "died_at", "dated_by", "looked_in")
 
 
 def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot | None) -> Evidence:
-    """Ranked findings and per-rank `last_words` from a lastwords record."""
+    """Ranked findings and per-rank `last_words` from a lastwords record.
+
+    Args:
+        record: a `lastwords` record (possibly from an untrusted recording).
+        verdict: the verdict of the job it was gathered for.
+        snap: the sample it was gathered at; None when not known.
+
+    Returns:
+        Evidence of kind `lastwords`: ranked findings, and each rank's last words in `extra`.
+    """
     ranks = record.get("ranks")
     if not isinstance(ranks, list):
         return Evidence(KIND, findings=("the lastwords record could not be read",))
@@ -309,7 +325,14 @@ def explain_lastwords(record: dict[str, Any], verdict: Verdict, snap: Snapshot |
 
 def crashed_cores(verdict: Any) -> list[tuple[int | None, int, str]]:
     """(rank, pid, core file) of each gone rank whose core the last words found, in the
-    order the verdict lists them (the headline's rank first): what the dashboard's `c` reads."""
+    order the verdict lists them (the headline's rank first): what the dashboard's `c` reads.
+
+    Args:
+        verdict: a verdict with the `lastwords` evidence folded in (its `evidence` entry).
+
+    Returns:
+        (rank, pid, core file path) of each gone rank whose core was found, headline's rank first.
+    """
     evidence = getattr(verdict, "evidence", None)
     extra = evidence.get(KIND) if isinstance(evidence, dict) else None
     ranks = extra.get("ranks") if isinstance(extra, dict) else None

@@ -170,7 +170,15 @@ def parse_traceback(lines: list[str]) -> tuple[str | None, str | None]:
 
 
 def parse_log(text: str, rank: int | None = None) -> Words:
-    """Last words from a log tail (already bounded by the reader)."""
+    """Last words from a log tail (already bounded by the reader).
+
+    Args:
+        text: the end of a rank's stderr or log file.
+        rank: the rank that wrote it, when known (a shared log names each rank's lines).
+
+    Returns:
+        Its Words: the last exception, the user frame it names, CUDA and NCCL lines.
+    """
     lines = rank_lines(text, rank)
     exc, frame = parse_traceback(lines)
     cuda = nccl = None
@@ -194,7 +202,15 @@ def parse_log(text: str, rank: int | None = None) -> Words:
 
 def parse_error_file(text: str) -> Words:
     """torchelastic's error file (TORCHELASTIC_ERROR_FILE, written by @record):
-    `{"message": {"message": "RuntimeError: ...", "extraInfo": {"py_callstack": ...}}}`."""
+    `{"message": {"message": "RuntimeError: ...", "extraInfo": {"py_callstack": ...}}}`.
+
+    Args:
+        text: the error file's content.
+
+    Returns:
+        Its Words (the exception and the user frame of its call stack); empty Words when it is not
+        one.
+    """
     try:
         doc = json.loads(text)
     except ValueError:

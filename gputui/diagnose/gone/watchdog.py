@@ -61,7 +61,14 @@ def after_s(text: str) -> float | None:
 
 
 def ranks_words(ranks: Sequence[int]) -> str:
-    """ "rank 3", "ranks 0-2", "ranks 0, 2, 5" (at most 8 named)."""
+    """ "rank 3", "ranks 0-2", "ranks 0, 2, 5" (at most 8 named).
+
+    Args:
+        ranks: rank numbers.
+
+    Returns:
+        The ranks in words: one, a run, or at most 8 listed (then `and N more`).
+    """
     rs = sorted(set(ranks))
     if len(rs) == 1:
         return f"rank {rs[0]}"
@@ -83,7 +90,14 @@ def live_timeouts(
 ) -> tuple[Finding, dict[str, Any]] | None:
     """Live ranks whose stderr holds the NCCL watchdog's timeout (none of them gone): "ranks
     0-2 timed out in the NCCL watchdog after 20 s waiting for rank 3", the ranks without it
-    the ones waited for; None when no live rank wrote one."""
+    the ones waited for; None when no live rank wrote one.
+
+    Args:
+        entries: (rank entry, its Words) of every rank the last words know.
+
+    Returns:
+        (the Finding, check --json's `watchdog` object), or None when no live rank wrote a timeout.
+    """
     out = [(e, w) for e, w in entries if not e.get("gone") and timed_out(e, w)]
     out = [(e, w) for e, w in out if isinstance(e.get("rank"), int)]
     if not out or any(e.get("gone") for e, _ in entries):

@@ -48,7 +48,16 @@ def blamed(
     links: Iterable[Any] = (),
 ) -> Blame | None:
     """The GPU the verdict `v` blames; else (no alarm) a GPU of `sick` ({gpu: why}) or of
-    `links` (link_rates.LinkFinding); None when nothing blames hardware."""
+    `links` (link_rates.LinkFinding); None when nothing blames hardware.
+
+    Args:
+        v: the verdict shown (a hang's suspect or a slow job's straggler blames its GPU).
+        sick: {gpu: why} of the GPUs whose health is not ok; None: none.
+        links: link_rates.LinkFinding of links whose error rates stand out.
+
+    Returns:
+        The Blame (GPU, why, link, source), or None when nothing blames hardware.
+    """
     for f in getattr(v, "ranked", ()) or ():
         if f.strength == Strength.HARDWARE and len(f.gpus) == 1:
             m = _LINK.search(f.text)
@@ -84,5 +93,12 @@ def _straggler(v: Any) -> Blame | None:
 
 
 def forced(gpu: int) -> Blame:
-    """`--blame-gpu G`: the person names the GPU (a drill, or a judgement of their own)."""
+    """`--blame-gpu G`: the person names the GPU (a drill, or a judgement of their own).
+
+    Args:
+        gpu: the GPU index `--blame-gpu` names.
+
+    Returns:
+        A Blame of source `option`.
+    """
     return Blame(gpu, f"GPU {gpu} named by --blame-gpu", None, "option")

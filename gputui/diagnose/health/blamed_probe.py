@@ -67,7 +67,14 @@ def _gbps(v: float) -> str:
 
 
 def probe_findings(record: dict[str, Any]) -> list[Finding]:
-    """The probe's sentences, strongest first."""
+    """The probe's sentences, strongest first.
+
+    Args:
+        record: a `blamed_probe` record.
+
+    Returns:
+        Its Findings, strongest first: why the probe did not run, or what its pairs say.
+    """
     gpu = record.get("gpu")
     if isinstance(gpu, bool) or not isinstance(gpu, int) or record.get("outcome") not in OUTCOMES:
         raise ValueError("not a blamed_probe record")
@@ -139,7 +146,16 @@ def probe_findings(record: dict[str, Any]) -> list[Finding]:
 
 
 def explain_blamed_probe(record: dict[str, Any], verdict: Any, snap: Any) -> Evidence:
-    """The probe's findings as evidence for the verdict it was run from."""
+    """The probe's findings as evidence for the verdict it was run from.
+
+    Args:
+        record: a `blamed_probe` record (possibly from an untrusted recording).
+        verdict: the verdict the probe was run from.
+        snap: the sample it was run at (unused: a probe's record stands alone).
+
+    Returns:
+        Evidence of kind `blamed_probe`, its findings strongest first.
+    """
     try:
         found = probe_findings(record)
     except ValueError as e:
@@ -164,9 +180,17 @@ def explain_blamed_probe(record: dict[str, Any], verdict: Any, snap: Any) -> Evi
     return Evidence(KIND, findings=tuple(f.text for f in found), ranked=tuple(found), extra=extra)
 
 
-def join(v: Any, ev: Evidence) -> Any:
+def with_probe_findings(v: Any, ev: Evidence) -> Any:
     """The verdict with the probe's findings ranked among its own: a probe that confirms the
-    hardware (HARDWARE) may lead; one that clears it is context under the rest."""
+    hardware (HARDWARE) may lead; one that clears it is context under the rest.
+
+    Args:
+        v: the verdict the probe was run from.
+        ev: the probe's Evidence (explain_blamed_probe).
+
+    Returns:
+        A new verdict with the probe's findings among its own.
+    """
     from dataclasses import replace
 
     from gputui.diagnose.ranking import rank, strongest

@@ -29,14 +29,29 @@ def health_key(tracker: HealthTracker) -> tuple[Any, ...]:
 
     Cheap at every sample (`check` asks at every one): the words and the links named come
     from the tracker's caches (HealthTracker.words, LinkRates.findings), each kept until its
-    version moves."""
+    version moves.
+
+    Args:
+        tracker: the run's HealthTracker.
+
+    Returns:
+        A tuple that compares equal while nothing `check` would print has changed.
+    """
     words = tuple((i, h.word, h.reason) for i, h in tracker.words().items())
     named = tuple((f.gpu, f.link, f.kind) for f in tracker.links.findings())
     return (words, len(tracker.events), len(tracker.notes), named)
 
 
 def health_line(tracker: HealthTracker, snap: Any) -> dict[str, Any]:
-    """`{"health": {...}}` for a JSON line, or {} when nothing is known (an old recording)."""
+    """`{"health": {...}}` for a JSON line, or {} when nothing is known (an old recording).
+
+    Args:
+        tracker: the run's HealthTracker.
+        snap: the latest sample.
+
+    Returns:
+        `{"health": {...}}` to merge into the JSON line, or {}.
+    """
     if not has_health(tracker):
         return {}
     out = tracker.to_json(getattr(snap, "t", None))
@@ -56,7 +71,15 @@ def xid_text(tracker: HealthTracker, ev: X.XidEvent, now: float) -> str:
 
 
 def health_text(tracker: HealthTracker, snap: Any) -> list[str]:
-    """Lines for a text face: the GPUs that are not ok, the newest Xids, what cannot be seen."""
+    """Lines for a text face: the GPUs that are not ok, the newest Xids, what cannot be seen.
+
+    Args:
+        tracker: the run's HealthTracker.
+        snap: the latest sample.
+
+    Returns:
+        Lines of text: the GPUs not ok (or that all are), links, clocks held down, Xids, notes.
+    """
     if not has_health(tracker):
         return []
     now = getattr(snap, "t", 0.0) or 0.0
@@ -93,7 +116,14 @@ def link_context(tracker: HealthTracker) -> str:
 
 def bundle_health(snapshots: Any) -> dict[str, Any] | None:
     """The bundle's health.json: what the samples' health records and lost GPUs say, at the
-    last sample (None when they say nothing: an old recording)."""
+    last sample (None when they say nothing: an old recording).
+
+    Args:
+        snapshots: the bundle's samples, oldest first.
+
+    Returns:
+        The health.json object, or None when the samples carry no health record.
+    """
     tracker = HealthTracker()
     last = None
     for s in snapshots:

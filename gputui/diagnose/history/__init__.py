@@ -7,3 +7,41 @@ live detector's GPU sample, `judge` follows each job's spinning over the window 
 when it stalled, who spun and who did not, `counters` reads Xids and error counters (resets
 included), `slow` asks the straggler rule of gputui.diagnose.slow over the window.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "gpu_ref",
+    "GpuReader",
+    "job_key",
+    "judge_window",
+    "Judgement",
+    "one_job_per_node",
+    "sample_time",
+]
+# Each name of the face -> the module of this package that defines it.
+_WHERE = {
+    "job_key": "jobs",
+    "one_job_per_node": "jobs",
+    "gpu_ref": "judge",
+    "sample_time": "judge",
+    "GpuReader": "samples",
+    "judge_window": "window",
+    "Judgement": "window",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the face, imported on first use (PEP 562): importing one module of this
+    package (the dashboard's first frame imports a few) does not import the others."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -36,7 +36,15 @@ def job_name(pod: str) -> str:
 
 
 def job_key(owner: Owner, by_label: bool) -> str | None:
-    """The job an owner belongs to: the --job-label value, else namespace/pod-prefix."""
+    """The job an owner belongs to: the --job-label value, else namespace/pod-prefix.
+
+    Args:
+        owner: a GPU's owner at a step (its labels).
+        by_label: whether `--job-label` names the job.
+
+    Returns:
+        The job's key, or None when the owner names no job.
+    """
     if by_label:
         return owner.label
     if owner.pod:
@@ -50,6 +58,14 @@ def owner_jobs(hist: History, by_label: bool) -> list[str | None]:
     return [job_key(o, by_label) for o in hist.owners]
 
 
-def per_node(hist: History, by_label: bool) -> bool:
-    """No owner names a job anywhere in the window: every node's GPUs are one job."""
+def one_job_per_node(hist: History, by_label: bool) -> bool:
+    """No owner names a job anywhere in the window: every node's GPUs are one job.
+
+    Args:
+        hist: the window's columns.
+        by_label: whether `--job-label` names the job.
+
+    Returns:
+        True when no owner names a job anywhere: each node is then judged as one job.
+    """
     return not any(owner_jobs(hist, by_label))

@@ -25,7 +25,7 @@ from gputui.diagnose.exitcodes import HANG, OK
 from gputui.diagnose.hang.classify import GpuState, classify_all, describe_state
 from gputui.diagnose.hang.detector import MAX_GAP_S
 from gputui.diagnose.hang.runs import DIP_MAX_S, SpinRun, advance_run
-from gputui.diagnose.history.jobs import owner_jobs, per_node
+from gputui.diagnose.history.jobs import one_job_per_node, owner_jobs
 from gputui.diagnose.history.samples import GpuReader
 from gputui.diagnose.history.slow import Waits
 from gputui.diagnose.states import is_alarm, label, worse
@@ -74,7 +74,16 @@ class JobReport:
 
 
 def gpu_ref(g: GpuColumns, hist: History, k: int | None) -> dict[str, Any]:
-    """A GPU as JSON names it: node, index, UUID, and its pod at step k (or its last)."""
+    """A GPU as JSON names it: node, index, UUID, and its pod at step k (or its last).
+
+    Args:
+        g: one GPU's columns.
+        hist: the window's columns.
+        k: the step whose pod is named; None: the GPU's last pod.
+
+    Returns:
+        `{"node", "gpu", "uuid", "pod"...}`.
+    """
     ref: dict[str, Any] = {"host": g.host, "gpu": g.gpu, "uuid": g.uuid}
     o = owner_at(g, k)
     if o >= 0:
@@ -84,7 +93,16 @@ def gpu_ref(g: GpuColumns, hist: History, k: int | None) -> dict[str, Any]:
 
 
 def sample_time(g: GpuColumns, hist: History, k: int) -> float:
-    """When the value a GPU's step k reads was scraped (the step's time if not known)."""
+    """When the value a GPU's step k reads was scraped (the step's time if not known).
+
+    Args:
+        g: one GPU's columns.
+        hist: the window's columns.
+        k: the step.
+
+    Returns:
+        Unix seconds.
+    """
     seen = g.cols.get("seen")
     if seen is not None and seen[k] == seen[k]:
         return seen[k]
@@ -133,7 +151,7 @@ def judge_hangs(
     step = hist.step
     dip = max(DIP_MAX_S, 1.5 * step)
     gap = max(MAX_GAP_S, 2.5 * step)
-    by_owner = not per_node(hist, by_label)
+    by_owner = not one_job_per_node(hist, by_label)
     ojobs = owner_jobs(hist, by_label)
     jobs: dict[str, _Job] = {}
     for i, g in enumerate(hist.gpus):

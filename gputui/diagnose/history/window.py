@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from gputui.collect.prom.columns import History
 from gputui.diagnose.exitcodes import OK, SLOW, worst
 from gputui.diagnose.history.counters import counter_events, missing_nodes, xid_events
-from gputui.diagnose.history.jobs import per_node
+from gputui.diagnose.history.jobs import one_job_per_node
 from gputui.diagnose.history.judge import Event, JobReport, judge_hangs
 from gputui.diagnose.history.samples import GpuReader
 
@@ -34,9 +34,24 @@ def judge_window(
     fail_on_slow: bool = False,
     job: str | None = None,
 ) -> Judgement:
-    """`job`: only that job's verdicts, and the Xids, counters and missing nodes of its
-    GPUs (the others are judged too: a job is told from its peers' labels)."""
-    by_owner = not per_node(hist, by_label)
+    """The hang detector's rule over a window of a cluster's history, job by job.
+
+    `job`: only that job's verdicts, and the Xids, counters and missing nodes of its
+    GPUs (the others are judged too: a job is told from its peers' labels).
+
+    Args:
+        hist: the window's columns (gputui.collect.prom.read_history).
+        stall_after: seconds of spinning after which a job is stalled.
+        hang_after: seconds of spinning after which it is hung.
+        by_label: whether `--job-label` names the jobs.
+        fail_on_slow: whether a straggler makes the exit code non-zero.
+        job: only that job's verdicts; None: every job's.
+
+    Returns:
+        The Judgement: the events (stalls, hangs, stragglers) in time order, each job's report,
+        notes, and the exit code.
+    """
+    by_owner = not one_job_per_node(hist, by_label)
     readers = [GpuReader(g, by_owner) for g in hist.gpus]
     events, jobs = judge_hangs(hist, stall_after, hang_after, by_label, readers)
     events += xid_events(hist) + counter_events(hist) + missing_nodes(hist)

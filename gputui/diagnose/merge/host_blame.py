@@ -164,7 +164,17 @@ def ras_blamed(
     verdict findings (gputui.diagnose.ranking.Finding); None when RAS names none, when it is
     this node (`is_here`: RAS names hosts by address, not by `me`, the hostname), or when a
     rank's last words explain its end (the program's fault, not the host's). Neighbours come
-    from `hosts` (the dashboard's --probe-hosts) when the host is there, else `me`."""
+    from `hosts` (the dashboard's --probe-hosts) when the host is there, else `me`.
+
+    Args:
+        findings: one node's verdict findings.
+        hosts: the hosts the person named (`--probe-hosts`).
+        me: this node's host name.
+        is_here: whether an address RAS names is this node.
+
+    Returns:
+        The HostBlame (host, why, neighbours), or None.
+    """
     found = list(findings)
     worded = {r for f in found if getattr(f, "source", "") == "lastwords" for r in f.ranks}
     for f in found:

@@ -26,6 +26,14 @@ class HostProbeFinding:
 
 
 def explain_host_probe(rec: dict[str, Any]) -> HostProbeFinding:
+    """What a world probe of a blamed host found, in lines for the merged verdict.
+
+    Args:
+        rec: a `host_probe` record (the world probe's answer).
+
+    Returns:
+        The HostProbeFinding: its lines, whether hardware is at fault, whether to drain the host.
+    """
     host = str(rec.get("host"))
     over = ", ".join(str(h) for h in rec.get("hosts") or [host])
     outcome = rec.get("outcome")
@@ -82,7 +90,7 @@ def explain_host_probe(rec: dict[str, Any]) -> HostProbeFinding:
     return HostProbeFinding(tuple(lines), hardware, drain=drain)
 
 
-def join(m: Merged, found: HostProbeFinding) -> Merged:
+def with_host_probe(m: Merged, found: HostProbeFinding) -> Merged:
     """The verdict with the probe's lines among its findings (first: they answer its
     question), and its next step answered: the probe that was offered is replaced by what
     follows from it."""

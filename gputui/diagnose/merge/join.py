@@ -313,7 +313,17 @@ def merge(
     silent: Iterable[str] = (),
     window: float = WINDOW_S,
 ) -> list[Merged]:
-    """The merged verdict at each step where it changed, oldest first (at least one)."""
+    """The merged verdict at each step where it changed, oldest first (at least one).
+
+    Args:
+        lines: every node's `check --json` lines, in any order.
+        expect: hosts that must be heard from (`--expect`); a silent one is named.
+        silent: hosts known to have sent nothing.
+        window: seconds within which lines are one step.
+
+    Returns:
+        The Merged verdicts, one per change, oldest first.
+    """
     ordered = sorted(lines, key=lambda ln: ln.t)
     expect, silent = tuple(expect), tuple(silent)
     latest: dict[str, NodeLine] = {}
@@ -376,7 +386,14 @@ def _passing_alarm(
 def exit_code(steps: Iterable[Merged]) -> int:
     """The worst verdict seen over the span (gputui.diagnose.exitcodes), as `check` exits over
     a replay: a hang that ended still exits 1; a sick GPU at any step is 3 unless a hang was
-    seen; a slow job is 0 (merge has no --fail-on-slow)."""
+    seen; a slow job is 0 (merge has no --fail-on-slow).
+
+    Args:
+        steps: the merged verdicts, oldest first (merge).
+
+    Returns:
+        The exit code (gputui.diagnose.exitcodes).
+    """
     from gputui.diagnose import exitcodes
 
     codes = [exitcodes.of_state(m.state) for m in steps]
@@ -385,7 +402,14 @@ def exit_code(steps: Iterable[Merged]) -> int:
 
 
 def merged_to_json(m: Merged) -> dict[str, Any]:
-    """Shaped like a `check --json` line (the first five keys), with the job-wide keys."""
+    """Shaped like a `check --json` line (the first five keys), with the job-wide keys.
+
+    Args:
+        m: one merged verdict.
+
+    Returns:
+        The JSON object `merge --json` prints.
+    """
     d: dict[str, Any] = {
         "t": round(m.t, 3),
         "state": m.state,

@@ -108,7 +108,18 @@ def _ints(v: Any, what: str) -> tuple[int, ...]:
 
 
 def line_from_json(d: Any, default_host: str) -> NodeLine:
-    """A NodeLine from a parsed `check --json` object. ValueError (one line) if it is not."""
+    """A NodeLine from a parsed `check --json` object. ValueError (one line) if it is not.
+
+    Args:
+        d: one parsed `check --json` line (possibly from an untrusted file).
+        default_host: the host when the line names none (the file's name: host_from_name).
+
+    Returns:
+        The NodeLine: host, time, state and what the merge reads of the verdict.
+
+    Raises:
+        ValueError: not a `check --json` line (one line saying why).
+    """
     if not isinstance(d, dict):
         raise ValueError("not a JSON object")
     why = CHECK_LINE.problem(d)

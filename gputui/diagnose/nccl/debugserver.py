@@ -61,7 +61,16 @@ class _Rank:
 def explain_debugserver(
     record: dict[str, Any], verdict: Verdict, snap: Snapshot | None
 ) -> Evidence:
-    """The findings of one debugserver record for the verdict of the stalled job."""
+    """The findings of one debugserver record for the verdict of the stalled job.
+
+    Args:
+        record: a `debugserver` record (possibly from an untrusted recording).
+        verdict: the verdict of the job it was gathered for.
+        snap: the sample it was gathered at; None when not known.
+
+    Returns:
+        Evidence of kind `debugserver`: ranked findings, and the ranks' answers in `extra`.
+    """
     try:
         entries = ranks_of_record(record)
     except ValueError as e:
@@ -328,7 +337,14 @@ def _context(text: str, record: dict[str, Any] | None = None) -> Evidence:
 
 def report_lines(extra: Any) -> list[str]:
     """The incident bundle's `debugserver.txt`: where the answer came from and when, and
-    each rank's host, line, collective and sequence numbers (check --json's entry as text)."""
+    each rank's host, line, collective and sequence numbers (check --json's entry as text).
+
+    Args:
+        extra: the `debugserver` entry of a verdict's evidence (check --json's).
+
+    Returns:
+        The lines of `debugserver.txt`; none when the entry is not one.
+    """
     if not isinstance(extra, dict):
         return []
     t = extra.get("t")

@@ -199,7 +199,18 @@ def ras_finding(text: str, summary: dict[str, Any]) -> Finding:
 
 
 def explain_nccl(record: dict[str, Any], verdict: Verdict, snap: Snapshot | None) -> Evidence:
-    """The findings of one `nccl` record, for the verdict of the stalled job."""
+    """The findings of one `nccl` record, for the verdict of the stalled job.
+
+    Args:
+        record: an `nccl` record: RAS and the flight recorder (possibly from an untrusted
+            recording).
+        verdict: the verdict of the job it was gathered for.
+        snap: the sample it was gathered at; None when not known.
+
+    Returns:
+        Evidence of kind `nccl`: ranked findings (ranks behind, mismatches), and RAS's answer in
+        `extra`.
+    """
     kind = record.get("type") if isinstance(record, dict) else None
     if kind not in (KIND, RAS):
         return Evidence(KIND, findings=("NCCL evidence: the record is not an nccl record.",))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from gputui.probe.schedule import round_robin
 from gputui.probe.world.launch import run_on_host
 from gputui.probe.world.model import WorldOptions, WorldRun
-from gputui.probe.world.probe import resolve_address, run_world
+from gputui.probe.world.runner import resolve_address, run_world
 
 SLOW_SHARE = 0.5  # a pair under half the median pair bandwidth is slow
 

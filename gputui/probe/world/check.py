@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from gputui.probe.world.bisect import run_bisect
 from gputui.probe.world.launch import run_on_host
 from gputui.probe.world.model import WorldOptions
-from gputui.probe.world.probe import resolve_address, run_world
 from gputui.probe.world.report import WorldReport
+from gputui.probe.world.runner import resolve_address, run_world
 from gputui.tools.fleet import run as fleet
 
 SELF_STAGES = ("launch", "torch", "busy")  # failures a host has on its own, before any peer

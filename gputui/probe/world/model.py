@@ -1,6 +1,6 @@
 """The world probe's data: the options of a run, what each host said, the whole run. Apart
 from the code that launches, parses and judges, so that each of those imports it and none
-imports another (gputui.probe.world.probe, launch, parse, report, bisect).
+imports another (gputui.probe.world.runner, launch, parse, report, bisect).
 """
 
 from __future__ import annotations

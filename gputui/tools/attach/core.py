@@ -85,7 +85,17 @@ def core_backtrace(
     timeout: float = CORE_TIMEOUT_S,
     frames: int = CORE_FRAMES,
 ) -> ToolResult:
-    """gdb's backtrace of every thread of a core file; one clear message when it cannot."""
+    """gdb's backtrace of every thread of a core file; one clear message when it cannot.
+
+    Args:
+        core: the core file's path.
+        exe: the program that dumped it; None: the one gdb reads from the core.
+        timeout: seconds gdb may take.
+        frames: the most frames shown per thread.
+
+    Returns:
+        The ToolResult: gdb's lines, or its outcome and one message saying why not.
+    """
     if not os.path.exists(core):
         return ToolResult("gdb", None, Outcome.FAILED, f"no core file: {core} does not exist")
     if not os.access(core, os.R_OK):

@@ -278,6 +278,22 @@ def dump_all(
     time (a lock serialises them). With `children`, a rank whose main thread is in no
     collective has its child processes dumped too (gputui.tools.attach.children): the
     DataLoader worker it waits for is where its hang is.
+
+    Args:
+        targets: the processes (pids, ProcessInfos or Targets).
+        ranks: pid -> rank, to name each stack's rank; None: from the targets.
+        native: py-spy's `--native`: C/C++ frames too (slower, pauses longer).
+        timeout: seconds per process; None: py-spy's default bound.
+        max_workers: how many processes are dumped at once.
+        on_line: called with one progress line per finished process; None: none.
+        cancel: set to stop the tool at once (its process is killed); None: run to its end.
+        tool_path: a directory to look for the tool in first; None: PATH (gputui.tools.which).
+        how: how the job's processes were found, said with the result.
+        dump: the function that dumps one process (tests pass a stand-in).
+        children: dump the children of a rank whose main thread is in no collective.
+
+    Returns:
+        The DumpAll: each process's ToolResult and stacks, grouped by where they stand.
     """
     start = time.monotonic()
     lock = threading.Lock()
@@ -374,6 +390,17 @@ def stacks_record(
 
     `gone` are the ranks that could not be dumped because their process had already exited
     (the detector's vanished GPUs): they are part of the answer, so they are in the record.
+
+    Args:
+        res: the dump (dump_all).
+        t: the record's time (Unix seconds).
+        job: the job's key.
+        trigger: what started the dump (`stalled`, `hung`, `key`).
+        processes: the job's processes, for their ranks and GPUs.
+        gone: the ranks whose processes had exited before the dump.
+
+    Returns:
+        The `stacks` record (a JSON-able dict).
     """
     by_pid = {p.pid: p for p in processes}
     ranks = [rank_stack(d, by_pid.get(d.pid)) for d in res.dumps] + list(gone)

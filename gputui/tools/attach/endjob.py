@@ -50,7 +50,15 @@ class EndResult:
 
 
 def ranks_here(job: Job, processes: Sequence[ProcessInfo]) -> list[ProcessInfo]:
-    """The job's live ranks on this node: its pids that carry a rank, nothing else."""
+    """The job's live ranks on this node: its pids that carry a rank, nothing else.
+
+    Args:
+        job: the job.
+        processes: the sample's processes.
+
+    Returns:
+        The ProcessInfos of its ranks here, in rank order.
+    """
     pids = set(job.pids)
     return [p for p in processes if p.pid in pids and p.live and p.rank is not None]
 
@@ -63,7 +71,18 @@ def end_ranks(
     on_line: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
 ) -> EndResult:
-    """SIGTERM every rank, then SIGKILL the ones left after `grace` seconds. Never raises."""
+    """SIGTERM every rank, then SIGKILL the ones left after `grace` seconds. Never raises.
+
+    Args:
+        job: the job to end.
+        ranks: its live ranks on this node (ranks_here).
+        grace: seconds between SIGTERM and SIGKILL.
+        on_line: called with a line per step; None: none.
+        cancel: set to stop waiting (the ranks already signalled stay signalled).
+
+    Returns:
+        The EndResult: which ranks ended, which needed SIGKILL, which were refused.
+    """
     say = on_line or (lambda _s: None)
     res = EndResult(job.label)
     procs: dict[int, psutil.Process] = {}

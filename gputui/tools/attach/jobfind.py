@@ -99,7 +99,15 @@ def job_from_host(pid: int) -> JobMembers:
 
 
 def find_job(pid: int, snapshot: Snapshot | None = None) -> JobMembers:
-    """The job of `pid`: from `snapshot` when it holds one with pid, else from the host."""
+    """The job of `pid`: from `snapshot` when it holds one with pid, else from the host.
+
+    Args:
+        pid: any rank of the job.
+        snapshot: the latest sample, when there is one (its jobs are already grouped).
+
+    Returns:
+        The JobMembers: pids in rank order, pid -> rank, and how they were found.
+    """
     if snapshot is not None:
         found = job_from_snapshot(snapshot, pid)
         if found is not None:

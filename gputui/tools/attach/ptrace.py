@@ -60,7 +60,15 @@ class Target:
 
 
 def preflight(target: Target) -> tuple[Outcome, str] | None:
-    """Why not to attach to `target` (an outcome and a one-line message), or None if fine."""
+    """Why not to attach to `target` (an outcome and a one-line message), or None if fine.
+
+    Args:
+        target: the process to attach to.
+
+    Returns:
+        (outcome, message) when it must not be attached to (from a recording, exited, a zombie, its
+        pid reused, a kernel thread), else None.
+    """
     pid = target.pid
     if not target.live:
         return (
@@ -187,7 +195,20 @@ def permission_advice(
     target_user: str | None = None,
 ) -> str:
     """One line saying why ptrace was refused and what to do. Arguments default to reading
-    this machine; tests pass them to cover every case without being unprivileged."""
+    this machine; tests pass them to cover every case without being unprivileged.
+
+    Args:
+        pid: the process ptrace was refused on.
+        tool: the tool that was refused (`py-spy`, `gdb`...).
+        scope: /proc/sys/kernel/yama/ptrace_scope; "read": read it here.
+        has_cap: whether gputui holds CAP_SYS_PTRACE; "read": read it here.
+        euid: gputui's effective uid; None: os.geteuid().
+        target_uid: the process's uid; "read": read it here.
+        target_user: the process's user name, with a given `target_uid` ("read" reads both).
+
+    Returns:
+        One line: why, and what to do (sudo, the capability, the scope).
+    """
     scope_v = ptrace_scope() if scope == "read" else scope
     cap_v = has_cap_sys_ptrace() if has_cap == "read" else has_cap
     me = os.geteuid() if euid is None else euid

@@ -172,7 +172,19 @@ def py_spy_dump(
     cancel: Cancel | None = None,
     tool_path: str | None = None,
 ) -> ToolResult:
-    """`py-spy dump --pid PID [--native]`: every Python thread's stack, briefly pausing it."""
+    """`py-spy dump --pid PID [--native]`: every Python thread's stack, briefly pausing it.
+
+    Args:
+        target: the process: a pid, its ProcessInfo, or a ptrace Target.
+        native: `--native`: C/C++ frames too.
+        timeout: seconds py-spy may take; None: its default bound.
+        on_line: called with each line of output as it comes (from a worker thread); None: none.
+        cancel: set to stop the tool at once (its process is killed); None: run to its end.
+        tool_path: a directory to look for the tool in first; None: PATH (gputui.tools.which).
+
+    Returns:
+        The ToolResult: py-spy's lines (redacted), or the outcome and one message saying why not.
+    """
     tool = "py-spy --native" if native else "py-spy"
     exe = find_tool("py-spy", tool_path)
     if exe is None:
@@ -268,7 +280,20 @@ def gdb_backtrace(
     debugger: str | None = None,
 ) -> ToolResult:
     """Native backtrace of every thread with gdb, or cuda-gdb when gdb is absent (cuda-gdb
-    also shows the GPU kernel a rank is stuck in, e.g. ncclDevFunc_AllReduce_...)."""
+    also shows the GPU kernel a rank is stuck in, e.g. ncclDevFunc_AllReduce_...).
+
+    Args:
+        target: the process: a pid, its ProcessInfo, or a ptrace Target.
+        timeout: seconds gdb may take.
+        frames: the most frames shown per thread.
+        on_line: called with each line of output as it comes (from a worker thread); None: none.
+        cancel: set to stop the tool at once (its process is killed); None: run to its end.
+        tool_path: a directory to look for the tool in first; None: PATH (gputui.tools.which).
+        debugger: the debugger to run (`gdb`, `cuda-gdb`); None: gdb, else cuda-gdb.
+
+    Returns:
+        The ToolResult: the backtraces, or the outcome and one message saying why not.
+    """
     if debugger is not None:
         exe = find_tool(debugger, tool_path)
         found = (debugger, exe) if exe else None
@@ -305,6 +330,17 @@ def strace_follow(
     """`strace -f -tt -p PID` until cancelled, `seconds` pass or `max_lines` lines came.
 
     Reaching either bound is a normal end (DONE): strace never finishes by itself.
+
+    Args:
+        target: the process: a pid, its ProcessInfo, or a ptrace Target.
+        seconds: the most seconds it follows.
+        max_lines: the most lines it keeps.
+        on_line: called with each line of output as it comes (from a worker thread); None: none.
+        cancel: set to stop the tool at once (its process is killed); None: run to its end.
+        tool_path: a directory to look for the tool in first; None: PATH (gputui.tools.which).
+
+    Returns:
+        The ToolResult: the system calls seen (redacted), DONE when a bound ended it.
     """
     exe = find_tool("strace", tool_path)
     if exe is None:

@@ -212,7 +212,13 @@ def write_new(base: Path, name: str, data: bytes) -> None:
 
 
 def append_note(directory: Path, name: str, text: str) -> None:
-    """Append `text` to `directory/name`, every component opened without following a link."""
+    """Append `text` to `directory/name`, every component opened without following a link.
+
+    Args:
+        directory: the bundle's directory.
+        name: the file's name inside it.
+        text: the text appended.
+    """
     fd = open_parent(directory / name, create=False)
     try:
         flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -227,7 +233,11 @@ def on_sigterm_cancel() -> threading.Event:
     """An event set by SIGTERM, which then ends the command as Ctrl-C does (exit 143): the
     tools in flight are killed through the event, and the exception unwinds through
     `write_bundle`, which removes the partial directory. Before, a SIGTERM ended the
-    process where it stood and left the hidden `.NAME.partial-*` directory behind."""
+    process where it stood and left the hidden `.NAME.partial-*` directory behind.
+
+    Returns:
+        The event the bundle's tools watch.
+    """
     cancel = threading.Event()
 
     def stop(signum: int, frame: FrameType | None) -> None:

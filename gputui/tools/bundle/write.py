@@ -38,6 +38,15 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def default_bundle_dir(host: str | None = None, now: float | None = None) -> Path:
+    """Where a bundle goes when no --out is given: `gputui-bundle-HOST-YYYYmmdd-HHMMSS` here.
+
+    Args:
+        host: the host's name; None: this machine's.
+        now: the time stamped (Unix seconds); None: now.
+
+    Returns:
+        The relative path.
+    """
     stamp = datetime.fromtimestamp(now if now is not None else time.time()).strftime(
         "%Y%m%d-%H%M%S"
     )
@@ -112,7 +121,16 @@ def write_bundle(out_dir: str | Path | None = None, **kw: Any) -> BundleReport:
     """Write the bundle into a new hidden directory beside `out_dir`, then rename it there:
     a full disk, a Ctrl-C or a SIGTERM leaves no half bundle, and a symbolic link anywhere
     in `out_dir` is refused (gputui.tools.bundle.safedir), so a planted link cannot
-    redirect the write. Keyword arguments are `_fill`'s."""
+    redirect the write. Keyword arguments are `_fill`'s.
+
+    Args:
+        out_dir: the bundle's directory; None: default_bundle_dir() of the host.
+        **kw: what goes in: the samples, processes, verdict, bounds and tools (`_fill`'s keywords).
+
+    Returns:
+        The BundleReport: the directory, the files written, notes, the time taken, failed dumps, the
+        headline.
+    """
     snapshots = kw.get("snapshots", ())
     last = snapshots[-1] if snapshots else None
     host = (last.hostname if last and last.hostname else None) or kw.get("recorded_node")

@@ -73,7 +73,19 @@ def running_pods(listing: str) -> list[str]:
 
 
 def list_pods(namespace: str | None, selector: str, timeout: float) -> list[str]:
-    """The Running pods that match the selector, or GputuiError saying why none could be had."""
+    """The Running pods that match the selector, or GputuiError saying why none could be had.
+
+    Args:
+        namespace: the pods' namespace; None: kubectl's default.
+        selector: the label selector (`app=train`).
+        timeout: seconds kubectl may take.
+
+    Returns:
+        The names of the Running pods, in kubectl's order.
+
+    Raises:
+        GputuiError: kubectl is missing, failed, or found no Running pod (exit 2).
+    """
     outcome, rc, out, err, _ = subproc.run_bounded(
         list_pods_argv(namespace, selector),
         timeout=timeout,
@@ -141,7 +153,21 @@ def run_kubectl(
     deadline: float | None = None,
 ) -> list[HostRun]:
     """Run the gputui command in every pod, at most `fanout` at once, each bounded, all
-    before `deadline` (monotonic; gputui.tools.fleet.run)."""
+    before `deadline` (monotonic; gputui.tools.fleet.run).
+
+    Args:
+        pods: the pods' names.
+        remote_for: the gputui command line run in each (`{host}` is the pod's name).
+        namespace: the pods' namespace; None: kubectl's default.
+        container: the container to run in; None: the pod's default.
+        fanout: how many pods are asked at once.
+        timeout: seconds each pod may take.
+        cancel: set to stop every run at once.
+        deadline: a time.monotonic() by which every run ends; None: none but `timeout`.
+
+    Returns:
+        One HostRun per pod: its exit status, output and error.
+    """
     cancel = cancel or threading.Event()
 
     def one(pod: str) -> HostRun:

@@ -106,7 +106,14 @@ def run_bounded(
 
 def said(text: str) -> str:
     """A host's own words (an error line it printed), safe to show: secrets redacted, control
-    characters escaped, at most 300 characters."""
+    characters escaped, at most 300 characters.
+
+    Args:
+        text: what a host printed.
+
+    Returns:
+        The text, redacted, sanitized and cut to 300 characters.
+    """
     return clean(redact_text(text), limit=300)
 
 

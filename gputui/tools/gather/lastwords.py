@@ -132,7 +132,15 @@ def _about(
 
 
 def gather_lastwords(target: JobTarget, cancel: threading.Event) -> dict[str, Any] | None:
-    """One `lastwords` record for the job: every rank the tracker knows, gone or alive."""
+    """One `lastwords` record for the job: every rank the tracker knows, gone or alive.
+
+    Args:
+        target: the stalled job at its transition (gputui.watch.gatherers.JobTarget).
+        cancel: set to stop early.
+
+    Returns:
+        The `lastwords` record, or None when no rank is known.
+    """
     tracker = getattr(target, "rankio", None)
     if tracker is None:
         return None

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from gputui.collect.procs.rankio import RankIO, Stream, _ancestors, _comm, read_tail, stream
+from gputui.collect.procs.rankio import RankIO, Stream, ancestors, program_name, read_tail, stream
 from gputui.diagnose.gone.lastwords import parse_error_file, parse_log
 from gputui.redact import redact_text
 
@@ -71,9 +71,9 @@ def _files(ranks: Sequence[Any], tracker: Any) -> list[tuple[str, str]]:
         who = f"rank {p.rank.rank}" if p.rank is not None and p.rank.rank is not None else "pid"
         holders.append((p.pid, f"{who} (pid {p.pid})"))
     for p in ranks:
-        for a in _ancestors(p.pid):
+        for a in ancestors(p.pid):
             if all(a != h for h, _ in holders):
-                holders.append((a, f"{_comm(a)} (pid {a})"))
+                holders.append((a, f"{program_name(a)} (pid {a})"))
     for pid, who in holders:
         io: RankIO | None = tracker.get(pid) if tracker is not None else None
         streams: list[Stream] = [io.stderr, io.stdout] if io is not None else []

@@ -42,7 +42,14 @@ class Target(Protocol):
 
 
 def local_ranks(ranks: Sequence[ProcessInfo]) -> list[dict[str, Any]]:
-    """The record's `local` part: pid, rank and GPUs of each live rank here."""
+    """The record's `local` part: pid, rank and GPUs of each live rank here.
+
+    Args:
+        ranks: the job's processes here.
+
+    Returns:
+        `{"pid", "rank", "gpus"}` per live rank.
+    """
     out = []
     for p in ranks:
         proc = _same_process(p) if p.live else None
@@ -131,7 +138,17 @@ def _query(addr: str | None, cancel: threading.Event, job: JobSide | None) -> di
 
 
 def ras_setup(env: dict[str, str], libs: dict[str, Any], interval: float) -> dict[str, Any]:
-    """The `ras` part of a record before any query: the job's RAS settings and its NCCL."""
+    """The `ras` part of a record before any query: the job's RAS settings and its NCCL.
+
+    Args:
+        env: a rank's environment.
+        libs: the libraries it has mapped (process_libraries).
+        interval: seconds between the two RAS queries.
+
+    Returns:
+        The `ras` part: the job's NCCL_RAS_* settings, NCCL loaded and its version, the interval, no
+        queries yet.
+    """
     nccl = libs.get("nccl")
     return {
         "env": {k: env[k] for k in _ENV_KEYS if k in env},
@@ -142,7 +159,15 @@ def ras_setup(env: dict[str, str], libs: dict[str, Any], interval: float) -> dic
 
 
 def ras_enabled(env: dict[str, str], libs: dict[str, Any]) -> bool:
-    """Whether asking RAS can answer: NCCL is loaded and RAS is not turned off."""
+    """Whether asking RAS can answer: NCCL is loaded and RAS is not turned off.
+
+    Args:
+        env: a rank's environment.
+        libs: the libraries it has mapped (process_libraries).
+
+    Returns:
+        True when NCCL is loaded and NCCL_RAS_ENABLE is not 0.
+    """
     return env.get("NCCL_RAS_ENABLE", "").strip() != "0" and libs.get("nccl") is not None
 
 
@@ -150,7 +175,16 @@ def ras_query(
     env: dict[str, str], cancel: threading.Event, ranks: Sequence[ProcessInfo] = ()
 ) -> dict[str, Any]:
     """One bounded RAS query at the job's address, as a record's query entry; the listener
-    and the answer checked against `ranks` (gputui.collect.nccl.ras.JobSide)."""
+    and the answer checked against `ranks` (gputui.collect.nccl.ras.JobSide).
+
+    Args:
+        env: a rank's environment (NCCL_RAS_ADDR).
+        cancel: set to stop at once.
+        ranks: the job's ranks here, that the listener and the answer are checked against.
+
+    Returns:
+        The query entry (a JSON-able dict): its outcome, and the answer when one came.
+    """
     return _query(env.get("NCCL_RAS_ADDR") or None, cancel, job_side(ranks))
 
 
@@ -182,7 +216,19 @@ def gather_nccl(
 ) -> dict[str, Any] | None:
     """The `nccl` record for a stalled job's local ranks, or None when none is alive here.
 
-    `ras=False` leaves RAS out (the Watcher's RAS poller asks it from the spin's start)."""
+    `ras=False` leaves RAS out (the Watcher's RAS poller asks it from the spin's start).
+
+    Args:
+        target: the stalled job at its transition (gputui.watch.gatherers.JobTarget).
+        cancel: set to stop early.
+        ras_interval: seconds between the two RAS queries (the second shows who moved).
+        fr_wait_s: how long to wait for the flight recorder's dumps; None: its default.
+        analyzer_timeout_s: the bound on the flight recorder's analyzer; None: its default.
+        ras: whether to ask RAS (False when the Watcher's poller asks it).
+
+    Returns:
+        The `nccl` record, or None when none of the job's ranks is alive here.
+    """
     record: dict[str, Any] = {
         "type": KIND,
         "t": time.time(),

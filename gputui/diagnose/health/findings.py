@@ -174,7 +174,16 @@ def link_findings(
 def with_links(v: Any, tracker: HealthTracker, snap: Any) -> Any:
     """A slow verdict with its stragglers' links that stand out named beside its reason (the
     reason stays the headline). For the Watcher (or the straggler rule) to call on a slow
-    verdict; the verdict itself when there is nothing to name."""
+    verdict; the verdict itself when there is nothing to name.
+
+    Args:
+        v: a slow verdict.
+        tracker: the run's HealthTracker.
+        snap: the latest sample.
+
+    Returns:
+        The verdict with its stragglers' links named, or `v` itself.
+    """
     if not getattr(v, "stragglers", ()) or not tracker.links.findings():
         return v
 
@@ -199,7 +208,18 @@ def with_links(v: Any, tracker: HealthTracker, snap: Any) -> Any:
 def health_evidence(
     tracker: HealthTracker, v: Any, snap: Any, job: Any = None, seen: dict[int, Any] | None = None
 ) -> Evidence | None:
-    """The health evidence for the Watcher's fold, None when health says nothing of the job."""
+    """The health evidence for the Watcher's fold, None when health says nothing of the job.
+
+    Args:
+        tracker: the run's HealthTracker.
+        v: the job's verdict.
+        snap: the latest sample.
+        job: the job the verdict names; None: found from the verdict.
+        seen: the last process seen on each GPU of the job (names a dead rank); None: none.
+
+    Returns:
+        Evidence of kind `health`, or None when health says nothing of the job.
+    """
     found = job_findings(tracker, v, snap, job, seen)
     if not found:
         return None
@@ -207,9 +227,16 @@ def health_evidence(
     return Evidence("health", ranked=found, suspect_pids=pids)
 
 
-def lead(v: Any) -> Any:
+def with_health_headline(v: Any) -> Any:
     """The verdict with its headline (`reason`) taken from a health finding that leads the
-    ranking (HARDWARE, RANK_GONE); the detector's own sentence is kept, last, as a finding."""
+    ranking (HARDWARE, RANK_GONE); the detector's own sentence is kept, last, as a finding.
+
+    Args:
+        v: a verdict with its findings ranked.
+
+    Returns:
+        The verdict with the health finding's headline, or `v` itself when none leads.
+    """
     top = strongest(v.ranked)
     if top is None or top.source != "health" or top.lead == v.reason:
         return v
