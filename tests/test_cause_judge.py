@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from gputui.collect.frames import ChildStack, Frame, RankStack, ThreadStack, ranks_of_record
+from gputui.collect.frames import ChildStack, Frame, RankStack, ThreadStack, rank_stacks_of_record
 from gputui.diagnose.hang.children import killed_child_words, own_frames, stuck_child
 from gputui.diagnose.hang.culprit import explain_stacks
 from gputui.diagnose.hang.progress import explain_progress, judge_rank, no_progress
@@ -82,15 +82,15 @@ def rank1(**kw) -> RankStack:
 def test_a_record_keeps_every_thread_and_child_and_an_old_record_still_reads():
     child = ChildStack(4242, "DataLoader worker 1", "done", STUCK_WORKER, "idle")
     s = rank1(frames=ALL_REDUCE, threads=(STATS, FEEDER), children=(child,))
-    (back,) = ranks_of_record(record(s))
+    (back,) = rank_stacks_of_record(record(s))
     assert back == s
     old = {"pid": 908, "rank": 1, "gpu": 1, "outcome": "done", "frames": [], "error": None}
-    (read,) = ranks_of_record({"ranks": [old]})
+    (read,) = rank_stacks_of_record({"ranks": [old]})
     assert read.threads == () and read.children == ()
     with pytest.raises(ValueError):
-        ranks_of_record({"ranks": [{**old, "threads": [{"frames": "x"}]}]})
+        rank_stacks_of_record({"ranks": [{**old, "threads": [{"frames": "x"}]}]})
     with pytest.raises(ValueError):
-        ranks_of_record({"ranks": [{**old, "children": [{"pid": 1, "outcome": "??"}]}]})
+        rank_stacks_of_record({"ranks": [{**old, "children": [{"pid": 1, "outcome": "??"}]}]})
 
 
 def test_the_thread_holding_the_gil_leads_with_its_line_and_the_collective_it_holds_up():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collect.frames import MAX_FRAMES, Frame, RankStack, ranks_of_record
+from gputui.collect.frames import MAX_FRAMES, Frame, RankStack, rank_stacks_of_record
 from gputui.diagnose.hang.culprit import explain_stacks
 from gputui.diagnose.hang.stack_reading import is_library, read_stack
 from gputui.diagnose.verdict import Verdict, verdict_to_json
@@ -316,7 +316,7 @@ def test_a_record_body_gputui_did_not_write_is_one_finding_not_an_exception():
 
 def test_a_rank_stack_survives_its_json_form():
     r = rs(900, 0, 0, *AR)
-    assert ranks_of_record(record(r)) == (r,)
+    assert rank_stacks_of_record(record(r)) == (r,)
 
 
 def test_check_json_keeps_its_first_five_keys_and_adds_the_evidence_after():

@@ -289,7 +289,7 @@ class RankStack:
         )
 
 
-def ranks_of_record(record: dict[str, Any]) -> tuple[RankStack, ...]:
+def rank_stacks_of_record(record: dict[str, Any]) -> tuple[RankStack, ...]:
     """The rank entries of a `{"type": "stacks"}` record; ValueError when the body is bad.
 
     Args:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gputui.collect.frames import Frame, RankStack, ranks_of_record
+from gputui.collect.frames import Frame, RankStack, rank_stacks_of_record
 from gputui.collect.model import Snapshot
 from gputui.diagnose.evidence import GONE_WORDS, Evidence
 from gputui.diagnose.hang.children import stuck_child
@@ -63,7 +63,7 @@ class _Rank:
 def explain_stacks(record: dict[str, Any], verdict: Verdict, snap: Snapshot | None) -> Evidence:
     """Findings, culprit frame and check --json stack entries from a stacks record."""
     try:
-        stacks = list(ranks_of_record(record))
+        stacks = list(rank_stacks_of_record(record))
     except ValueError as e:
         return _context(f"the stack dump could not be read: {e}")
     dumped = {s.pid for s in stacks}

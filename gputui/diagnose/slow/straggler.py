@@ -53,7 +53,7 @@ from typing import TypeVar
 
 from gputui.collect.model import GpuSample, Snapshot
 from gputui.diagnose.job_groups import Group
-from gputui.diagnose.slow.history import GpuHistory
+from gputui.diagnose.slow.busy_windows import GpuHistory
 
 WAIT_UTIL_MIN = 90.0  # a kernel is resident the whole sample (waiting ranks read 97-99)
 WAIT_MEM_UTIL_MAX = 14.0  # waiting ranks 2-8; the straggler and training 20-24; comm 35-36
