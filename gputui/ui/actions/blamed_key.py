@@ -63,12 +63,15 @@ class BlamedProbeKey:
 
     def _offer_blamed(self: AppLike) -> None:
         """Called with each drawn sample: the key bar offers B while a GPU is blamed."""
+        from gputui.ui.keys import shown
+
+        key = shown("probe_blamed")
         b = blame_of(self)
         if b is not None:
-            self.keybar.offer_first((("B", f"probe GPU {b.gpu}"),))
+            self.keybar.offer_first(((key, f"probe GPU {b.gpu}"),))
             return
         h = host_blame_of(self)
-        self.keybar.offer_first((("B", f"probe host {h.host}"),) if h is not None else ())
+        self.keybar.offer_first(((key, f"probe host {h.host}"),) if h is not None else ())
 
     def action_probe_blamed(self: AppLike) -> None:
         from gputui.probe.blamed import holders, refusal, refused_record

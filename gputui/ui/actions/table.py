@@ -92,13 +92,13 @@ class TableActions:
 
     def _offer_keys(self: AppLike) -> None:
         """The key bar offers the keys that have something to act on now."""
-        from gputui.ui.actions.key_offers import hidden_keys
+        from gputui.ui.keys import Moment, hidden_keys
 
         replay = self.source.kind == "replay"
-        hidden = hidden_keys(
+        moment = Moment(
             replay, self.snapshot, self.verdict, self.table.selected(), bool(self.probe_args)
         )
-        self.keybar.offer(hidden)
+        self.keybar.offer(hidden_keys(moment))
 
     def on_process_table_selection_changed(self: AppLike, _: ProcessTable.SelectionChanged) -> None:
         self._offer_keys()
