@@ -348,3 +348,9 @@ def hidden_keys(moment: Moment) -> frozenset[str]:
         for k in _BAR
         if k.bar is not None and k.bar.when is not None and not k.bar.when(moment)
     )
+
+
+def offer_line(*offers: tuple[str, str]) -> str:
+    """Keys offered in a line of prose (the banner's, the demo's story bar), each written as
+    the table writes it: `offer_line(("details", "why"))` is "d why"."""
+    return " · ".join(f"{shown(key_id)} {words}" for key_id, words in offers)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from textual.strip import Strip
 
 from gputui.ui.actions.table import TableActions
+from gputui.ui.keys import offer_line, shown
 from gputui.ui.widgets.strips import LineView, fit, text_line
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 STORY_STYLE = "@story"
 HINT_STYLE = "@story-hint"
-GO_ON_KEY = "space"
+GO_ON_KEY = shown("pause")
 LEAD_S = 2.0  # going on lands this long before the next chapter's job shows its first process
 
 
@@ -186,9 +187,11 @@ class DemoStory:
             last = self.holding == n - 1
             go = "go on to the summary" if last else "go on to the next hang"
             keys = (
-                "d why it is gone · a its peer's stack"
+                offer_line(("details", "why it is gone"), ("dump_all", "its peer's stack"))
                 if self.gone
-                else ("d why · a all stacks · p its stack")
+                else offer_line(
+                    ("details", "why"), ("dump_all", "all stacks"), ("py_spy", "its stack")
+                )
             )
             return [
                 (f"demo {self.holding + 1}/{n}: {c.title}", STORY_STYLE),
