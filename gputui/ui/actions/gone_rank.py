@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gputui.ui.keys import shown
 from gputui.ui.widgets.safe_text import Text
 
 
@@ -57,12 +58,13 @@ def gone_text(v: Any, replay: bool) -> Text:
                 "lines about it when it exits while gputui watches).\n"
             )
         core = cores.get(pid) if pid is not None else None
+        c = shown("core")
         t.append(
-            f"c: gdb on its core file, {core}\n"
+            f"{c}: gdb on its core file, {core}\n"
             if core
-            else "c: it left no core file gputui found\n"
+            else f"{c}: it left no core file gputui found\n"
         )
-    t.append("\nd: the verdict's details, every finding and the next steps\n")
-    t.append("a: the stacks of the ranks still running, which wait for it\n")
-    t.append("up/down, then p: one of those ranks' stack\n")
+    t.append(f"\n{shown('details')}: the verdict's details, every finding and the next steps\n")
+    t.append(f"{shown('dump_all')}: the stacks of the ranks still running, which wait for it\n")
+    t.append(f"up/down, then {shown('py_spy')}: one of those ranks' stack\n")
     return t

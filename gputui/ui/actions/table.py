@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gputui.collect.model import ProcessInfo
+from gputui.ui.keys import shown
 from gputui.ui.widgets.bars import FilterChanged
 from gputui.ui.widgets.process_table import ProcessTable
 
@@ -86,7 +87,7 @@ class TableActions:
         gpus = ", ".join(map(str, v.suspects)) or "none"
         self.notify(
             f"suspect GPU {gpus} has no process any more: its rank has exited; "
-            "dump the waiting ranks (a) to see where they wait",
+            f"dump the waiting ranks ({shown('dump_all')}) to see where they wait",
             timeout=6,
         )
 

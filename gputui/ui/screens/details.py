@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 
-from gputui.ui.keys import screen_bindings
+from gputui.ui.keys import screen_bindings, shown
 from gputui.ui.widgets.palette import role
 from gputui.ui.widgets.safe_text import Static, Text
 
@@ -76,8 +76,9 @@ _LIVE_STEP = re.compile(r"`gputui dump\b|\(j\) and press p|n adds native frames"
 
 REPLAY_STEP = (
     "This is a replay: its processes ran on the recorded node, so nothing here can attach to "
-    "them. What the recording holds is here: p shows the selected rank's recorded stack (j "
-    "selects the suspect), a every rank's, d this; b writes a bundle of this moment."
+    f"them. What the recording holds is here: {shown('py_spy')} shows the selected rank's "
+    f"recorded stack ({shown('jump_suspect')} selects the suspect), {shown('dump_all')} every "
+    f"rank's, {shown('details')} this; {shown('bundle')} writes a bundle of this moment."
 )
 
 
