@@ -33,6 +33,7 @@ from gputui.ui.actions.story import DemoStory, StoryBar, StoryKeys
 from gputui.ui.actions.table import TableActions
 from gputui.ui.actions.way_out import WayOut
 from gputui.ui.keys import BINDINGS as KEYS
+from gputui.ui.keys import PALETTE, shown
 from gputui.ui.messages import EvidenceArrived, SamplerFailed, SnapshotReady, SourceEnded
 from gputui.ui.widgets.banner import VerdictBanner, banner_height
 from gputui.ui.widgets.bars import KeyBar, StatusLine
@@ -356,18 +357,16 @@ class GputuiApp(
         elif self.story is not None and self.story.holding is not None:
             right = ""  # the story bar names the key that goes on
         elif self.story is not None and self.story.done and (self.ended or self.sampler.paused):
-            right = "demo done (q quits)"
+            right = f"demo done ({shown('quit')} quits)"
         elif self.ended:
-            right = "replay ended (q quits)"
+            right = f"replay ended ({shown('quit')} quits)"
         elif self.sampler.paused:
-            right = "PAUSED (space resumes)"
+            right = f"PAUSED ({shown('pause')} resumes)"
         self.status.show(left, right, stale, shorter)
 
     # -- commands, help, palette
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """gputui's own actions first in the command palette (ctrl+p)."""
-        from gputui.ui.keys import PALETTE
-
         for k in PALETTE:
             yield SystemCommand(k.does, f"key: {k.shown}", lambda a=k.action: self.run_action(a))
         yield from super().get_system_commands(screen)

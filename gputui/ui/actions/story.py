@@ -83,13 +83,14 @@ DEMO_CHAPTERS = (
     ),
 )
 
-END = "space: play the rest of the recording · q: quit · see docs/demo.md"
+_Q = f"{shown('quit')}: quit · see docs/demo.md"
+END = f"{GO_ON_KEY}: play the rest of the recording · {_Q}"
 # What the summary's last line offers, by what the replay does now: "space: play the rest"
 # only while it is paused at the summary (said while it played on, it was untrue).
 ENDS = {
     "paused": END,
-    "playing": "the rest of the recording plays · space: pause · q: quit · see docs/demo.md",
-    "ended": "the recording has ended · q: quit · see docs/demo.md",
+    "playing": f"the rest of the recording plays · {GO_ON_KEY}: pause · {_Q}",
+    "ended": f"the recording has ended · {_Q}",
 }
 TRY_NEXT = (
     "try: gputui check --demo · gputui bundle --demo · gputui snapshot --demo",
