@@ -129,6 +129,9 @@ async def main(only: list[str]) -> None:
         "help": lambda: shoot(
             "help", window(snaps, "train", 3.0), keys=("question_mark",), size=(80, 40)
         ),
+        "clocks-80x24": lambda: shoot(
+            "clocks-80x24", window(snaps, "train", 3.0), keys=("C",), size=(80, 24)
+        ),
         "demo-1-stall-80x24": lambda: shoot_story("demo-1-stall-80x24", 0),
         "demo-2-dead-rank-80x24": lambda: shoot_story("demo-2-dead-rank-80x24", 1),
     }

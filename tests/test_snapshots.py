@@ -33,8 +33,9 @@ async def _until_replay_ends(pilot) -> None:
         ((200, 60), "stall_in_loop", 20.0, ()),
         ((140, 40), "comm_heavy", 10.0, ()),  # healthy all_reduce traffic: no alarm
         ((80, 40), "train", 3.0, ("question_mark",)),  # the help screen
+        ((80, 24), "train", 3.0, ("C",)),  # the clocks pane: both GPUs at the power cap
     ],
-    ids=["80x24", "100x30", "120x40-8gpu", "200x60-8gpu", "200x60", "healthy", "help"],
+    ids=["80x24", "100x30", "120x40-8gpu", "200x60-8gpu", "200x60", "healthy", "help", "clocks"],
 )
 def test_dashboard_snapshot(snap_compare, demo_snaps, size, phase, seconds, keys):
     source = eight_gpu_hang(seconds) if phase == "8gpu" else window(demo_snaps, phase, seconds)

@@ -23,32 +23,29 @@ from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.strip import Strip
 
 from gputui.collect.model import Snapshot
 from gputui.collect.sampler import Sampler
 from gputui.collect.source import Source
-from gputui.diagnose.states import State
 from gputui.ui.actions.blamed_key import BlamedProbeKey
 from gputui.ui.actions.process import RECENT, ProcessActions
 from gputui.ui.actions.story import DemoStory, StoryBar, StoryKeys
 from gputui.ui.actions.table import TableActions
 from gputui.ui.actions.way_out import WayOut
 from gputui.ui.keys import BINDINGS as KEYS
+from gputui.ui.keys import PALETTE, shown
 from gputui.ui.messages import EvidenceArrived, SamplerFailed, SnapshotReady, SourceEnded
 from gputui.ui.widgets.banner import VerdictBanner, banner_height
 from gputui.ui.widgets.bars import KeyBar, StatusLine
 from gputui.ui.widgets.gpu_board import HISTORY, GpuBoard, GpuHistory
+from gputui.ui.widgets.marks import gpu_tags, row_flags
+from gputui.ui.widgets.no_gpu import NoGpuNote
 from gputui.ui.widgets.notices import OneMessage
 from gputui.ui.widgets.palette import Palette
 from gputui.ui.widgets.process_table import ProcessTable
-from gputui.ui.widgets.straggler_view import slow_flags
-from gputui.ui.widgets.strips import LineView, text_line
+from gputui.ui.widgets.strips import LineView
 from gputui.watch.run import WatchRun
 from gputui.watch.settings import WatchSettings
-
-NO_GPU_HINT = "Try `gputui --demo` to replay a real NCCL hang recorded on 2 x H200."
-NO_GPU_HINT_SHORT = "Busiest host processes below · try `gputui --demo`: a real NCCL hang"
 
 
 def _terminal_alive() -> bool:
@@ -57,25 +54,6 @@ def _terminal_alive() -> bool:
         return stdin is not None and os.isatty(stdin.fileno())
     except (OSError, ValueError):
         return False
-
-
-class NoGpuNote(LineView):
-    """What to try instead of GPU lines (host mode); why there are none is the banner's."""
-
-    DEFAULT_CSS = "NoGpuNote { height: auto; }"
-
-    def __init__(self) -> None:
-        super().__init__(id="nogpu")
-        self.error = ""
-
-    def build(self, width: int) -> list[Strip]:
-        """The hint, once: why there are no GPUs is the banner's line above (in full)."""
-        if not self.error:
-            return []
-        hint = f" Showing the busiest host processes instead. {NO_GPU_HINT}"
-        if len(hint) > width:  # the hint must be read whole: the short one at 80 columns
-            hint = f" {NO_GPU_HINT_SHORT}"
-        return [text_line(hint, width)]
 
 
 class GputuiApp(
@@ -266,27 +244,6 @@ class GputuiApp(
     def on_resize(self, event: events.Resize) -> None:
         self.board.redraw()
 
-    def _gpu_tags(self) -> dict[int, tuple[str, str]]:
-        v, snap = self.verdict, self.snapshot
-        tags: dict[int, tuple[str, str]] = {}
-        if v is None or snap is None:
-            return tags
-        for i, st in (getattr(v, "gpu_states", None) or {}).items():
-            tags[i] = (str(getattr(st, "value", st)), "")
-        if v.state == State.BUSY:  # its peers wait, the busy rank advances: no suspect
-            for i in v.spinning:
-                tags[i] = ("waiting", "")
-            gpu = (getattr(v, "busy", None) or {}).get("gpu")
-            for i in v.suspects if gpu is None else (gpu,):
-                tags[i] = ("busy", "")
-        elif v.state != State.OK:
-            since = f" {snap.t - v.since:.0f}s" if v.since is not None else ""
-            for i in v.spinning:
-                tags[i] = ("spinning", since)
-            for i in v.suspects:
-                tags[i] = ("suspect", f" {tags.get(i, ('gone', ''))[0]}")
-        return tags
-
     def _render_snapshot(self) -> None:
         snap = self.snapshot
         assert snap is not None
@@ -297,7 +254,8 @@ class GputuiApp(
         )
         if self.story is not None:
             self.story_bar.redraw()
-        board.show(snap.gpus, self.history, self._gpu_tags(), self._is_stale(), self.watcher.marks)
+        tags = gpu_tags(self.verdict, snap)
+        board.show(snap.gpus, self.history, tags, self._is_stale(), self.watcher.marks)
         note = self.no_gpu
         error = "" if snap.gpus else (snap.gpu_error or "this node reports no GPUs")
         if error != note.error:
@@ -309,7 +267,7 @@ class GputuiApp(
             self._host_sorted = True
             if self.table.sort_by == "gpu":
                 self.table.sort("cpu", reverse=False)
-        self.table.apply(snap.processes, snap.jobs, snap.t, self._row_flags())
+        self.table.apply(snap.processes, snap.jobs, snap.t, row_flags(self.verdict, snap))
         self._offer_keys()
         self._offer_blamed()
         self._refresh_status()
@@ -321,23 +279,6 @@ class GputuiApp(
             for w in screen.query(LineView):
                 w.redraw()
         self.table.redraw()
-
-    def _row_flags(self) -> dict[int, str]:
-        v, snap = self.verdict, self.snapshot
-        if v is not None and snap is not None and (v.state == State.SLOW or v.waiting_gpus):
-            return slow_flags(v, snap)  # a straggler, or ranks that all wait: their shares
-        if v is None or snap is None or v.state == State.OK:
-            return {}
-        flags: dict[int, str] = {}
-        busy = (getattr(v, "busy", None) or {}).get("pid") if v.state == State.BUSY else None
-        for p in snap.processes:
-            if busy is not None and p.pid == busy:
-                flags[p.pid] = "busy"
-            elif set(p.gpus) & set(v.suspects) or p.pid in v.suspect_pids:
-                flags[p.pid] = "suspect"
-            elif set(p.gpus) & set(v.spinning):
-                flags[p.pid] = "waiting"
-        return flags
 
     # -- status line and staleness
     def _stale_after(self) -> float:
@@ -409,26 +350,18 @@ class GputuiApp(
         elif self.story is not None and self.story.holding is not None:
             right = ""  # the story bar names the key that goes on
         elif self.story is not None and self.story.done and (self.ended or self.sampler.paused):
-            right = "demo done (q quits)"
+            right = f"demo done ({shown('quit')} quits)"
         elif self.ended:
-            right = "replay ended (q quits)"
+            right = f"replay ended ({shown('quit')} quits)"
         elif self.sampler.paused:
-            right = "PAUSED (space resumes)"
+            right = f"PAUSED ({shown('pause')} resumes)"
         self.status.show(left, right, stale, shorter)
 
     # -- commands, help, palette
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """gputui's own actions first in the command palette (ctrl+p)."""
-        for b in self.BINDINGS:
-            assert isinstance(b, Binding)
-            if b.action in ("quit", "clear_filter"):
-                continue
-            action = b.action
-            yield SystemCommand(
-                f"{b.description}",
-                f"key: {b.key_display or b.key}",
-                lambda a=action: self.run_action(a),
-            )
+        for k in PALETTE:
+            yield SystemCommand(k.does, f"key: {k.shown}", lambda a=k.action: self.run_action(a))
         yield from super().get_system_commands(screen)
 
     def action_help(self) -> None:
@@ -436,6 +369,11 @@ class GputuiApp(
 
         keys = [b for b in self.BINDINGS if isinstance(b, Binding)]
         self.push_screen(HelpScreen(keys, demo=self.story is not None))
+
+    def action_clocks(self) -> None:
+        from gputui.ui.screens.clocks import ClocksScreen
+
+        self.push_screen(ClocksScreen())
 
     def action_details(self) -> None:
         from gputui.ui.screens.details import DetailsScreen

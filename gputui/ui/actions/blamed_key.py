@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gputui.ui.keys import shown
+
 if TYPE_CHECKING:
     from gputui.diagnose.health.blame import Blame
     from gputui.diagnose.merge.host_blame import HostBlame
@@ -63,12 +65,13 @@ class BlamedProbeKey:
 
     def _offer_blamed(self: AppLike) -> None:
         """Called with each drawn sample: the key bar offers B while a GPU is blamed."""
+        key = shown("probe_blamed")
         b = blame_of(self)
         if b is not None:
-            self.keybar.offer_first((("B", f"probe GPU {b.gpu}"),))
+            self.keybar.offer_first(((key, f"probe GPU {b.gpu}"),))
             return
         h = host_blame_of(self)
-        self.keybar.offer_first((("B", f"probe host {h.host}"),) if h is not None else ())
+        self.keybar.offer_first(((key, f"probe host {h.host}"),) if h is not None else ())
 
     def action_probe_blamed(self: AppLike) -> None:
         from gputui.probe.blamed import holders, refusal, refused_record
@@ -79,11 +82,16 @@ class BlamedProbeKey:
             probe_host(self, h)
             return
         if b is None or snap is None:
-            self.notify("B: the verdict blames no GPU; P probes every pair", timeout=5)
+            self.notify(
+                f"{shown('probe_blamed')}: the verdict blames no GPU; {shown('probe')} probes "
+                "every pair",
+                timeout=5,
+            )
             return
         if self.source.kind == "replay":
             self.notify(
-                f"B: the probe tests this machine's GPUs, not the recorded node's; on that "
+                f"{shown('probe_blamed')}: the probe tests this machine's GPUs, not the recorded "
+                "node's; on that "
                 f"node run `gputui probe --pairs-with {b.gpu}`",
                 timeout=8,
             )
@@ -112,7 +120,8 @@ def probe_host(app: AppLike, h: HostBlame) -> None:
     the screen then says so, naming them."""
     if app.source.kind == "replay":
         app.notify(
-            f"B: {h.host} is blamed ({h.why[:120]}); the probe reaches hosts from a live "
+            f"{shown('probe_blamed')}: {h.host} is blamed ({h.why[:120]}); the probe reaches "
+            "hosts from a live "
             f"node: run `{h.command_text()}` there",
             timeout=10,
         )

@@ -6,17 +6,13 @@ no stack; what it does have is why it left (its last words: an exception in its 
 OOM killer, a signal), a core file it may have left (`c`), and the peers that wait for it
 (`a`). So while the selection is the one the dashboard made (not a row a person chose), `p`
 says that instead. A row chosen by hand still gets its own stack.
-
-In a replay the next steps of the details screen (`d`) name commands for the live node
-(`gputui dump 815`, n, g): they cannot reach a recorded process, so they are replaced by
-what a replay can do.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from gputui.ui.keys import shown
 from gputui.ui.widgets.safe_text import Text
 
 
@@ -62,32 +58,13 @@ def gone_text(v: Any, replay: bool) -> Text:
                 "lines about it when it exits while gputui watches).\n"
             )
         core = cores.get(pid) if pid is not None else None
+        c = shown("core")
         t.append(
-            f"c: gdb on its core file, {core}\n"
+            f"{c}: gdb on its core file, {core}\n"
             if core
-            else "c: it left no core file gputui found\n"
+            else f"{c}: it left no core file gputui found\n"
         )
-    t.append("\nd: the verdict's details, every finding and the next steps\n")
-    t.append("a: the stacks of the ranks still running, which wait for it\n")
-    t.append("up/down, then p: one of those ranks' stack\n")
+    t.append(f"\n{shown('details')}: the verdict's details, every finding and the next steps\n")
+    t.append(f"{shown('dump_all')}: the stacks of the ranks still running, which wait for it\n")
+    t.append(f"up/down, then {shown('py_spy')}: one of those ranks' stack\n")
     return t
-
-
-# Next steps that need the live processes: `gputui dump ...`, n, g, the dashboard's p on a
-# live row. A replay's processes ran on the recorded node.
-_LIVE_STEP = re.compile(r"`gputui dump\b|\(j\) and press p|n adds native frames")
-
-REPLAY_STEP = (
-    "This is a replay: its processes ran on the recorded node, so nothing here can attach to "
-    "them. What the recording holds is here: p shows the selected rank's recorded stack (j "
-    "selects the suspect), a every rank's, d this; b writes a bundle of this moment."
-)
-
-
-def steps_for(v: Any, replay: bool) -> tuple[str, ...]:
-    """The verdict's next steps as the details screen lists them: in a replay, those that
-    need the live processes give way to what the replay offers."""
-    steps = tuple(getattr(v, "next_steps", ()) or ())
-    if not replay or not steps:
-        return steps
-    return (REPLAY_STEP, *(s for s in steps if not _LIVE_STEP.search(s)))

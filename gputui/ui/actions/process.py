@@ -90,7 +90,7 @@ class ProcessActions:
             self.push_screen(py_spy_pane(p, native=True))
 
     def action_profile(self: AppLike) -> None:
-        from gputui.ui.widgets.straggler_view import profile_pane
+        from gputui.ui.screens.tool_pane import profile_pane
 
         if (p := self._live_target("py-spy record")) is not None:
             self.push_screen(profile_pane(p))

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from textual.strip import Strip
 
 from gputui.ui.actions.table import TableActions
+from gputui.ui.keys import offer_line, shown
 from gputui.ui.widgets.strips import LineView, fit, text_line
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 STORY_STYLE = "@story"
 HINT_STYLE = "@story-hint"
-GO_ON_KEY = "space"
+GO_ON_KEY = shown("pause")
 LEAD_S = 2.0  # going on lands this long before the next chapter's job shows its first process
 
 
@@ -82,13 +83,14 @@ DEMO_CHAPTERS = (
     ),
 )
 
-END = "space: play the rest of the recording · q: quit · see docs/demo.md"
+_Q = f"{shown('quit')}: quit · see docs/demo.md"
+END = f"{GO_ON_KEY}: play the rest of the recording · {_Q}"
 # What the summary's last line offers, by what the replay does now: "space: play the rest"
 # only while it is paused at the summary (said while it played on, it was untrue).
 ENDS = {
     "paused": END,
-    "playing": "the rest of the recording plays · space: pause · q: quit · see docs/demo.md",
-    "ended": "the recording has ended · q: quit · see docs/demo.md",
+    "playing": f"the rest of the recording plays · {GO_ON_KEY}: pause · {_Q}",
+    "ended": f"the recording has ended · {_Q}",
 }
 TRY_NEXT = (
     "try: gputui check --demo · gputui bundle --demo · gputui snapshot --demo",
@@ -186,9 +188,11 @@ class DemoStory:
             last = self.holding == n - 1
             go = "go on to the summary" if last else "go on to the next hang"
             keys = (
-                "d why it is gone · a its peer's stack"
+                offer_line(("details", "why it is gone"), ("dump_all", "its peer's stack"))
                 if self.gone
-                else ("d why · a all stacks · p its stack")
+                else offer_line(
+                    ("details", "why"), ("dump_all", "all stacks"), ("py_spy", "its stack")
+                )
             )
             return [
                 (f"demo {self.holding + 1}/{n}: {c.title}", STORY_STYLE),

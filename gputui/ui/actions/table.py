@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from gputui.collect.model import ProcessInfo
 from gputui.diagnose.states import State
+from gputui.ui.keys import shown
 from gputui.ui.widgets.bars import FilterChanged
 from gputui.ui.widgets.process_table import ProcessTable
 
@@ -87,19 +88,19 @@ class TableActions:
         gpus = ", ".join(map(str, v.suspects)) or "none"
         self.notify(
             f"suspect GPU {gpus} has no process any more: its rank has exited; "
-            "dump the waiting ranks (a) to see where they wait",
+            f"dump the waiting ranks ({shown('dump_all')}) to see where they wait",
             timeout=6,
         )
 
     def _offer_keys(self: AppLike) -> None:
         """The key bar offers the keys that have something to act on now."""
-        from gputui.ui.actions.key_offers import hidden_keys
+        from gputui.ui.keys import Moment, hidden_keys
 
         replay = self.source.kind == "replay"
-        hidden = hidden_keys(
+        moment = Moment(
             replay, self.snapshot, self.verdict, self.table.selected(), bool(self.probe_args)
         )
-        self.keybar.offer(hidden)
+        self.keybar.offer(hidden_keys(moment))
 
     def on_process_table_selection_changed(self: AppLike, _: ProcessTable.SelectionChanged) -> None:
         self._offer_keys()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gputui.collect.model import Job, Snapshot
+from gputui.ui.keys import shown
 
 if TYPE_CHECKING:
     from gputui.ui.protocols import AppLike
@@ -45,7 +46,8 @@ class WayOut:
         pane = self.last_bundle
         if pane is None or not pane.finished.is_set() or not getattr(pane.result, "ok", False):
             self.notify(
-                "end the job: write the incident bundle first (b); the evidence goes before "
+                f"end the job: write the incident bundle first ({shown('bundle')}); the evidence "
+                "goes before "
                 "the way out",
                 severity="warning",
                 timeout=6,

@@ -3,15 +3,16 @@ environment (`e`). Both are read-only, scroll, and close on escape or q."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable
 from typing import Any
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 
+from gputui.ui.keys import screen_bindings, shown
 from gputui.ui.widgets.palette import role
 from gputui.ui.widgets.safe_text import Static, Text
 
@@ -29,7 +30,7 @@ _KIND = {
 
 
 class TextScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q", "dismiss", "Close", id="text.close")]
+    BINDINGS = screen_bindings("text")
     DEFAULT_CSS = """
     TextScreen { align: center middle; }
     TextScreen > VerticalScroll { width: 100%; max-width: 110; height: auto;
@@ -68,13 +69,34 @@ def _bullet(t: Text, text: str, width: int | None, label: str = "") -> None:
         t.append(line + "\n")
 
 
+# In a replay the next steps name commands for the live node (`gputui dump 815`, n, g, the
+# dashboard's p on a live row): they cannot reach a recorded process, which ran on the
+# recorded node, so they give way to what a replay can do.
+_LIVE_STEP = re.compile(r"`gputui dump\b|\(j\) and press p|n adds native frames")
+
+REPLAY_STEP = (
+    "This is a replay: its processes ran on the recorded node, so nothing here can attach to "
+    f"them. What the recording holds is here: {shown('py_spy')} shows the selected rank's "
+    f"recorded stack ({shown('jump_suspect')} selects the suspect), {shown('dump_all')} every "
+    f"rank's, {shown('details')} this; {shown('bundle')} writes a bundle of this moment."
+)
+
+
+def steps_for(v: Any, replay: bool) -> tuple[str, ...]:
+    """The verdict's next steps as the details screen lists them: in a replay, those that
+    need the live processes give way to what the replay offers."""
+    steps = tuple(getattr(v, "next_steps", ()) or ())
+    if not replay or not steps:
+        return steps
+    return (REPLAY_STEP, *(s for s in steps if not _LIVE_STEP.search(s)))
+
+
 def verdict_text(
     v: Any | None, snap: Any | None, replay: bool = False, width: int | None = None
 ) -> Text:
     """Everything the banner leaves out: the full reason, every finding, the next steps (in
-    a replay, those a replay can follow: gputui.ui.actions.gone_rank.steps_for)."""
+    a replay, those a replay can follow: steps_for)."""
     from gputui.diagnose.hang.threads import entry_lines
-    from gputui.ui.actions.gone_rank import steps_for
 
     t = Text()
     if v is None:

@@ -8,18 +8,12 @@ import signal
 from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 
+from gputui.ui.keys import SIGNALS, screen_bindings
 from gputui.ui.widgets.safe_text import Static, Text
-
-SIGNALS = (
-    ("t", signal.SIGTERM, "SIGTERM: ask it to exit"),
-    ("i", signal.SIGINT, "SIGINT: like Ctrl-C (KeyboardInterrupt in Python)"),
-    ("k", signal.SIGKILL, "SIGKILL: kill it now (no cleanup)"),
-    ("u", signal.SIGUSR1, "SIGUSR1: user signal 1 (some jobs dump state on it)"),
-)
 
 _CSS = """
 {name} {{ align: center middle; }}
@@ -32,13 +26,7 @@ _CSS = """
 class KillDialog(ModalScreen["signal.Signals | None"]):
     """Which signal to send to `pid`: one key per signal, escape cancels."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,n,q", "cancel", "Cancel", id="kill.cancel"),
-        *(
-            Binding(key, f"choose({int(sig)})", text, id=f"kill.{key}")
-            for key, sig, text in SIGNALS
-        ),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = screen_bindings("kill")
     DEFAULT_CSS = _CSS.format(name="KillDialog")
 
     def __init__(self, pid: int, command: str) -> None:
@@ -65,10 +53,7 @@ class KillDialog(ModalScreen["signal.Signals | None"]):
 class ConfirmDialog(ModalScreen[bool]):
     """A yes/no question: y confirms, anything in BINDINGS' cancel list refuses."""
 
-    BINDINGS = [
-        Binding("y", "answer(True)", "Yes", id="confirm.yes"),
-        Binding("escape,n,q", "answer(False)", "No", id="confirm.no"),
-    ]
+    BINDINGS = screen_bindings("confirm")
     DEFAULT_CSS = _CSS.format(name="ConfirmDialog")
 
     def __init__(self, question: str) -> None:
@@ -90,7 +75,7 @@ class WriteDialog(ConfirmDialog):
     """Before gputui writes: the full path it will write to; enter or y writes, esc or n
     does not (nothing is written until then)."""
 
-    BINDINGS = [Binding("enter", "answer(True)", "Write", id="write.yes")]
+    BINDINGS = screen_bindings("write")
     DEFAULT_CSS = _CSS.format(name="WriteDialog").replace("width: 64;", "width: 100%;")
 
     def compose(self) -> ComposeResult:

@@ -1,4 +1,5 @@
-"""The help screen, generated from the app's bindings so it can never drift from them.
+"""The help screen, generated from the key table (gputui.ui.keys) so it can never drift from
+the app's bindings.
 
 It fits an 80 x 24 terminal (a split tmux pane, a default ssh window) whole, with its
 border: the keys in two columns of short labels (the command palette, ctrl+p, keeps the long
@@ -15,47 +16,13 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 
+from gputui.ui.keys import DEMO_LABELS, LABELS, TABLE_KEYS, screen_bindings
 from gputui.ui.widgets.safe_text import Static, Text
 
-# The help's words for each binding (by its id), at most LABEL_WIDTH cells: a binding
-# missing here fails tests/test_app.py, so the help lists every key.
-LABELS = {
-    "quit": "quit",
-    "help": "this help",
-    "jump_suspect": "select the suspect rank",
-    "details": "details: findings, steps",
-    "py_spy": "Python stack (py-spy dump)",
-    "py_spy_native": "Python + native stack",
-    "gdb": "gdb backtrace, all threads",
-    "core": "gdb on a dead rank's core",
-    "strace": "strace its system calls",
-    "dump_all": "all ranks' stacks, grouped",
-    "kill": "send a signal (asks first)",
-    "environment": "its environment (redacted)",
-    "bundle": "write an incident bundle",
-    "end_job": "end the stuck job, after b",
-    "probe": "pairwise GPU probe",
-    "probe_blamed": "probe the blamed GPU/host",
-    "profile": "where its time goes",
-    "tree": "tree: jobs and their ranks",
-    "filter": "filter processes",
-    "clear": "clear message and filter",
-    "sort_left": "sort by the column left",
-    "sort_right": "sort by the column right",
-    "sort_rev": "reverse the sort",
-    "sort": "cycle the sort column",
-    "view": "GPU view: auto/line/panel",
-    "pause": "pause sampling",
-}
-DEMO_LABELS = {"pause": "demo: go on; else pause"}
+# The help's words for each binding (by its id) are the key table's labels
+# (gputui.ui.keys), at most LABEL_WIDTH cells: tests/test_app.py holds every binding to one.
+__all__ = ["LABELS", "LABEL_WIDTH", "TABLE_KEYS", "HelpScreen", "help_rows", "keys_table"]
 LABEL_WIDTH = 26
-TABLE_KEYS = (
-    ("up/down", "move in the process table"),
-    ("PgUp/PgDn", "a page up / down"),
-    ("Home/End", "first / last process"),
-    ("click", "a header: sort by it"),
-    ("ctrl+p", "every action by name"),
-)
 NOTES = (
     "SUSP: the rank the hang detector names (idle while its peers spin in a collective); "
     "wait: a rank spinning in one. GPU history bars: height = util, colour = power (the "
@@ -108,9 +75,7 @@ def keys_table(bindings: list[Binding], demo: bool = False, room: int | None = N
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [
-        Binding("escape,q,question_mark,f1,h", "dismiss", "Close help", id="help.close"),
-    ]
+    BINDINGS = screen_bindings("help")
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll { width: 78; max-width: 100%; height: auto;

@@ -12,20 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 
+from gputui.ui.keys import screen_bindings
 from gputui.ui.widgets.safe_text import Static
 
 
 def run_bindings(prefix: str) -> list[BindingType]:
     """The keys of a run screen, with ids under `prefix` (the help screen lists them)."""
-    return [
-        Binding("c", "cancel", "Cancel the probe", id=f"{prefix}.cancel"),
-        Binding("escape", "cancel_or_close", "Cancel, or close when done", id=f"{prefix}.escape"),
-        Binding("q", "close", "Close (cancels a running probe)", id=f"{prefix}.close"),
-    ]
+    return screen_bindings("run", prefix)
 
 
 class RunScreen(ModalScreen[None]):

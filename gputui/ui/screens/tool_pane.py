@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
@@ -28,6 +27,7 @@ from gputui.collect.model import Job, ProcessInfo, Snapshot
 from gputui.redact import redact_text
 from gputui.textsafe import clean
 from gputui.tools.result import Cancel, LineSink, Outcome, ToolResult
+from gputui.ui.keys import screen_bindings
 from gputui.ui.widgets.palette import role
 from gputui.ui.widgets.safe_text import Static, Text
 
@@ -53,10 +53,7 @@ class ToolFinished(Message):
 class ToolPane(ModalScreen[None]):
     """Streams one tool's output; `s` saves it, escape/q closes the pane and stops the tool."""
 
-    BINDINGS = [
-        Binding("escape,q", "close", "Close (stops the tool)", id="tool_pane.close"),
-        Binding("s", "save", "Save output to a file", id="tool_pane.save"),
-    ]
+    BINDINGS = screen_bindings("tool_pane")
     DEFAULT_CSS = """
     ToolPane { align: center middle; }
     ToolPane > Vertical { width: 95%; height: 90%; border: round $primary;
@@ -217,6 +214,23 @@ def strace_pane(proc: ProcessInfo, seconds: float = 30.0) -> ToolPane:
         lambda on_line, cancel: strace_follow(
             proc, seconds=seconds, on_line=on_line, cancel=cancel
         ),
+    )
+
+
+def profile_pane(proc: ProcessInfo, seconds: float | None = None) -> ToolPane:
+    """`w`: where the selected process spends its time, by py-spy record."""
+    from gputui.tools.attach.profile import PROFILE_SECONDS, profile
+
+    secs = seconds or PROFILE_SECONDS
+
+    def call(on_line: LineSink, cancel: Cancel) -> ToolResult:
+        prof = profile(proc, seconds=secs, cancel=cancel)
+        for line in prof.lines():
+            on_line(line)
+        return prof.result
+
+    return ToolPane(
+        f"py-spy record {secs:g} s (top functions)  pid {proc.pid}  {proc.command[:60]}", call
     )
 
 

@@ -18,6 +18,7 @@ from textual.strip import Strip
 
 from gputui.diagnose.states import State
 from gputui.textsafe import clean
+from gputui.ui.keys import offer_line
 from gputui.ui.widgets.strips import Line, LineView, fit
 
 MAX_ANSWER_LINES = 6  # 80 columns: ~470 characters of headline, still leaving the GPUs room
@@ -33,8 +34,19 @@ SLOW_STYLE = "@slow"
 BUSY_STYLE = "@busy"
 STALLED_STYLE = "@stalled"
 HUNG_STYLE = "@hung"
-KEYS = "j select suspect · p its stack · a all ranks · d details · b bundle"
-KEYS_GONE = "d why it is gone · p what it left · a its peers' stacks · b bundle"  # no stack
+KEYS = offer_line(
+    ("jump_suspect", "select suspect"),
+    ("py_spy", "its stack"),
+    ("dump_all", "all ranks"),
+    ("details", "details"),
+    ("bundle", "bundle"),
+)
+KEYS_GONE = offer_line(  # the suspect is gone: it has no stack
+    ("details", "why it is gone"),
+    ("py_spy", "what it left"),
+    ("dump_all", "its peers' stacks"),
+    ("bundle", "bundle"),
+)
 
 
 def headline(v: Any, now: float) -> tuple[str, str]:
@@ -134,7 +146,7 @@ def slow_headline(reason: str) -> str:
     with the job's key alone: why it is slow (power, clocks, host CPU) is behind `d`."""
     first = reason.split(". ", 1)[0].rstrip(".")
     first = re.sub(r"^job (\S+) \([^)]*\): ", r"job \1: ", first)
-    return first + (" · d why" if first != reason.rstrip(".") else "")
+    return first + (f" · {offer_line(('details', 'why'))}" if first != reason.rstrip(".") else "")
 
 
 def _slow_lines(v: Any, width: int) -> list[str]:

@@ -3,7 +3,8 @@
 The status line changes only when a sample arrives or when the data turns stale: it shows
 the sample's clock time, not a seconds-ago counter, so an idle dashboard draws one frame a
 second (the sample) rather than two (the sample, then the age). The key bar replaces
-Textual's Footer: one pre-built line, the keys htop and nvitop users look for first.
+Textual's Footer: one pre-built line, the keys htop and nvitop users look for first (the key
+table's offers, gputui.ui.keys.KEY_HINTS).
 """
 
 from __future__ import annotations
@@ -13,26 +14,13 @@ from textual import events
 from textual.message import Message
 from textual.strip import Strip
 
+from gputui.ui.keys import KEY_HINTS
 from gputui.ui.widgets.strips import Line, LineView, fit
 
 STATUS_STYLE = "@status"
 STALE_STYLE = "@hung"
 KEYBAR_STYLE = "@keybar"
 KEY_STYLE = "@key"
-KEY_HINTS = (
-    ("q", "quit"),
-    ("?", "help"),
-    ("j", "suspect"),
-    ("p", "stack"),
-    ("a", "all ranks"),
-    ("/", "filter"),
-    ("t", "tree"),
-    ("k", "kill"),
-    ("e", "env"),
-    ("T", "strace"),
-    ("P", "probe"),
-    ("<>", "sort"),
-)
 
 
 class StatusLine(LineView):
@@ -116,7 +104,7 @@ class KeyBar(LineView, can_focus=True):
         self.redraw()
 
     def offer(self, hidden: frozenset[str]) -> None:
-        """Leave out the keys in `hidden` (gputui.ui.actions.key_offers: nothing to act on now)."""
+        """Leave out the keys in `hidden` (gputui.ui.key_offers: nothing to act on now)."""
         if hidden != self.hidden:
             self.hidden = hidden
             self.redraw()

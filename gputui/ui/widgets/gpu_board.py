@@ -19,6 +19,7 @@ from textual.strip import Strip
 
 from gputui.collect.model import GpuSample
 from gputui.textsafe import clean
+from gputui.ui.keys import shown
 from gputui.ui.widgets.format import bar, mib, num
 from gputui.ui.widgets.strips import Line, LineView, fit, spaces, style
 
@@ -183,7 +184,10 @@ class GpuBoard(LineView):
         for g in gpus:
             lines.append(self._compact_line(g, width))
         if hidden:
-            more = f" … {hidden} more GPU(s): a taller terminal, or v for panels, shows all"
+            more = (
+                f" … {hidden} more GPU(s): a taller terminal, or {shown('view')} for panels, "
+                "shows all"
+            )
             lines.append(Line().add(fit(more, width), "dim italic").strip(width))
         return lines
 

@@ -21,12 +21,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from textual.binding import Binding
 from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
 from gputui.collect.model import Job, ProcessInfo
+from gputui.ui.keys import screen_bindings
 from gputui.ui.widgets import rows as R
 from gputui.ui.widgets.straggler_view import flag_label, flag_style
 from gputui.ui.widgets.strips import Line, fit, repaint_changed
@@ -45,14 +45,7 @@ _CELL_STYLE = {"state:Z": "@alert", "state:T": "@alert", "state:D": "@alert"}
 
 class ProcessTable(Widget, can_focus=True):
     DEFAULT_CSS = "ProcessTable { height: 1fr; min-height: 3; }"
-    BINDINGS = [
-        Binding("up", "move(-1)", "Up", show=False, id="table.up"),
-        Binding("down", "move(1)", "Down", show=False, id="table.down"),
-        Binding("pageup", "page(-1)", "Page up", show=False, id="table.pageup"),
-        Binding("pagedown", "page(1)", "Page down", show=False, id="table.pagedown"),
-        Binding("home", "edge(-1)", "First row", show=False, id="table.home"),
-        Binding("end", "edge(1)", "Last row", show=False, id="table.end"),
-    ]
+    BINDINGS = screen_bindings("table")
 
     class SelectionChanged(Message):
         """Another process is selected (or none)."""
