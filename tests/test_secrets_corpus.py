@@ -56,7 +56,8 @@ from gputui.collect.procs.reader import ProcessReader
 from gputui.collect.trace.format import TraceWriter
 from gputui.tools.attach import ptrace
 from gputui.tools.attach.ptrace import Target
-from gputui.tools.attach.stacks import gdb_command, strace_follow
+from gputui.tools.attach.stacks import gdb_command
+from gputui.tools.attach.strace import strace_follow
 from gputui.tools.which import find_tool
 
 pytestmark = pytest.mark.skipif(

@@ -198,9 +198,9 @@ def test_a_host_bound_rank_is_profiled_in_wall_time_to_its_sleeping_input_functi
     """The 4 x H200 case: the rank sleeping 40 ms a step in its input function read
     "synchronize 80 %, the input function 20 %" when idle samples were left out. In wall
     time its input function holds most samples, and the profile says it was asleep there."""
-    from gputui.tools.attach.profile import profile
+    from gputui.tools.attach.profile import profile_rank
 
-    prof = profile(host_bound, seconds=2.0)
+    prof = profile_rank(host_bound, seconds=2.0)
     assert prof.result.ok, prof.result.message
     top = prof.top_self[0]
     assert top.frame.startswith("load_batch (host_bound.py:") and top.share >= 0.6

@@ -19,7 +19,8 @@ from targets.launch import Targets
 from gputui.collect.model import ProcessInfo
 from gputui.tools.attach import ptrace
 from gputui.tools.attach.ptrace import Target
-from gputui.tools.attach.stacks import gdb_backtrace, py_spy_dump, strace_follow
+from gputui.tools.attach.stacks import gdb_backtrace, py_spy_dump
+from gputui.tools.attach.strace import strace_follow
 from gputui.tools.result import Outcome
 from gputui.tools.runner import run_tool
 from gputui.tools.which import find_tool, missing_message, native_debugger, search_dirs
@@ -410,9 +411,10 @@ def test_real_permission_denied_says_what_to_do(targets, tool):
     if find_tool({"py_spy_dump": "py-spy", "gdb_backtrace": "gdb"}.get(tool, "strace")) is None:
         pytest.skip(f"{tool}: tool not installed")
     p = targets.start("loader", undumpable=True)
+    module = "strace" if tool == "strace_follow" else "stacks"
     code = (
         "import json, sys\n"
-        f"from gputui.tools.attach.stacks import {tool}\n"
+        f"from gputui.tools.attach.{module} import {tool}\n"
         f"r = {tool}({p.pid}, **({{'seconds': 2}} if '{tool}' == 'strace_follow' else {{}}))\n"
         "print(json.dumps(r.to_json()))\n"
     )

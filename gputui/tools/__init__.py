@@ -31,7 +31,7 @@ __all__ = [
 _WHERE = {
     "gdb_backtrace": "attach.stacks",
     "py_spy_dump": "attach.stacks",
-    "strace_follow": "attach.stacks",
+    "strace_follow": "attach.strace",
     "EpisodeWorker": "episodes",
     "Cancel": "result",
     "LineSink": "result",

@@ -44,7 +44,7 @@ _WHERE = {
     "Target": "ptrace",
     "gdb_backtrace": "stacks",
     "py_spy_dump": "stacks",
-    "strace_follow": "stacks",
+    "strace_follow": "strace",
 }
 
 

@@ -32,7 +32,7 @@ from typing import Any
 from gputui.redact import redact_text
 from gputui.textsafe import clean
 from gputui.tools.attach.ptrace import Target
-from gputui.tools.attach.stacks import TargetLike, _missing, attach_run
+from gputui.tools.attach.stacks import TargetLike, attach_run, tool_missing
 from gputui.tools.result import Cancel, Outcome, ToolResult
 from gputui.tools.which import find_tool, missing_message
 
@@ -217,7 +217,7 @@ def read_wait(pid: int) -> tuple[str, str] | None:
     return state, wchan
 
 
-def profile(
+def profile_rank(
     target: TargetLike,
     *,
     seconds: float = PROFILE_SECONDS,
@@ -231,7 +231,9 @@ def profile(
     pid = Target.of(target).pid
     exe = find_tool("py-spy", tool_path)
     if exe is None:
-        return Profile(pid, _missing("py-spy record", target, missing_message("py-spy", tool_path)))
+        return Profile(
+            pid, tool_missing("py-spy record", target, missing_message("py-spy", tool_path))
+        )
     with tempfile.TemporaryDirectory(prefix="gputui-profile-") as tmp:
         outs = {kind: os.path.join(tmp, f"{kind}.txt") for kind in ("wall", "running")}
         results: dict[str, ToolResult] = {}
@@ -326,7 +328,7 @@ class StragglerProfiler:
             rank = proc.rank.rank if proc.rank is not None else None
             self._where = {"gpu": gpu, "rank": rank}
             self._future = self._pool.submit(
-                profile, proc, seconds=self.seconds, cancel=self.cancel
+                profile_rank, proc, seconds=self.seconds, cancel=self.cancel
             )
         if self._future is None or not self._future.done():
             return None

@@ -24,8 +24,6 @@ from gputui.tools.which import find_tool, missing_message, native_debugger
 PY_SPY_TIMEOUT_S = 10.0
 PY_SPY_NATIVE_TIMEOUT_S = 20.0
 GDB_TIMEOUT_S = 60.0
-STRACE_SECONDS = 30.0
-STRACE_MAX_LINES = 5000
 GDB_FRAMES = 30
 
 TargetLike = int | ProcessInfo | Target
@@ -151,7 +149,7 @@ def attach_run(
     )
 
 
-def _missing(tool: str, target: TargetLike, msg: str) -> ToolResult:
+def tool_missing(tool: str, target: TargetLike, msg: str) -> ToolResult:
     t = Target.of(target)
     problem = ptrace.preflight(t)  # a recording or a gone pid says more than a missing tool
     if problem is not None:
@@ -188,7 +186,7 @@ def py_spy_dump(
     tool = "py-spy --native" if native else "py-spy"
     exe = find_tool("py-spy", tool_path)
     if exe is None:
-        return _missing(tool, target, missing_message("py-spy", tool_path))
+        return tool_missing(tool, target, missing_message("py-spy", tool_path))
     args = ["dump", "--pid", str(Target.of(target).pid)] + (["--native"] if native else [])
     limit = timeout or (PY_SPY_NATIVE_TIMEOUT_S if native else PY_SPY_TIMEOUT_S)
     res = attach_run(
@@ -304,7 +302,7 @@ def gdb_backtrace(
         msg = missing_message(name, tool_path)
         if debugger is None:
             msg = "no debugger: neither gdb nor cuda-gdb found: apt-get install gdb"
-        return _missing(name, target, msg)
+        return tool_missing(name, target, msg)
     name, exe = found
     return attach_run(
         name,
@@ -315,45 +313,4 @@ def gdb_backtrace(
         on_line=on_line,
         cancel=cancel,
         ok=lambda r: any(re.match(r"#\d+\s", ln) for ln in r.lines),
-    )
-
-
-def strace_follow(
-    target: TargetLike,
-    *,
-    seconds: float = STRACE_SECONDS,
-    max_lines: int = STRACE_MAX_LINES,
-    on_line: LineSink | None = None,
-    cancel: Cancel | None = None,
-    tool_path: str | None = None,
-) -> ToolResult:
-    """`strace -f -tt -p PID` until cancelled, `seconds` pass or `max_lines` lines came.
-
-    Reaching either bound is a normal end (DONE): strace never finishes by itself.
-
-    Args:
-        target: the process: a pid, its ProcessInfo, or a ptrace Target.
-        seconds: the most seconds it follows.
-        max_lines: the most lines it keeps.
-        on_line: called with each line of output as it comes (from a worker thread); None: none.
-        cancel: set to stop the tool at once (its process is killed); None: run to its end.
-        tool_path: a directory to look for the tool in first; None: PATH (gputui.tools.which).
-
-    Returns:
-        The ToolResult: the system calls seen (redacted), DONE when a bound ended it.
-    """
-    exe = find_tool("strace", tool_path)
-    if exe is None:
-        return _missing("strace", target, missing_message("strace", tool_path))
-    return attach_run(
-        "strace",
-        exe,
-        ["-f", "-tt", "-p", str(Target.of(target).pid)],
-        target,
-        timeout=seconds,
-        on_line=on_line,
-        cancel=cancel,
-        max_lines=max_lines,
-        ok=lambda r: not any("attach: ptrace" in ln for ln in r.lines),
-        timeout_is_done=True,
     )

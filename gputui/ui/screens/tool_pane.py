@@ -207,7 +207,7 @@ def core_pane(core: str, who: str) -> ToolPane:
 
 
 def strace_pane(proc: ProcessInfo, seconds: float = 30.0) -> ToolPane:
-    from gputui.tools.attach.stacks import strace_follow
+    from gputui.tools.attach.strace import strace_follow
 
     return ToolPane(
         f"strace -f -tt  pid {proc.pid}  (up to {seconds:g} s; escape stops it)",
@@ -219,12 +219,12 @@ def strace_pane(proc: ProcessInfo, seconds: float = 30.0) -> ToolPane:
 
 def profile_pane(proc: ProcessInfo, seconds: float | None = None) -> ToolPane:
     """`w`: where the selected process spends its time, by py-spy record."""
-    from gputui.tools.attach.profile import PROFILE_SECONDS, profile
+    from gputui.tools.attach.profile import PROFILE_SECONDS, profile_rank
 
     secs = seconds or PROFILE_SECONDS
 
     def call(on_line: LineSink, cancel: Cancel) -> ToolResult:
-        prof = profile(proc, seconds=secs, cancel=cancel)
+        prof = profile_rank(proc, seconds=secs, cancel=cancel)
         for line in prof.lines():
             on_line(line)
         return prof.result
