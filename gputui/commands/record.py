@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING
 
 from gputui.commands.common import (
     add_detector_args,
+    add_interval_arg,
     check_detector_args,
-    interval_seconds,
+    open_source,
     positive_float,
 )
 from gputui.commands.debugserver_args import gatherers_for
@@ -48,13 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--duration. The file replays with `gputui --replay FILE`.",
     )
     p.add_argument("file", metavar="FILE", help="output file; gzip when it ends in .gz")
-    p.add_argument(
-        "--interval",
-        type=interval_seconds,
-        default=1.0,
-        metavar="S",
-        help="seconds between samples (default 1)",
-    )
+    add_interval_arg(p, 1.0, "seconds between samples (default 1)")
     p.add_argument(
         "--duration",
         type=positive_float,
@@ -137,12 +132,13 @@ def write_samples(
     (said once on stderr when it changes; the recording goes on). None when nothing did.
     """
     from gputui.collect.bounded import sample_bounded
+    from gputui.collect.pacing import Ticker
 
     problem_of = getattr(source, "problem", None)  # the live source's NVML state
     failure: str | None = None
     said: str | None = None
-    while not stop.is_set():
-        started = time.monotonic()
+    pace = Ticker(interval, stop=stop)  # one sample per tick, the sample's time inside
+    while pace.wait():
         try:
             snap = sample_bounded(source, timeout, stop=stop)
         except GputuiError as e:  # NVML stopped answering: keep what was written
@@ -170,7 +166,6 @@ def write_samples(
             writer.write_record(rec)
         if snap is None or deadline is not None and time.monotonic() >= deadline:
             break
-        stop.wait(max(0.0, interval - (time.monotonic() - started)))
     if failure is None and watcher.pending() and not stop.is_set():
         watcher.wait(DUMP_WAIT_S)  # a dump that was running belongs in the file
     for rec in watcher.take_records():
@@ -189,7 +184,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.file:
         raise GputuiError("record: empty file name")
     _check_target(path, args.force)
-    source = LiveSource(interval=args.interval, timeout=args.timeout)
+    source = open_source(args)  # the live source of every command, at --interval
+    assert isinstance(source, LiveSource)  # record has no --replay, --demo or --gpus
     if not source.nvml.devices:
         source.close()
         raise GputuiError(f"nothing to record: {source.problem() or source.nvml.error}")
