@@ -98,13 +98,11 @@ def report(rows: list[dict[str, Any]]) -> str:
         "loop", "ticks", "interval s", "wall s", "last tick late s", "drift %",
         "late p50 ms", "late p99 ms", "sample p50 ms", "skipped",
     )  # fmt: skip
-    body = [
-        (
-            r["loop"], r["ticks"], r["interval_s"], r["wall_s"], r["last_late_s"],
-            r["drift_pct"], r["late_p50_ms"], r["late_p99_ms"], r["sample_p50_ms"], r["skipped"],
-        )  # fmt: skip
-        for r in rows
-    ]
+    keys = (
+        "loop", "ticks", "interval_s", "wall_s", "last_late_s",
+        "drift_pct", "late_p50_ms", "late_p99_ms", "sample_p50_ms", "skipped",
+    )  # fmt: skip
+    body = [tuple(r[k] for k in keys) for r in rows]
     return table(body, head)
 
 

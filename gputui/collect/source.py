@@ -301,4 +301,3 @@ class FilteredSource:
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)  # e.g. ReplaySource.finished for the app
-
