@@ -9,9 +9,10 @@ bundled recording played as fast as it reads. The loop under test paces the tick
 - `sleep`: the loop `check` had before it, `sample(); time.sleep(source.next_delay())`,
   which adds each sample's time (and each wake-up's lateness) to every period.
 
-Drift is the last tick's lateness (when it started, against start + (N-1) * interval) over
-the whole run's nominal length. The per-tick lateness percentiles say how far any one tick
-strays; `skipped` counts ticks a sample overran (none, unless the box stalls the loop).
+Drift is the last tick's lateness (when it started, against start + k * interval, k its slot
+on the grid: its index plus the ticks skipped before it) over the run's nominal length. The
+per-tick lateness percentiles say how far any one tick strays; `skipped` counts the ticks a
+sample overran (none, unless the box stalls the loop).
 
     nice python bench/pacing_drift.py --loop ticker --json /tmp/pacing_ticker.json
     nice python bench/pacing_drift.py --loop sleep --ticks 1000
@@ -56,6 +57,7 @@ def run_loop(
 ) -> dict[str, Any]:
     """Run `ticks` ticks of one loop; returns when each tick started and what samples took."""
     starts: list[float] = []
+    slots: list[int] = []  # the grid slot of each tick: its index, plus the ticks skipped
     costs: list[float] = []
     skipped = 0
     t0 = time.monotonic()
@@ -63,6 +65,7 @@ def run_loop(
         ticker = Ticker(interval)
         while len(starts) < ticks and ticker.wait():
             now = time.monotonic()
+            slots.append(len(starts) + ticker.skipped)
             starts.append(now)
             sample()
             costs.append(time.monotonic() - now)
@@ -70,13 +73,14 @@ def run_loop(
     else:  # the old check loop, as it was: sample, then sleep the whole interval
         while len(starts) < ticks:
             now = time.monotonic()
+            slots.append(len(starts))
             starts.append(now)
             sample()
             costs.append(time.monotonic() - now)
             if len(starts) < ticks:
                 time.sleep(interval)
-    late = [s - (starts[0] + k * interval) for k, s in enumerate(starts)]
-    nominal = (ticks - 1) * interval
+    late = [s - (starts[0] + k * interval) for k, s in zip(slots, starts, strict=True)]
+    nominal = slots[-1] * interval
     return {
         "loop": loop,
         "ticks": ticks,
