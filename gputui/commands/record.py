@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -153,7 +154,10 @@ def write_samples(
                 ) from None
             for rec in snap.records:  # GPU health (Xids, counters), at the sample's time
                 writer.write_record(rec)
-            v = watcher.update(snap)  # starts a dump on a stall transition; never blocks
+            # Judged at the time the file holds (to the ms), so a replay of the file gives
+            # the verdict this run gave: paced on the interval's grid, a spin lasts
+            # stall_after to within a ms, and the rounding alone would call it a sample apart.
+            v = watcher.update(replace(snap, t=round(snap.t, 3)))  # never blocks
             if codes is not None:  # the run's exit code is its worst verdict's
                 from gputui.diagnose.exitcodes import of_verdict
 
