@@ -8,10 +8,12 @@ clock without sleeping. Work between ticks is `clock.now += cost`.
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from gputui.collect.pacing import Ticker
+from gputui.collect.sampler import Sampler
 
 
 class FakeClock:
@@ -161,3 +163,45 @@ def test_stop_ends_a_wait_in_progress_at_once() -> None:
     assert not waiter.is_alive(), "the wait did not end on stop()"
     assert result == [False]
     assert ticker.stopped
+
+
+class ZeroGapSource:
+    """A replay at a gap of 0 s (two samples recorded at the same time); notes when the
+    sampler asks for its interval, which the ticker does once for every tick."""
+
+    kind = "replay"
+    description = "zero-gap replay"
+
+    def __init__(self) -> None:
+        self.asked: list[float] = []
+        self.three = threading.Event()
+        self.samples = 0
+
+    def sample(self) -> None:
+        self.samples += 1
+        return None
+
+    def next_delay(self) -> float:
+        self.asked.append(time.monotonic())
+        if len(self.asked) >= 3:
+            self.three.set()
+        return 0.0
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_paused_sampler_looks_again_at_most_five_times_a_second_even_at_a_zero_gap() -> None:
+    # Paused on a replay whose next gap is 0 s, each tick would be due at once: the sampler
+    # waits at least 0.2 s between looks instead of spinning a core.
+    source = ZeroGapSource()
+    sampler = Sampler(source, on_snapshot=lambda s: None)
+    sampler.pause(True)
+    sampler.start()
+    try:
+        assert source.three.wait(timeout=30), "the paused sampler stopped looking"
+    finally:
+        sampler.stop()
+    gaps = [b - a for a, b in zip(source.asked, source.asked[1:], strict=False)]
+    assert min(gaps[:2]) >= 0.15, gaps
+    assert source.samples == 0  # paused: nothing sampled

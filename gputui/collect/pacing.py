@@ -54,6 +54,7 @@ class Ticker:
         self._clock = clock
         self._due: float | None = start  # the deadline of the next tick
         self._last: float | None = None  # the deadline of the tick last given
+        self._step = 0.0  # the interval after it
         self.skipped = 0  # ticks passed over because the work overran them
 
     @property
@@ -79,10 +80,11 @@ class Ticker:
             if self._last is None:
                 self._due = now  # tick 0: at once
             else:
-                self._due = self._last + max(0.0, self._interval())
+                self._step = max(0.0, self._interval())  # read once a tick
+                self._due = self._last + self._step
         earliest = now + at_least
         if self._due < earliest and self._last is not None:
-            step = max(0.0, self._interval())
+            step = self._step
             if step <= 0.0:
                 self._due = earliest  # no interval (a replay as fast as it reads): no grid
             else:

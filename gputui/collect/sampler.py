@@ -18,6 +18,8 @@ from gputui.collect.source import Source
 # After a sample that failed, the next is at least this far off: a source that fails at once
 # (NVML gone) must not be asked again on every tick of a short interval.
 ERROR_BACK_OFF_S = 1.0
+# While paused, the next look is at least this far off (at a 1 s interval: the next tick).
+PAUSED_LOOK_S = 0.2
 
 
 class Sampler:
@@ -74,8 +76,9 @@ class Sampler:
         back_off = 0.0
         while ticker.wait(back_off):
             back_off = 0.0
-            if self._paused.is_set():
-                continue  # paused: the tick passes unsampled, the next one looks again
+            if self._paused.is_set():  # the tick passes unsampled, a later one looks again
+                back_off = PAUSED_LOOK_S  # (a replay's gap may be 0: never a busy loop)
+                continue
             try:
                 snap = self.source.sample()
             except Exception as e:  # keep sampling: one bad tick must not end the dashboard
