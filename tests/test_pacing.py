@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from gputui.collect.pacing import Ticker
+from gputui.collect.pacing import JITTER_S, Ticker, lasted
 from gputui.collect.sampler import Sampler
 
 
@@ -205,3 +205,10 @@ def test_a_paused_sampler_looks_again_at_most_five_times_a_second_even_at_a_zero
     gaps = [b - a for a, b in zip(source.asked, source.asked[1:], strict=False)]
     assert min(gaps[:2]) >= 0.15, gaps
     assert source.samples == 0  # paused: nothing sampled
+
+
+def test_a_span_of_whole_ticks_makes_its_period_give_or_take_the_wake_up_jitter() -> None:
+    # "Every 2 s" at a 1 s interval: two ticks on the grid are 2 s apart, a few ms either way.
+    assert lasted(1.997, 2.0) and lasted(2.003, 2.0)
+    assert not lasted(1.0, 2.0)  # one tick is not two
+    assert lasted(2.0 - JITTER_S, 2.0) and not lasted(2.0 - JITTER_S - 0.001, 2.0)

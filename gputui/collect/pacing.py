@@ -22,7 +22,32 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["Ticker"]
+__all__ = ["JITTER_S", "Ticker", "lasted"]
+
+# How far two ticks of a loop that keeps its interval may stray from whole intervals apart:
+# each wakes up late by the scheduler's whim (milliseconds; 55 ms at the 99th percentile on a
+# loaded 2-core box, BENCHMARKS.md section 18), and the lateness of the earlier tick shortens
+# the period after it.
+JITTER_S = 0.1
+
+
+def lasted(elapsed: float, every: float) -> bool:
+    """Whether `elapsed` seconds, measured between ticks of a paced loop, make `every`.
+
+    A loop that drifted (`sleep(interval)` after each sample) measured every span a little
+    longer than its ticks, so "every 2 s" at a 1 s interval came every second tick; on
+    absolute deadlines two ticks are 2 s apart give or take the wake-up jitter, and a plain
+    `>=` would make that every second or third tick at random. Spans within JITTER_S of
+    `every` count as `every`.
+
+    Args:
+        elapsed: seconds since the last time (a monotonic difference).
+        every: the period asked for, seconds.
+
+    Returns:
+        True when the period has passed.
+    """
+    return elapsed >= every - JITTER_S
 
 
 class Ticker:
