@@ -19,6 +19,8 @@ First frame: from just before the interpreter is started (its own start included
 first frame Textual composes with a snapshot in it (every frame goes through App._display,
 timed there); CPU is the child's user + system time at that moment, RSS its VmHWM (peak)
 then. "verdict": the same at the first frame that carries the detector's verdict.
+"modules": how many modules are imported at the first frame (`GPUTUI_BENCH_MODULES=FILE`
+writes their names there, one a line).
 """
 
 from __future__ import annotations
@@ -41,12 +43,12 @@ CHILD = r"""
 import os, sys, time
 t0 = time.perf_counter()
 import argparse
-from gputui.commands.app import _open_in_background
+from gputui.commands.app import _app_class, _open_in_background
 from gputui.commands.common import add_app_args
 p = argparse.ArgumentParser(); add_app_args(p)
 args = p.parse_args(sys.argv[1:])
 thread, result = _open_in_background(args)
-from gputui.ui.app import GputuiApp
+GputuiApp = _app_class()  # as the dashboard imports it: Textual without TLS
 t_import = time.perf_counter() - t0
 import asyncio
 thread.join(30)
@@ -68,6 +70,10 @@ async def main():
             return
         if app.snapshot is not None and "paint" not in marks:
             marks["paint"] = (time.perf_counter() - t0, sum(os.times()[:2]), hwm())
+            marks["modules"] = len(sys.modules)
+            if os.environ.get("GPUTUI_BENCH_MODULES"):  # the names, one a line
+                with open(os.environ["GPUTUI_BENCH_MODULES"], "w") as f:
+                    f.write("\n".join(sorted(sys.modules)) + "\n")
         if app.verdict is not None and "verdict" not in marks:
             marks["verdict"] = (time.perf_counter() - t0, sum(os.times()[:2]), hwm())
 
@@ -78,7 +84,8 @@ async def main():
             await asyncio.sleep(0.002)
         (t, cpu, rss), (tv, cpuv, rssv) = marks["paint"], marks["verdict"]
         now = time.perf_counter() - t0
-        print("PAINTED", t_import, t, cpu, rss, tv, cpuv, rssv, now, flush=True)
+        mods = marks["modules"]
+        print("PAINTED", t_import, t, cpu, rss, tv, cpuv, rssv, now, mods, flush=True)
         app.exit()
     app.sampler.stop()
     getattr(source, "leave", source.close)()
@@ -125,7 +132,7 @@ def one_start(mode: str) -> dict[str, float]:
         for line in p.stdout or ():
             if line.startswith("PAINTED"):
                 wall = time.perf_counter() - t0
-                imp, t_in, cpu, rss, tv, cpuv, rssv, said = map(float, line.split()[1:])
+                imp, t_in, cpu, rss, tv, cpuv, rssv, said, mods = map(float, line.split()[1:])
                 p.wait(30)
                 before_main = wall - said  # the interpreter's own start, before t0
                 return {
@@ -138,6 +145,7 @@ def one_start(mode: str) -> dict[str, float]:
                     "verdict_in_process_s": tv,
                     "verdict_cpu_s": cpuv,
                     "verdict_rss_mib": rssv,
+                    "modules": mods,
                 }
         err = p.stderr.read() if p.stderr else ""
         raise RuntimeError(f"{mode}: no first frame: {err[-800:]}")
@@ -172,12 +180,13 @@ def main() -> int:
             shutil.rmtree(_standin["dir"], ignore_errors=True)
     print(
         f"{'mode':8} {'import s':>9} {'first frame s':>14} {'CPU s':>7} {'RSS MiB':>8}"
-        f" {'verdict s':>10} {'CPU s':>7} {'RSS MiB':>8}"
+        f" {'verdict s':>10} {'CPU s':>7} {'RSS MiB':>8} {'modules':>8}"
     )
     for m, r in res.items():
         print(
             f"{m:8} {r['import_s']:9.3f} {r['wall_s']:14.3f} {r['cpu_s']:7.3f} {r['rss_mib']:8.1f}"
             f" {r['verdict_wall_s']:10.3f} {r['verdict_cpu_s']:7.3f} {r['verdict_rss_mib']:8.1f}"
+            f" {r['modules']:8.0f}"
         )
     write_json(a.json, "first_frame", res)
     print(json.dumps(res))

@@ -24,13 +24,6 @@ REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "gputui"
 DOC = REPO / "docs" / "architecture.md"
 
-# Modules that issue 44's branches add (the one runner and its settings, the table of
-# states, the pacing loop): named on the page before they land. Once one exists, the test
-# asks for it to leave this set, so the set empties itself as the branches merge; when
-# issue 44 is merged whole the set must be empty (a name still here was never built: the
-# page must then name what was).
-PENDING_ISSUE_44 = frozenset({"collect/pacing.py"})
-
 # A path in backticks: folders end in "/", modules in ".py", optionally ":name".
 _PATH = re.compile(r"^(?P<path>[\w./]*\w(?:/|\.py|\.toml|\.md))(?::(?P<name>\w+))?$")
 
@@ -79,19 +72,12 @@ def _relative(path: Path) -> str:
 def test_every_file_and_folder_the_page_names_exists():
     missing = []
     for path, name in _named_paths(_doc()):
-        if path in PENDING_ISSUE_44:
-            continue
         where = _on_disk(path)
         if not where.exists():
             missing.append(path)
         elif name and not _defines(where, name):
             missing.append(f"{path}:{name}")
     assert missing == [], f"docs/architecture.md names what is gone: {missing}"
-
-
-def test_a_pending_module_leaves_the_list_once_it_exists():
-    landed = sorted(p for p in PENDING_ISSUE_44 if (PKG / p).exists())
-    assert landed == [], f"{landed} exist now: remove them from PENDING_ISSUE_44"
 
 
 def test_every_package_and_top_level_module_of_gputui_is_on_the_page():

@@ -12,7 +12,14 @@ import time
 from collections.abc import Callable
 
 from gputui.collect.model import Snapshot
-from gputui.collect.source import Source, wait_for
+from gputui.collect.pacing import Ticker
+from gputui.collect.source import Source
+
+# After a sample that failed, the next is at least this far off: a source that fails at once
+# (NVML gone) must not be asked again on every tick of a short interval.
+ERROR_BACK_OFF_S = 1.0
+# While paused, the next look is at least this far off (at a 1 s interval: the next tick).
+PAUSED_LOOK_S = 0.2
 
 
 class Sampler:
@@ -62,19 +69,22 @@ class Sampler:
         first, self._first = self._first, None
         if first is not None and not self._stop.is_set():
             self._hand_on(first)
-        if self._first_delay:  # counted from start(), the first sample's hand-off included
-            self._stop.wait(max(0.0, self._first_delay - (time.monotonic() - self._started)))
-        while not self._stop.is_set():
-            if self._paused.is_set():
-                self._stop.wait(0.2)
+        # Tick 0 is counted from start(), the first sample's hand-off included; then one
+        # tick per interval on absolute deadlines (gputui.collect.pacing).
+        start = self._started + self._first_delay if self._first_delay else None
+        ticker = Ticker(self.source.next_delay, stop=self._stop, start=start)
+        back_off = 0.0
+        while ticker.wait(back_off):
+            back_off = 0.0
+            if self._paused.is_set():  # the tick passes unsampled, a later one looks again
+                back_off = PAUSED_LOOK_S  # (a replay's gap may be 0: never a busy loop)
                 continue
-            started = time.monotonic()
             try:
                 snap = self.source.sample()
             except Exception as e:  # keep sampling: one bad tick must not end the dashboard
                 if self.on_error:
                     self.on_error(e)
-                self._stop.wait(max(1.0, self.source.next_delay()))
+                back_off = ERROR_BACK_OFF_S
                 continue
             if snap is None:
                 if self.on_end:
@@ -83,7 +93,6 @@ class Sampler:
             if self._stop.is_set():
                 return
             self._hand_on(snap)
-            self._stop.wait(wait_for(self.source, started))
 
     def _hand_on(self, snap: Snapshot) -> None:
         try:

@@ -6,7 +6,6 @@ A Source is pulled by exactly one thread (the Sampler, or a CLI loop). `sample()
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -321,8 +320,3 @@ class FilteredSource:
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)  # e.g. ReplaySource.finished for the app
-
-
-def wait_for(source: Source, started: float) -> float:
-    """How long a loop should still sleep, given when its last sample started (monotonic)."""
-    return max(0.0, source.next_delay() - (time.monotonic() - started))

@@ -119,11 +119,13 @@ def _samples(args: argparse.Namespace) -> tuple[list[Snapshot], str | None]:
 def _sample_live(args: argparse.Namespace, src: Source, snaps: list[Snapshot]) -> str | None:
     """Live samples for --seconds into `snaps`; NVML's error if a sample did not come."""
     from gputui.collect.bounded import sample_bounded
+    from gputui.collect.pacing import Ticker
     from gputui.collect.source import NoSuchGpus
     from gputui.errors import GputuiError
 
     deadline = time.monotonic() + args.seconds
-    while True:
+    pace = Ticker(src.next_delay)
+    while pace.wait():
         try:
             s = sample_bounded(src, args.timeout or DEFAULT_TIMEOUT_S)
         except NoSuchGpus:
@@ -132,9 +134,9 @@ def _sample_live(args: argparse.Namespace, src: Source, snaps: list[Snapshot]) -
             return str(e)
         if s is not None:
             snaps.append(s)
-        if time.monotonic() + src.next_delay() > deadline:
+        if pace.due() >= deadline:  # the next tick would be past --seconds
             return None
-        time.sleep(src.next_delay())
+    return None
 
 
 def _verdict(settings: WatchSettings, snaps: list[Snapshot]) -> Verdict | None:

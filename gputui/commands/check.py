@@ -145,8 +145,10 @@ def _snapshots(args: argparse.Namespace, source: Source) -> Iterator[Snapshot]:
     driver is here, not answering, or a GPU that cannot be read.
     """
     from gputui.collect.bounded import sample_bounded
+    from gputui.collect.pacing import Ticker
 
     replay = source.kind == "replay"
+    pace = Ticker(source.next_delay)  # live: one sample per tick, the sample's time inside
     if why := _nvml_problem(source):
         raise GputuiError(why)
     duration = args.duration
@@ -155,6 +157,7 @@ def _snapshots(args: argparse.Namespace, source: Source) -> Iterator[Snapshot]:
     first: float | None = None
     idle: bool | None = None  # no GPU and no rank process: nothing to watch
     start = time.monotonic()
+    pace.wait()  # tick 0: the first sample, at once
     while True:
         snap = source.sample() if replay else sample_bounded(source, args.timeout)
         if snap is None:
@@ -178,7 +181,7 @@ def _snapshots(args: argparse.Namespace, source: Source) -> Iterator[Snapshot]:
         if not replay:
             if time.monotonic() - start >= (duration or 0):
                 return
-            time.sleep(source.next_delay())
+            pace.wait()
 
 
 def _say_watching(ranks: list[int], duration: float | None) -> None:

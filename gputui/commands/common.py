@@ -177,19 +177,27 @@ def add_source_args(
         action="store_true",
         help="replay the bundled real recording of an NCCL hang on 2 x H200",
     )
-    p.add_argument(
-        "--interval",
-        type=interval_seconds,
-        default=interval,
-        metavar="S",
-        help=interval_help or f"seconds between live samples (default {interval:g})",
-    )
+    add_interval_arg(p, interval, interval_help)
     p.add_argument(
         "--gpus",
         type=gpu_list,
         default=None,
         metavar="LIST",
         help="watch only these GPU indices (e.g. 0,1 or 4-7): one node seen as two",
+    )
+
+
+def add_interval_arg(
+    p: argparse.ArgumentParser, interval: float = 1.0, interval_help: str | None = None
+) -> None:
+    """--interval S: the live source's sampling interval, the ticks of every sampling loop
+    (gputui.collect.pacing), checked against MIN_INTERVAL_S..MAX_INTERVAL_S."""
+    p.add_argument(
+        "--interval",
+        type=interval_seconds,
+        default=interval,
+        metavar="S",
+        help=interval_help or f"seconds between live samples (default {interval:g})",
     )
 
 

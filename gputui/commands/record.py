@@ -19,14 +19,16 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from gputui.commands.common import (
     add_detector_args,
+    add_interval_arg,
     check_detector_args,
-    interval_seconds,
+    open_source,
     positive_float,
 )
 from gputui.errors import GputuiError
@@ -47,13 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--duration. The file replays with `gputui --replay FILE`.",
     )
     p.add_argument("file", metavar="FILE", help="output file; gzip when it ends in .gz")
-    p.add_argument(
-        "--interval",
-        type=interval_seconds,
-        default=1.0,
-        metavar="S",
-        help="seconds between samples (default 1)",
-    )
+    add_interval_arg(p, 1.0, "seconds between samples (default 1)")
     p.add_argument(
         "--duration",
         type=positive_float,
@@ -136,12 +132,13 @@ def write_samples(
     (said once on stderr when it changes; the recording goes on). None when nothing did.
     """
     from gputui.collect.bounded import sample_bounded
+    from gputui.collect.pacing import Ticker
 
     problem_of = getattr(source, "problem", None)  # the live source's NVML state
     failure: str | None = None
     said: str | None = None
-    while not stop.is_set():
-        started = time.monotonic()
+    pace = Ticker(interval, stop=stop)  # one sample per tick, the sample's time inside
+    while pace.wait():
         try:
             snap = sample_bounded(source, timeout, stop=stop)
         except GputuiError as e:  # NVML stopped answering: keep what was written
@@ -156,7 +153,10 @@ def write_samples(
                 ) from None
             for rec in snap.records:  # GPU health (Xids, counters), at the sample's time
                 writer.write_record(rec)
-            v = watcher.update(snap)  # starts a dump on a stall transition; never blocks
+            # Judged at the time the file holds (to the ms), so a replay of the file gives
+            # the verdict this run gave: paced on the interval's grid, a spin lasts
+            # stall_after to within a ms, and the rounding alone would call it a sample apart.
+            v = watcher.update(replace(snap, t=round(snap.t, 3)))  # never blocks
             if codes is not None:  # the run's exit code is its worst verdict's
                 from gputui.diagnose.exitcodes import of_verdict
 
@@ -169,7 +169,6 @@ def write_samples(
             writer.write_record(rec)
         if snap is None or deadline is not None and time.monotonic() >= deadline:
             break
-        stop.wait(max(0.0, interval - (time.monotonic() - started)))
     if failure is None and watcher.pending() and not stop.is_set():
         watcher.wait(DUMP_WAIT_S)  # a dump that was running belongs in the file
     for rec in watcher.take_records():
@@ -189,7 +188,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.file:
         raise GputuiError("record: empty file name")
     _check_target(path, args.force)
-    source = LiveSource(interval=args.interval, timeout=args.timeout)
+    source = open_source(args)  # the live source of every command, at --interval
+    assert isinstance(source, LiveSource)  # record has no --replay, --demo or --gpus
     if not source.nvml.devices:
         source.close()
         raise GputuiError(f"nothing to record: {source.problem() or source.nvml.error}")

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.collect.model import ProcessInfo
+from gputui.collect.pacing import lasted
 from gputui.collect.procs.progress import Counters, read_counters
 from gputui.tools.episodes import EpisodeWorker
 
@@ -130,12 +131,19 @@ class ProgressPoller(EpisodeWorker[_Episode]):
                 while r.readings and r.readings[0].t < t - WINDOW_S:
                     r.readings.popleft()
                 spun = now - ep.started
-                if self.stacks and w.dump and spun >= DUMP_AFTER_S and now - r.last_dump >= DUMP_S:
+                # Ticks of the caller's paced loop: spans of whole intervals, give or take
+                # their wake-up jitter (gputui.collect.pacing.lasted).
+                if (
+                    self.stacks
+                    and w.dump
+                    and lasted(spun, DUMP_AFTER_S)
+                    and lasted(now - r.last_dump, DUMP_S)
+                ):
                     r.last_dump = now
                     self._dump_one(w.process, r)
                 if self.cancel.is_set():
                     return
-            if now - ep.last_record >= RECORD_S and any(
+            if lasted(now - ep.last_record, RECORD_S) and any(
                 r.readings and r.readings[-1].t - r.readings[0].t >= MIN_SPAN_S
                 for r in ep.ranks.values()
             ):  # a first record that is judged already (a replay sees records a sample late)
