@@ -21,7 +21,8 @@ PY=${PY:-python3}
 if [ "${GPUTUI_DEVICE_DRYRUN:-0}" = 1 ]; then
   N=4 BACKEND=gloo DRY=(--dry)
 else
-  N=4 BACKEND=nccl DRY=()
+  N=$(nvidia-smi -L | wc -l); [ "$N" -gt 4 ] && N=4  # one rank per GPU, up to 4
+  BACKEND=nccl DRY=()
   say "INFO $(nvidia-smi -L | head -1); $(nvidia-smi -L | wc -l) GPUs"
 fi
 

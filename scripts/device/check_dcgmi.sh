@@ -44,8 +44,9 @@ if [ "$DRY" = 1 ]; then
   WANT=1 STATE=stalled HANG_S=25
   say "INFO dry run: no ranks; the stand-in NVML (GPU 0 spins, GPU 1 idles), dmon_text.py"
 else
-  WANT=3 STATE=hung
-  say "INFO $(nvidia-smi -L | head -1) x $(nvidia-smi -L | wc -l)"
+  N=$(nvidia-smi -L | wc -l); [ "$N" -gt 4 ] && N=4  # one rank per GPU, up to 4
+  WANT=$((N - 1)) STATE=hung
+  say "INFO $(nvidia-smi -L | head -1) x $(nvidia-smi -L | wc -l); $N ranks, rank $WANT stuck"
 fi
 
 WRITER=dmon_text.py
@@ -69,8 +70,8 @@ DMON=$!
 
 if [ "$DRY" != 1 ]; then
   jl="$O/dcgmi_job.txt"
-  setsid python3 scripts/device/multi_worker.py --spawn 4 stuck $((HANG_S + 40)) --onset 8 \
-    --odd 3 >"$jl" 2>&1 &
+  setsid python3 scripts/device/multi_worker.py --spawn "$N" stuck $((HANG_S + 40)) --onset 8 \
+    --odd "$WANT" >"$jl" 2>&1 &
   JOB=$!
   for _ in $(seq 1 120); do grep -q '^ONSET' "$jl" && break; sleep 0.5; done
   grep -q '^ONSET' "$jl" || { say "FAIL the job did not reach its onset"; tail -15 "$jl" >>"$S"; exit 1; }
