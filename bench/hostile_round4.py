@@ -180,7 +180,7 @@ def _heads(kind: str) -> tuple[bytes, bytes]:
 
 
 def _slow_try(kind: str, rate: float, limit: float, cancel_at: float | None) -> tuple[str, str]:
-    from gputui.collect.nccl.debugserver import Fetch
+    from gputui.collect.nccl.debugserver_ask import Fetch
     from gputui.collect.nccl.debugserver_find import Candidate
 
     head, trickle = _heads(kind)
@@ -337,7 +337,7 @@ def bundle_links(n: int, tmp: Path, seed: int = 43) -> Iterator[Try]:
 
 
 def _fr_try(tmp: Path, kind: str, k: int) -> tuple[str, str]:
-    from gputui.collect.nccl.flightrec import open_owned
+    from gputui.collect.nccl.fr_dumps import open_owned
 
     d = tmp / f"fr{k}"
     d.mkdir()

@@ -45,13 +45,8 @@ def stacks_records(
 ) -> dict[float, dict[str, Any]]:
     """sample time -> the stacks record of the real dumps taken at that sample."""
     from gputui.collect.model import ProcessInfo
-    from gputui.tools.attach.dumpall import (
-        DumpAll,
-        RankDump,
-        group_dumps,
-        parse_py_spy,
-        stacks_record,
-    )
+    from gputui.tools.attach.dumpall import DumpAll, group_dumps, parse_py_spy, stacks_record
+    from gputui.tools.attach.rank_dump import RankDump
     from gputui.tools.result import Outcome, ToolResult
 
     out: dict[float, dict[str, Any]] = {}

@@ -244,7 +244,8 @@ def test_the_early_rule_never_calls_a_rank_that_burns_cpu():
 
 
 def test_the_stack_pane_shows_the_odd_rank_whole_the_holder_first():
-    from gputui.tools.attach.dumpall import RankDump, group_dumps
+    from gputui.tools.attach.dumpall import group_dumps
+    from gputui.tools.attach.rank_dump import RankDump
     from gputui.tools.result import Outcome, ToolResult
 
     main = ThreadStack("908", "idle", "MainThread", ALL_REDUCE)

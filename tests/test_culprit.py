@@ -17,7 +17,8 @@ from gputui.collect.frames import MAX_FRAMES, Frame, RankStack, rank_stacks_of_r
 from gputui.diagnose.hang.culprit import explain_stacks
 from gputui.diagnose.hang.stack_reading import is_library, read_stack
 from gputui.diagnose.verdict import Verdict, verdict_to_json
-from gputui.tools.attach.dumpall import DumpAll, RankDump, group_dumps, parse_py_spy, stacks_record
+from gputui.tools.attach.dumpall import DumpAll, group_dumps, parse_py_spy, stacks_record
+from gputui.tools.attach.rank_dump import RankDump
 from gputui.tools.result import Outcome, ToolResult
 
 H200 = Path(__file__).parent / "data" / "h200x2-tool-output"

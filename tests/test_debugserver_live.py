@@ -35,6 +35,7 @@ from targets.multi_job import WORKER, MultiJob, line_of, snapshot
 
 from gputui.collect.model import ProcessInfo, RankInfo
 from gputui.collect.nccl import debugserver as ds
+from gputui.collect.nccl import debugserver_ask as ask
 from gputui.collect.nccl import debugserver_find as find
 from gputui.tools.which import find_tool
 from gputui.watch.watcher import Watcher
@@ -149,7 +150,7 @@ def test_a_remote_ranks_line_comes_from_the_debug_server_alone(job):
     assert ranks[0]["pid"] == job.pids[0] and ranks[0]["collective"] == "all_reduce"
     assert ranks[2]["seq"]["0"] < ranks[0]["seq"]["0"]  # it never entered the others' collective
     (rec,) = [r for r in records if r["type"] == "debugserver"]
-    assert rec["elapsed_s"] < ds.REQUEST_S
+    assert rec["elapsed_s"] < ask.REQUEST_S
 
 
 def test_the_record_replays_to_the_same_verdict(job):

@@ -21,8 +21,10 @@ from pathlib import Path
 import pytest
 
 from gputui.collect.nccl import debugserver as ds
+from gputui.collect.nccl import debugserver_ask as ask
 from gputui.collect.nccl import debugserver_find as find
 from gputui.collect.nccl import debugserver_parse as parse
+from gputui.collect.nccl import debugserver_record as record
 from gputui.diagnose.evidence import fold
 from gputui.diagnose.nccl.debugserver import explain_debugserver
 from gputui.diagnose.ranking import Strength
@@ -39,10 +41,10 @@ def page(name: str) -> str:
 def recorded(local: dict[int, int] | None = None) -> dict:
     """The record gputui makes of the recorded pages, as if this host were `vm`."""
     stacks = parse.page_sections(page("gloo2-stacks.html"))
-    fr, problem = ds.fr_by_rank(parse.page_sections(page("gloo2-fr_trace_json.html")))
+    fr, problem = record.fr_by_rank(parse.page_sections(page("gloo2-fr_trace_json.html")))
     assert problem is None
-    entries = [ds.rank_entry(a, "vm", local or {}, fr) for a in stacks]
-    return ds._record(
+    entries = [record.rank_entry(a, "vm", local or {}, fr) for a in stacks]
+    return record.new_record(
         "job-1",
         "stalled",
         "server",
@@ -116,7 +118,7 @@ def test_the_thread_that_answered_is_never_taken_for_the_training_loop():
 
 
 def test_the_flight_recorder_page_gives_each_ranks_last_collective():
-    fr, _ = ds.fr_by_rank(parse.page_sections(page("gloo2-fr_trace_json.html")))
+    fr, _ = record.fr_by_rank(parse.page_sections(page("gloo2-fr_trace_json.html")))
     assert fr[0] == [
         {
             "pg": "0",
@@ -149,13 +151,13 @@ def test_a_rank_the_front_end_could_not_fetch_is_said_not_guessed():
     )
     a, b = parse.page_sections(html)
     assert (b.rank, b.host, b.text, b.status) == (1, "node-b", None, 503)
-    entry = ds.rank_entry(b, "node-a", {}, {})
+    entry = record.rank_entry(b, "node-a", {}, {})
     assert entry["outcome"] == "failed" and "HTTP 503" in entry["error"]
     assert a.host == "node-a"
 
 
 def test_the_confirming_index_page_carries_the_mark():
-    assert ds.MARK in page("gloo2-index.html")
+    assert ask.MARK in page("gloo2-index.html")
 
 
 # ---------------------------------------------------------------- the explainer
@@ -228,7 +230,7 @@ def test_a_dump_says_when_it_was_written():
 
 
 def test_no_answer_is_context_with_the_reason():
-    rec = ds._record(
+    rec = record.new_record(
         "job-1",
         "stalled",
         "server",
@@ -272,7 +274,7 @@ def test_a_hostile_page_is_bounded():
     assert len(parse.page_sections(many)) == parse.MAX_RANKS
     frames = "Thread 0x1 (most recent call first):\n" + '  File "a.py", line 1 in f\n' * 500
     assert len(parse.threads(frames)[0].frames) == 64
-    fr, problem = ds.fr_by_rank([parse.RankAnswer(0, "http://h:1/x", deep)])
+    fr, problem = record.fr_by_rank([parse.RankAnswer(0, "http://h:1/x", deep)])
     assert fr == {} and problem is not None and "nested deeper" in problem
 
 
@@ -331,12 +333,12 @@ def test_a_silent_server_costs_one_deadline_and_an_other_server_is_not_taken():
     with http_answer(None) as port:
         c = find.Candidate("127.0.0.1", port, "option")
         t = time.monotonic()
-        ok, why = ds.confirm(c, ds.Fetch(threading.Event()))
+        ok, why = ask.confirm(c, ask.Fetch(threading.Event()))
         assert not ok and why is not None and "timed out" in why
-        assert time.monotonic() - t < ds.CONFIRM_S + 2
+        assert time.monotonic() - t < ask.CONFIRM_S + 2
     answer = b"HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\n<html>grafana</html>"
     with http_answer(answer) as port:
-        ok, why = ds.confirm(find.Candidate("127.0.0.1", port, "x"), ds.Fetch())
+        ok, why = ask.confirm(find.Candidate("127.0.0.1", port, "x"), ask.Fetch())
         assert not ok
         assert why == f"127.0.0.1:{port} answers, but not as PyTorch's debug server (HTTP 200)"
 
@@ -345,7 +347,7 @@ def test_an_answer_larger_than_its_cap_is_refused():
     body = b"x" * (2 << 20)
     answer = b"HTTP/1.0 200 OK\r\n\r\n" + body
     with http_answer(answer) as port, pytest.raises(OSError, match="larger than 1 MiB"):
-        ds.Fetch()(find.Candidate("127.0.0.1", port, "x"), "/", 5.0, 1 << 20)
+        ask.Fetch()(find.Candidate("127.0.0.1", port, "x"), "/", 5.0, 1 << 20)
 
 
 def test_no_sign_of_a_debug_server_is_no_record_but_a_named_one_that_is_absent_says_so(tmp_path):

@@ -1,5 +1,5 @@
 """PyTorch's flight recorder, end to end with a real 2-rank gloo job
-(gputui/collect/nccl/flightrec.py).
+(gputui/collect/nccl/flightrec.py and fr_dumps.py).
 
 What is real: torch 2.13's flight recorder recording a gloo job's collectives, the FIFOs,
 gputui's trigger, wait and copy, PyTorch's own analyzer run with the job's interpreter, and
@@ -31,11 +31,9 @@ from gputui.collect.nccl.flightrec import (
     flight_record,
     job_interpreter,
     run_analyzer,
-    stage,
-    trigger,
-    wait_for_dumps,
 )
 from gputui.collect.nccl.fr_analyzer import parse_analyzer
+from gputui.collect.nccl.fr_dumps import stage, trigger, wait_for_dumps
 
 JOB = r'''
 import datetime, os, pickle, threading, time

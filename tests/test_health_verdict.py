@@ -218,7 +218,8 @@ def test_ranks_sharing_a_gpu_the_kernel_lines_pid_names_the_rank_that_faulted():
 
 
 def test_merge_names_a_nodes_failed_gpu_first_in_the_job_wide_verdict():
-    from gputui.diagnose.merge.join import line_from_json, merge, merged_to_json
+    from gputui.diagnose.merge.join import line_from_json, merge
+    from gputui.diagnose.merge.merged import merged_to_json
 
     job = {"job_key": "master:10.0.0.1:29500", "world_size": 4}
     n1 = {

@@ -15,7 +15,8 @@ from conftest import run_cli
 
 from gputui.diagnose.merge.host_blame import neighbours
 from gputui.diagnose.merge.host_probe import explain_host_probe, with_host_probe
-from gputui.diagnose.merge.join import line_from_json, merge, merged_to_json
+from gputui.diagnose.merge.join import line_from_json, merge
+from gputui.diagnose.merge.merged import merged_to_json
 
 T = 1_795_338_000.0
 JOB = "master:10.0.0.1:29500"

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collect.nccl.flightrec import FrRank, flight_record, open_owned
+from gputui.collect.nccl.flightrec import FrRank, flight_record
+from gputui.collect.nccl.fr_dumps import open_owned
 
 NOBODY = 65534
 

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from gputui.collect.nccl.debugserver import Fetch, confirm
+from gputui.collect.nccl.debugserver_ask import Fetch, confirm
 from gputui.collect.nccl.debugserver_find import Candidate
 
 TRICKLES = {

@@ -161,7 +161,8 @@ def test_a_recording_keeps_the_lastwords_record_and_its_hostile_text(tmp_path):
 
 
 def test_merge_shows_a_gone_ranks_last_words_under_its_node():
-    from gputui.diagnose.merge.join import line_from_json, merge, merged_to_json
+    from gputui.diagnose.merge.join import line_from_json, merge
+    from gputui.diagnose.merge.merged import merged_to_json
 
     def line(host: str, state: str, findings: list[str]) -> dict:
         return {

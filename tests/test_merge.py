@@ -19,7 +19,8 @@ from synth import timeline
 from gputui.collect.hostlist import expand_hosts, host_from_name
 from gputui.collect.source import demo_path, filter_gpus
 from gputui.collect.trace.format import TraceWriter
-from gputui.diagnose.merge.join import Merged, exit_code, line_from_json, merge, stack_groups
+from gputui.diagnose.merge.join import exit_code, line_from_json, merge, stack_groups
+from gputui.diagnose.merge.merged import Merged
 
 STALL_END_S = 95.0  # inside the demo's stall_in_loop phase (rank 1 stuck, GPU 1 idle)
 

@@ -20,7 +20,8 @@ from conftest import free_port, run_cli
 from gputui.collect.model import RankInfo
 from gputui.collect.procs.hostranks import HostRank, listeners
 from gputui.diagnose.hang.rendezvous import candidates, missing, sentences, verdict_from_record
-from gputui.diagnose.merge.join import line_from_json, merge, merged_to_json
+from gputui.diagnose.merge.join import line_from_json, merge
+from gputui.diagnose.merge.merged import merged_to_json
 from gputui.tools.which import find_tool
 
 needs_torch = pytest.mark.skipif(

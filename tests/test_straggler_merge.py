@@ -11,7 +11,8 @@ from conftest import run_cli
 from synth import timeline
 from test_merge import check_lines, line, write_split
 
-from gputui.diagnose.merge.join import line_from_json, merge, merged_to_json
+from gputui.diagnose.merge.join import line_from_json, merge
+from gputui.diagnose.merge.merged import merged_to_json
 
 
 def test_an_8_gpu_job_split_4_4_names_the_straggler_on_its_node(tmp_path):

@@ -11,8 +11,9 @@ from conftest import free_port, run_cli
 from targets.launch import Targets
 
 from gputui.collect.model import Job, ProcessInfo, RankInfo, Snapshot
-from gputui.tools.attach.dumpall import RankDump, dump_all, group_dumps, parse_py_spy
+from gputui.tools.attach.dumpall import dump_all, group_dumps, parse_py_spy
 from gputui.tools.attach.jobfind import find_job, job_from_host
+from gputui.tools.attach.rank_dump import RankDump
 from gputui.tools.result import Outcome, ToolResult
 from gputui.tools.which import find_tool
 

@@ -17,7 +17,7 @@ from gputui.commands.common import positive_float
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
-    from gputui.diagnose.merge.join import Merged
+    from gputui.diagnose.merge.merged import Merged
     from gputui.probe.world.model import WorldOptions
 
 
@@ -168,7 +168,7 @@ def report(steps: list[Merged], code: int, as_json: bool, opts: WorldOptions | N
     import json
 
     from gputui.commands.merge_after import probe_blamed
-    from gputui.diagnose.merge.join import merged_to_json
+    from gputui.diagnose.merge.merged import merged_to_json
 
     rec = None
     if opts is not None:

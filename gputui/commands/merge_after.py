@@ -21,7 +21,7 @@ from gputui.commands.probe_world import _port, require_launcher
 from gputui.errors import GputuiError
 
 if TYPE_CHECKING:
-    from gputui.diagnose.merge.join import Merged
+    from gputui.diagnose.merge.merged import Merged
     from gputui.probe.world.model import WorldOptions
 
 

@@ -2,8 +2,8 @@
 
 The exporter never attaches to a process and never gathers a stall's evidence, but asking a
 debug server's front end for its index page costs one local HTTP request (gputui's own
-confirmation, gputui.collect.nccl.debugserver): so while a job is stalled, it is asked once, and
-again every ASK_EVERY_S while the stall lasts, in one thread of its own. The answer is the
+confirmation, gputui.collect.nccl.debugserver_ask): so while a job is stalled, it is asked
+once, and again every ASK_EVERY_S while the stall lasts, in one thread of its own. The answer is the
 `gputui_job_debug_server` gauge: 1 when the job's front end answered, 0 when gputui asked and
 none did (the job did not start one, or it is gone), no series while the job is not stalled.
 An operator's alert on a hung job can then say whether every rank's line is one request
@@ -28,8 +28,8 @@ NAMES = ("gputui_job_debug_server",)
 
 def answers(ranks: tuple[ProcessInfo, ...], cancel: threading.Event) -> bool:
     """Whether the job's front end (rank 0's child here, else MASTER_ADDR:25999) answers."""
-    from gputui.collect.nccl import debugserver as ds
     from gputui.collect.nccl import debugserver_find as find
+    from gputui.collect.nccl.debugserver_ask import Fetch, confirm
     from gputui.collect.this_host import is_this_host
 
     rank0 = next((p for p in ranks if p.rank is not None and p.rank.rank == 0), None)
@@ -39,8 +39,8 @@ def answers(ranks: tuple[ProcessInfo, ...], cancel: threading.Event) -> bool:
         master = next((p.rank.master for p in ranks if p.rank is not None and p.rank.master), None)
         m = find.master_candidate(master)
         cands = [m] if m is not None and not is_this_host(m.host) else []
-    fetch = ds.Fetch(cancel)
-    return any(ds.confirm(c, fetch)[0] for c in cands[:4] if not cancel.is_set())
+    fetch = Fetch(cancel)
+    return any(confirm(c, fetch)[0] for c in cands[:4] if not cancel.is_set())
 
 
 class DebugServerUp:

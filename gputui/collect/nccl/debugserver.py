@@ -2,19 +2,16 @@
 
 `gather_debugserver(...)` runs in the Watcher's gathering thread once per stall transition
 (gputui.watch.gatherers registers it as the `debugserver` kind). It finds the job's debug server
-(gputui.collect.nccl.debugserver_find), confirms it by its index page, asks its `/stacks` and
-`/fr_trace_json` pages (and `/fr_trace_nccl_json`, NCCL's recorder) at the same time, and
-returns one typed record `{"type": "debugserver", ...}` (see `ranks_of_record` for the rank
-entries) that `gputui record` keeps and gputui.diagnose.nccl.debugserver explains, live or in a
+(gputui.collect.nccl.debugserver_find), confirms it by its index page and asks its pages
+(gputui.collect.nccl.debugserver_ask), and returns one typed record `{"type": "debugserver",
+...}` (gputui.collect.nccl.debugserver_record; see `ranks_of_record` for the rank entries)
+that `gputui record` keeps and gputui.diagnose.nccl.debugserver explains, live or in a
 replay. Where no server answers, the newest periodic dump of a directory the job names
 (or `--debug-dump-dir`) stands in, with the time it was written.
 
-Why these pages: the front end fetches every rank's answer itself (all nodes, not only this
-one) and the page layout has not changed since the first version. Why the limits: the
-answer is another program's output, maybe from another node: each request has a deadline
-and a byte cap, the JSON a depth cap, and every string kept is clipped and redacted. The
-front end waits for each rank's worker up to its own `fetch_timeout` (60 s by default), so a
-dead worker can hold the whole page: gputui gives up at REQUEST_S and says why.
+Why the limits: the answer is another program's output, maybe from another node: each
+request has a deadline and a byte cap, a dump a byte cap, the JSON a depth cap, and every
+string kept is clipped and redacted.
 
 Nothing here raises: a failure is the record's `outcome` and `error`.
 """
@@ -22,190 +19,23 @@ Nothing here raises: a failure is the record's `outcome` and `error`.
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from gputui.collect.frames import MAX_FRAMES, MAX_TEXT, Frame, clip, collective_name
+from gputui.collect.frames import clip
 from gputui.collect.nccl import debugserver_find as find
 from gputui.collect.nccl import debugserver_parse as parse
-from gputui.collect.nccl import http_deadline
+from gputui.collect.nccl.debugserver_ask import Fetch, ask, confirm, why_failed
 from gputui.collect.nccl.debugserver_files import job_uid, newest_dumps, open_dump
 from gputui.collect.nccl.debugserver_parse import KIND, OUTCOMES, ranks_of_record
+from gputui.collect.nccl.debugserver_record import new_record, ranks_part
 from gputui.collect.this_host import is_this_host
 from gputui.redact import redact_text
 
-CONFIRM_S = 3.0  # the index page: a few KB rendered by the front end itself
-REQUEST_S = 20.0  # a page that fetches every rank (the front end's own wait is 60 s per rank)
-MAX_PAGE_BYTES = 16 << 20  # 4096 ranks x 4 KB of stack text
 MAX_DUMP_BYTES = 16 << 20
-MARK = "Torch Distributed Debug Server"  # in the title bar of every page
-STACKS, FR, FR_NCCL = "/stacks", "/fr_trace_json", "/fr_trace_nccl_json"
-
-
-class Fetch:
-    """A bounded HTTP GET: (status, text) or an OSError that says why."""
-
-    def __init__(self, cancel: threading.Event | None = None) -> None:
-        self.cancel = cancel or threading.Event()
-
-    def __call__(
-        self, c: find.Candidate, path: str, limit_s: float, max_bytes: int
-    ) -> tuple[int, str]:
-        """One deadline over the whole answer (gputui.collect.nccl.http_deadline): a server
-        that trickles its status line, headers or chunk-size lines cannot hold gputui."""
-        status, body = http_deadline.get(
-            c.host, c.port, path, limit_s, max_bytes, connect_s=CONFIRM_S, cancel=self.cancel
-        )
-        return status, body.decode("utf-8", "replace")
-
-
-def _why(e: BaseException) -> tuple[str, str]:
-    """(outcome, message) for a failed request."""
-    if isinstance(e, (TimeoutError, socket.timeout)):
-        return "timeout", str(e) or "timed out"
-    if isinstance(e, ConnectionRefusedError):
-        return "refused", "connection refused (nothing listens there)"
-    return "failed", clip(redact_text(f"{type(e).__name__}: {e}"), MAX_TEXT)
-
-
-def confirm(c: find.Candidate, fetch: Fetch) -> tuple[bool, str | None]:
-    """Whether `c` is a debug server's front end (its index page says so)."""
-    try:
-        status, text = fetch(c, "/", CONFIRM_S, 1 << 20)
-    except OSError as e:
-        return False, _why(e)[1]
-    if status == 200 and MARK in text:
-        return True, None
-    return False, f"{c.addr} answers, but not as PyTorch's debug server (HTTP {status})"
-
-
-# ---------------------------------------------------------------- the record
-
-
-def rank_entry(
-    answer: parse.RankAnswer, here: str, local: Mapping[int, int], fr: Mapping[int, Any]
-) -> dict[str, Any]:
-    """One rank's entry: host, local pid, main-thread frames, its collective, its flight
-    recorder per process group."""
-    host = answer.host
-    on_here = host is not None and host == here
-    e: dict[str, Any] = {
-        "rank": answer.rank,
-        "host": clip(redact_text(host), 253) if host else None,
-        "here": on_here,
-        "pid": local.get(answer.rank) if on_here else None,
-    }
-    if answer.text is None:
-        e.update(outcome="failed", error=f"the front end could not fetch it (HTTP {answer.status})")
-        e["frames"] = []
-    else:
-        frames = parse.main_frames(parse.threads(answer.text))
-        frames = tuple(
-            Frame(clip(redact_text(f.function)), clip(redact_text(f.file)), f.line) for f in frames
-        )
-        e.update(outcome="done" if frames else "empty", error=None)
-        if not frames:
-            e["error"] = "no Python frame in its answer"
-        e["frames"] = [f.to_json() for f in frames[:MAX_FRAMES]]
-        e["collective"] = next((n for f in frames if (n := collective_name(f))), None)
-    groups = fr.get(answer.rank)
-    if groups:
-        e["fr"] = groups
-    return e
-
-
-def fr_by_rank(sections: Sequence[parse.RankAnswer]) -> tuple[dict[int, Any], str | None]:
-    """Each rank's flight-recorder groups from a JSON page's sections; a problem in words."""
-    out: dict[int, Any] = {}
-    problem = None
-    for s in sections:
-        if s.text is None:
-            continue
-        try:
-            groups = parse.fr_groups(parse.bounded_json(s.text))
-        except ValueError as e:
-            problem = clip(f"rank {s.rank}'s flight recorder: {e}")
-            continue
-        if groups:
-            out[s.rank] = groups
-    return out, problem
-
-
-def _record(key: str, trigger: str, via: str, t: float, **kw: Any) -> dict[str, Any]:
-    rec: dict[str, Any] = {
-        "type": KIND,
-        "t": round(t, 3),
-        "job": key,
-        "trigger": trigger,
-        "via": via,
-        "host": clip(socket.gethostname(), 253),
-        "outcome": "done",
-        "error": None,
-        "server": None,
-        "found_by": None,
-        "ranks": [],
-    }
-    rec.update(kw)
-    return rec
-
-
-def ranks_part(
-    stacks: Sequence[parse.RankAnswer], fr: Mapping[int, Any], local: Mapping[int, int]
-) -> list[dict[str, Any]]:
-    here = socket.gethostname()
-    entries = [rank_entry(a, here, local, fr) for a in stacks]
-    return list(parse.keep_ranks(entries))
-
-
-# ---------------------------------------------------------------- asking a server
-
-
-def ask(
-    c: find.Candidate, fetch: Fetch, local: Mapping[int, int]
-) -> tuple[str, str | None, list[dict[str, Any]], int]:
-    """(outcome, error, rank entries, world) from one confirmed front end: its stacks and
-    both flight-recorder pages, asked at once."""
-    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="gputui-debugserver") as pool:
-        futs = {
-            p: pool.submit(fetch, c, p, REQUEST_S, MAX_PAGE_BYTES) for p in (STACKS, FR, FR_NCCL)
-        }
-        pages: dict[str, tuple[int, str] | BaseException] = {}
-        for p, f in futs.items():
-            try:
-                pages[p] = f.result()
-            except Exception as e:  # noqa: BLE001 - an OSError from the fetch, or a bug
-                pages[p] = e
-    got = pages[STACKS]
-    if isinstance(got, BaseException):
-        outcome, why = _why(got)
-        if outcome == "timeout":
-            why += (
-                " (the front end waits for every rank's worker, up to its fetch_timeout, "
-                "60 s by default: a rank's worker may be unreachable)"
-            )
-        return outcome, f"its /stacks page: {why}", [], 0
-    status, text = got
-    if status != 200:
-        return "failed", f"its /stacks page answered HTTP {status}", [], 0
-    stacks = parse.page_sections(text)
-    fr: dict[int, Any] = {}
-    problem = None
-    for path in (FR, FR_NCCL):
-        page = pages[path]
-        if isinstance(page, BaseException) or page[0] != 200:
-            continue
-        more, bad = fr_by_rank(parse.page_sections(page[1]))
-        for r, groups in more.items():
-            fr.setdefault(r, groups)
-        problem = problem or bad
-    if not stacks:
-        return "failed", "its /stacks page held no rank", [], 0
-    return "done", problem, ranks_part(stacks, fr, local), len(stacks)
 
 
 # ---------------------------------------------------------------- dumps
@@ -269,20 +99,20 @@ def _read_one(
     }
 
     def failed(why: str) -> dict[str, Any]:
-        return _record(key, trigger, "dump", t, outcome="failed", dump=dump, error=why)
+        return new_record(key, trigger, "dump", t, outcome="failed", dump=dump, error=why)
 
     try:
         with os.fdopen(open_dump(path, owner), "rb") as f:
             raw = f.read(MAX_DUMP_BYTES + 1)
     except OSError as e:
-        return failed(_why(e)[1])
+        return failed(why_failed(e)[1])
     if len(raw) > MAX_DUMP_BYTES:
         return failed(f"{path.name} is larger than {MAX_DUMP_BYTES >> 20} MiB")
     stacks = parse.dump_sections(raw.decode("utf-8", "replace"))
     if not stacks:
         return failed(f"{path.name} holds no rank section")
     ranks = ranks_part(stacks, {}, local)
-    return _record(key, trigger, "dump", t, dump=dump, ranks=ranks, world=len(stacks))
+    return new_record(key, trigger, "dump", t, dump=dump, ranks=ranks, world=len(stacks))
 
 
 # ---------------------------------------------------------------- the gatherer
@@ -325,7 +155,7 @@ def gather_debugserver(
             host, port = find.parse_addr(server)
             candidates.append(find.Candidate(host, port, "option"))
         except ValueError as e:
-            return _record(key, trigger, "server", t, outcome="failed", error=str(e))
+            return new_record(key, trigger, "server", t, outcome="failed", error=str(e))
     rank0 = next((p for p in ranks if p.rank is not None and p.rank.rank == 0), None)
     if rank0 is not None:
         candidates += find.front_end_candidates(rank0.pid)
@@ -341,7 +171,7 @@ def gather_debugserver(
             tried.append(f"{c.addr} ({c.found_by}): {why}")
             continue
         outcome, error, entries, world = ask(c, fetch, local)
-        rec = _record(
+        rec = new_record(
             key,
             trigger,
             "server",
@@ -368,7 +198,9 @@ def gather_debugserver(
     if server is None and dump_dir is None and not any("option" in s for s in tried):
         return _quiet(key, trigger, t, tried, candidates)
     where = "; ".join(tried) or (f"no stacks_*.txt in {dump_dir}" if dump_dir else "nothing found")
-    return _record(key, trigger, "server", t, outcome="absent", error=clip(redact_text(where), 600))
+    return new_record(
+        key, trigger, "server", t, outcome="absent", error=clip(redact_text(where), 600)
+    )
 
 
 def _quiet(
@@ -380,7 +212,9 @@ def _quiet(
     found = [c for c in cands if c.port == find.DEFAULT_PORT and "child of rank 0" in c.found_by]
     if not found or not tried:
         return None
-    return _record(key, trigger, "server", t, outcome="failed", error=clip("; ".join(tried), 600))
+    return new_record(
+        key, trigger, "server", t, outcome="failed", error=clip("; ".join(tried), 600)
+    )
 
 
 def _dump_dirs(

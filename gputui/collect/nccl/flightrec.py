@@ -4,20 +4,18 @@ When the ranks' environments set `TORCH_NCCL_DEBUG_INFO_PIPE_FILE`, each rank ma
 `<value><rank>.pipe`; writing to it makes that rank dump its recent collectives to
 `<prefix><rank>` (prefix `TORCH_FR_DUMP_TEMP_FILE`, older `TORCH_NCCL_DEBUG_INFO_TEMP_FILE`,
 default /tmp/nccl_trace_rank_) while training goes on (6.4 s on the GPU image). The dumps are
-pickles: gputui never unpickles them. It copies them into a private directory and runs
-PyTorch's own analyzer (`torchfrtrace`) with the job's own interpreter, as the job's user
-when gputui is root (the analyzer executes the job's Python environment), bounded, its
-process group killed on timeout.
+pickles: gputui never unpickles them. It copies them into a private directory (asking,
+waiting and copying: gputui.collect.nccl.fr_dumps) and runs PyTorch's own analyzer
+(`torchfrtrace`) with the job's own interpreter, as the job's user when gputui is root (the
+analyzer executes the job's Python environment), bounded, its process group killed on timeout.
 
-The job's user names the dump paths, so they are hostile input to root: a dump is opened
-without following a link (O_NOFOLLOW, then fstat on the open file), must be a regular file
-owned by the job's user (what that user could read anyway: a link or a hard link to a
-root-only file is refused, never copied and handed to that user), and the analyzer runs
+The job's user names the dump paths, so they are hostile input to root (fr_dumps opens each
+without following a link, as the job's user's own regular file), and the analyzer runs
 isolated (`python -I`: no PYTHONPATH, no user site, not the working directory) with a
 fixed small environment, never the job's (a planted `fr_trace` module on the job's
 PYTHONPATH read the copied secret in round four of the hostile sweep). What the analyzer
 prints ("Not all ranks joining collective ...", "missing ranks: {1}") is parsed into
-findings.
+findings (gputui.collect.nccl.fr_analyzer).
 
 Every step is bounded and cancellable, and no step raises: problems are the `outcome` and
 `error` of the result.
@@ -26,11 +24,8 @@ Every step is bounded and cancellable, and no step raises: problems are the `out
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import shutil
-import stat
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -38,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui.collect.nccl.fr_analyzer import parse_analyzer
+from gputui.collect.nccl.fr_dumps import STAGED_PREFIX, other_dumps, stage, trigger, wait_for_dumps
 from gputui.collect.subproc import run_bounded
 from gputui.redact import redact_text
 
@@ -46,12 +42,9 @@ DUMP_ENVS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 DEFAULT_DUMP_PREFIX = "/tmp/nccl_trace_rank_"
 BUFFER_ENVS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 ANALYZER = "torch.distributed.flight_recorder.fr_trace"
-STAGED_PREFIX = "gputui_fr_rank_"  # the dumps' names in gputui's private directory
 WAIT_S = 20.0  # for the dump files (6.4 s seen on the GPU image)
 ANALYZER_TIMEOUT_S = 60.0
-MAX_DUMP_BYTES = 256 << 20
 MAX_OUTPUT_BYTES = 256 << 10
-_POLL_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -112,144 +105,6 @@ def job_interpreter(pid: int, cmdline: list[str] | tuple[str, ...], env: Mapping
             if os.path.isfile(c) and os.path.realpath(c) == real:
                 return c
     return proc_exe
-
-
-# ---------------------------------------------------------------- trigger and wait
-
-
-def trigger(pipe: str) -> str:
-    """Ask one rank to dump: 'sent', or why not. Never blocks: a FIFO nobody reads is ENXIO."""
-    try:
-        st = os.lstat(pipe)
-    except FileNotFoundError:
-        return "no_pipe"
-    except OSError as e:
-        return f"error: {pipe}: {e.strerror}"
-    if not stat.S_ISFIFO(st.st_mode):
-        return "not_fifo"  # never write into a regular file or through a link
-    try:
-        fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except OSError as e:
-        if e.errno == errno.ENXIO:
-            return "no_reader"
-        return f"error: {pipe}: {e.strerror}"
-    try:
-        os.write(fd, b"1\n")
-    except BlockingIOError:
-        pass  # the pipe is full of earlier requests: a dump is already asked for
-    except OSError as e:
-        return f"error: {pipe}: {e.strerror}"
-    finally:
-        os.close(fd)
-    return "sent"
-
-
-def wait_for_dumps(
-    paths: Mapping[int, str], since: float, timeout: float, cancel: threading.Event
-) -> dict[int, str]:
-    """The dump files (rank -> path) written after `since` whose size stopped changing."""
-    sizes: dict[int, int] = {}
-    done: dict[int, str] = {}
-    deadline = time.monotonic() + timeout
-    while len(done) < len(paths) and time.monotonic() < deadline and not cancel.is_set():
-        for rank, path in paths.items():
-            if rank in done:
-                continue
-            try:
-                st = os.lstat(path)  # a link is never waited for (nor read: open_owned)
-            except OSError:
-                continue
-            if st.st_mtime < since - 1.0 or st.st_size == 0 or not stat.S_ISREG(st.st_mode):
-                continue
-            if sizes.get(rank) == st.st_size:
-                done[rank] = path  # the same size twice in a row: the writer has finished
-            sizes[rank] = st.st_size
-        if len(done) < len(paths):
-            cancel.wait(_POLL_S)
-    return done
-
-
-def other_dumps(prefix: str, since: float, have: set[int]) -> dict[int, str]:
-    """Fresh dumps of ranks that are not local: on a shared file system, the other nodes'.
-
-    gputui on the other nodes (or their watchdogs) dump into the same place; with them the
-    analyzer sees every rank and names ranks on other nodes too. Only files written within
-    a minute of this trigger count, so an old incident's dumps are never mixed in.
-    """
-    directory, base = os.path.split(prefix)
-    found: dict[int, str] = {}
-    try:
-        names = os.listdir(directory or ".")
-    except OSError:
-        return found
-    for name in names[:100_000]:
-        rest = name[len(base) :] if name.startswith(base) else ""
-        if not rest.isdigit() or int(rest) in have:
-            continue
-        path = os.path.join(directory, name)
-        with contextlib.suppress(OSError):
-            st = os.lstat(path)
-            if stat.S_ISREG(st.st_mode) and st.st_size and abs(st.st_mtime - since) <= 60:
-                found[int(rest)] = path
-        if len(found) >= 8192:
-            break
-    return found
-
-
-def open_owned(path: str, uid: int | None) -> int:
-    """A descriptor on `path`, a regular file owned by `uid` (the job's user), reached
-    without following a link in its last component. OSError (saying why) otherwise; as
-    root an unknown `uid` is refused too (root could read anything)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        if uid is None and os.geteuid() == 0:
-            raise OSError(errno.EPERM, "the job's user is unknown")
-        if uid is not None and st.st_uid != uid:
-            raise OSError(errno.EPERM, f"owned by uid {st.st_uid}, not the job's user {uid}")
-        if st.st_nlink > 1 and uid is not None and uid != os.geteuid():
-            raise OSError(errno.EPERM, "has other hard links")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def stage(
-    dumps: Mapping[int, str], uid: int | None, gid: int | None, refused: list[str] | None = None
-) -> tuple[str, list[int]]:
-    """Copy the dumps (each opened with open_owned) into a new private directory the
-    analyzer's user can read; why a dump was refused goes into `refused`."""
-    tmp = tempfile.mkdtemp(prefix="gputui-fr-")
-    staged = []
-    for rank, path in sorted(dumps.items()):
-        dest = os.path.join(tmp, f"{STAGED_PREFIX}{rank}")
-        try:
-            src_fd = open_owned(path, uid)
-        except OSError as e:
-            if refused is not None:
-                why = "is a symbolic link" if e.errno == errno.ELOOP else e.strerror or str(e)
-                refused.append(f"rank {rank}'s dump {redact_text(path)[:200]}: {why}")
-            continue
-        try:
-            with os.fdopen(src_fd, "rb") as src, open(dest, "xb") as out:
-                copied = 0
-                while chunk := src.read(1 << 20):
-                    copied += len(chunk)
-                    if copied > MAX_DUMP_BYTES:
-                        raise OSError(errno.EFBIG, "dump larger than 256 MiB")
-                    out.write(chunk)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(dest)
-            continue
-        staged.append(rank)
-    if os.geteuid() == 0 and uid not in (None, 0):
-        for name in [tmp, *(os.path.join(tmp, f) for f in os.listdir(tmp))]:
-            os.chown(name, uid, gid if gid is not None else -1)  # type: ignore[arg-type]
-    return tmp, staged
 
 
 # ---------------------------------------------------------------- the analyzer

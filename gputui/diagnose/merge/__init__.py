@@ -25,8 +25,8 @@ _WHERE = {
     "explain_host_probe": "host_probe",
     "exit_code": "join",
     "merge": "join",
-    "Merged": "join",
-    "merged_to_json": "join",
+    "Merged": "merged",
+    "merged_to_json": "merged",
     "line_from_json": "node_line",
     "NodeReport": "node_report",
 }

@@ -41,7 +41,7 @@ NEIGHBOURS = 2  # healthy peers beside the blamed host: the fewest that tell hos
 
 
 class Verdict(Protocol):
-    """What this reads of a job-wide verdict (gputui.diagnose.merge.join.Merged, which holds a
+    """What this reads of a job-wide verdict (gputui.diagnose.merge.merged.Merged, which holds a
     HostBlame: a Protocol, so that neither module imports the other back)."""
 
     @property

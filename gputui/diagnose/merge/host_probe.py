@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gputui.diagnose.merge.join import Merged
+    from gputui.diagnose.merge.merged import Merged
 
 
 @dataclass(frozen=True)

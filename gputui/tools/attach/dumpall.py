@@ -2,10 +2,8 @@
 
 The idea of LLNL's STAT: in a hang, most ranks wait in the same place (all_reduce,
 synchronize) and the culprit is somewhere else (a data loader, a sleep, gone). Stacks are
-compared on the main thread only, frame by frame as (function, file, line): other threads
-(NCCL watchdog, loader workers) differ in number and tids between healthy ranks, and
-`active`/`idle` flips from one sample to the next, so neither may split a group. Native
-frames that are bare addresses are dropped: libraries load at different addresses per rank.
+compared on the main thread only (gputui.tools.attach.rank_dump says why, and holds each
+process's dump and the forms it is written in).
 """
 
 from __future__ import annotations
@@ -21,20 +19,16 @@ from typing import Any
 import psutil
 
 from gputui.collect.frames import (
-    MAX_FRAMES,
-    MAX_SIDE_FRAMES,
-    MAX_THREADS,
     ChildStack,
     Frame,
     RankStack,
     ThreadStack,
-    clip,
     collective_name,
     main_thread,
 )
 from gputui.collect.model import ProcessInfo
-from gputui.redact import redact_text
 from gputui.tools.attach.ptrace import Target
+from gputui.tools.attach.rank_dump import RankDump, rank_order, rank_stack, side_entry
 from gputui.tools.attach.stacks import TargetLike, py_spy_dump
 from gputui.tools.result import Cancel, LineSink, Outcome, ToolResult
 
@@ -62,31 +56,6 @@ def parse_py_spy(lines: Sequence[str]) -> tuple[ThreadStack, ...]:
     if cur is not None:
         threads.append(ThreadStack(**{**cur, "frames": tuple(cur["frames"])}))
     return tuple(threads)
-
-
-def _comparable(frames: Sequence[Frame]) -> tuple[tuple[str, str, int | None], ...]:
-    return tuple((f.function, f.file, f.line) for f in frames if not f.function.startswith("0x"))
-
-
-@dataclass(frozen=True)
-class RankDump:
-    """One process's dump, with the rank it holds (None when unknown)."""
-
-    pid: int
-    rank: int | None
-    result: ToolResult
-    threads: tuple[ThreadStack, ...]
-    children: tuple[ChildStack, ...] = ()  # dumped when its main thread is in no collective
-
-    @property
-    def label(self) -> str:
-        return f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
-
-    def key(self) -> tuple[Any, ...]:
-        if not self.result.ok:
-            return ("failed", self.result.outcome.value)
-        mt = main_thread(self.threads)
-        return ("stack", _comparable(mt.frames) if mt else ())
 
 
 @dataclass(frozen=True)
@@ -142,14 +111,6 @@ class StackGroup:
         return lines
 
 
-def side_entry(d: RankDump) -> dict[str, Any]:
-    """A dump in the shape of a `check --json` stack entry (labels, not frame triples)."""
-    from gputui.diagnose.hang.threads import side_json
-
-    rs = rank_stack(d)
-    return {"stack": [f.label() for f in rs.frames], **side_json(rs)}
-
-
 def group_dumps(dumps: Sequence[RankDump]) -> tuple[StackGroup, ...]:
     """Groups of identical main-thread stacks, biggest first; the odd ones marked.
 
@@ -160,9 +121,9 @@ def group_dumps(dumps: Sequence[RankDump]) -> tuple[StackGroup, ...]:
     by_key: dict[tuple[Any, ...], list[RankDump]] = {}
     for d in dumps:
         by_key.setdefault(d.key(), []).append(d)
-    groups = [StackGroup(tuple(sorted(ms, key=_rank_order))) for ms in by_key.values()]
+    groups = [StackGroup(tuple(sorted(ms, key=rank_order))) for ms in by_key.values()]
     groups.sort(
-        key=lambda g: (-len(g.members), not g.ok, not g.in_collective, _rank_order(g.members[0]))
+        key=lambda g: (-len(g.members), not g.ok, not g.in_collective, rank_order(g.members[0]))
     )
     if len(groups) < 2:
         return tuple(groups)
@@ -176,10 +137,6 @@ def group_dumps(dumps: Sequence[RankDump]) -> tuple[StackGroup, ...]:
         if not majority:
             majority = {id(g) for g in leaders}  # no way to tell: only failures are odd
     return tuple(StackGroup(g.members, odd=id(g) not in majority) for g in groups)
-
-
-def _rank_order(d: RankDump) -> tuple[int, int]:
-    return (d.rank if d.rank is not None else 1 << 30, d.pid)
 
 
 @dataclass(frozen=True)
@@ -326,55 +283,11 @@ def dump_all(
     workers = max(1, min(max_workers, len(targets)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dump-all") as pool:
         dumps = list(pool.map(one, targets))
-    dumps.sort(key=_rank_order)
+    dumps.sort(key=rank_order)
     return DumpAll(group_dumps(dumps), tuple(dumps), time.monotonic() - start, how)
 
 
 # ---------------------------------------------------------------- as evidence
-
-
-def rank_stack(d: RankDump, process: ProcessInfo | None = None) -> RankStack:
-    """One rank's dump in the form a stacks record carries it: its main thread (what the
-    grouping and the culprit read), its other threads (the GIL holder first, then those
-    running) and its children, bounded and redacted, because it is written to files."""
-    mt = main_thread(d.threads)
-    frames = _safe_frames(mt.frames if mt else (), MAX_FRAMES)
-    others = sorted((t for t in d.threads if t is not mt), key=lambda t: (not t.gil, not t.active))[
-        :MAX_THREADS
-    ]
-    threads = tuple(
-        ThreadStack(
-            clip(t.tid, 40),
-            clip(t.status, 40),
-            clip(redact_text(t.name)),
-            _safe_frames(t.frames, MAX_SIDE_FRAMES),
-        )
-        for t in others
-    )
-    outcome = d.result.outcome
-    error = None if d.result.ok else clip(redact_text(d.result.message or str(outcome)))
-    if outcome is Outcome.CANCELLED:  # gputui itself stopped: not one of the record's outcomes
-        outcome, error = Outcome.FAILED, "cancelled: gputui stopped before the dump ended"
-    return RankStack(
-        pid=d.pid,
-        rank=d.rank,
-        gpu=process.gpus[0] if process is not None and process.gpus else None,
-        outcome=outcome.value,
-        frames=frames,
-        error=error,
-        thread=clip(mt.status, 40) if mt else None,
-        create_time=process.create_time if process is not None else None,
-        elapsed_s=d.result.elapsed_s,
-        threads=threads,
-        children=d.children,
-    )
-
-
-def _safe_frames(frames: Sequence[Frame], limit: int) -> tuple[Frame, ...]:
-    return tuple(
-        Frame(clip(redact_text(f.function)), clip(redact_text(f.file)), f.line)
-        for f in frames[:limit]
-    )
 
 
 def stacks_record(
