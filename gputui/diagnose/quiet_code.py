@@ -1,0 +1,132 @@
+"""One sample's code, read straight from a recording held as columns: what the detector
+would read of it, with no Snapshot built.
+
+Why: a replay of a day of a node runs the detector over some 100,000 samples, and in most of
+them (85-95 % of a real node's history) nothing moves that the detector could see: the same
+processes on the same GPUs, each GPU in the same class, no GPU spinning or waiting. Building
+each such sample as a Snapshot and judging it costs ~75 us; reading this code from the
+columns costs a few. A replay that finds a sample's code equal to the one before, with the
+watcher settled (gputui.watch.quiet), skips the sample's full step.
+
+The code is, per GPU in index order: its index, its processes (the reader's shared tuple),
+its class (gputui.diagnose.hang.classify, node rule included), its wait code
+(gputui.diagnose.slow.straggler.is_waiting, measured against the busiest GPU of its job),
+whether its readings say it is in use (gputui.diagnose.job_groups.in_use, the grouping of
+files that list no process), whether its power fraction is known (the ok reason's note),
+its pstate and its clock events. Each part is computed by the very functions the detector
+calls, on GpuSamples holding the same readings as the Snapshot's
+(tests/test_quiet_step.py compares both, sample by sample, over every recording read as
+columns).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gputui.collect.model import GpuSample
+from gputui.collect.trace.columns import Columns
+from gputui.diagnose.hang.classify import GpuState, classify_all
+from gputui.diagnose.job_groups import in_use
+from gputui.diagnose.slow.straggler import BUSY_UTIL_MIN, Ref, is_waiting
+
+__all__ = ["CodeReader", "code_of", "peers_ref", "quiet_key"]
+
+_new, _set = object.__new__, object.__setattr__
+# What the code's parts read of a GPU (the rest of GpuSample stays at its default).
+_READ = ("util", "mem_util", "power_w", "power_limit_w", "mem_used_mb")
+SPINNING = GpuState.SPINNING
+
+
+def code_of(
+    gpus: Sequence[GpuSample], peers: Sequence[Sequence[int]]
+) -> tuple[tuple[Any, ...], ...]:
+    """The code of one sample's GPUs (in index order, as a Snapshot holds them).
+
+    Args:
+        gpus: the sample's GPUs, in index order.
+        peers: the GPUs of each job group of two or more GPUs present at this sample, in the
+            detector's group order (largest first): what a GPU's wait is measured against.
+
+    Returns:
+        One tuple per GPU: (index, pids, class, wait, in use).
+    """
+    states = classify_all(gpus)
+    refs = peers_ref(gpus, peers) if peers else {}
+    return tuple(
+        [
+            (g.index, g.pids, st, is_waiting(g, refs.get(g.index)), in_use(g))
+            for g, st in zip(gpus, states, strict=True)
+        ]
+    )
+
+
+def quiet_key(code: tuple[tuple[Any, ...], ...]) -> tuple[tuple[Any, ...], ...] | None:
+    """What must stay the same for a sample to be quiet: each GPU's index, processes and
+    whether it is in use (the groups the detector forms from them); None when a GPU spins
+    or waits (a run starts, or a wait enters the windows: never quiet).
+
+    Its class (beyond spinning), power, pstate and events are left out on purpose: in a
+    sample that does not alarm they reach only the verdict's words and GPU states, which
+    change no printed line's key and are not kept for the next sample; the sample that is
+    printed (a changed key, the last one) is judged in full."""
+    out = []
+    for index, pids, st, wait, used in code:
+        if st is SPINNING or wait:
+            return None
+        out.append((index, pids, used))
+    return tuple(out)
+
+
+def peers_ref(gpus: Sequence[GpuSample], peers: Sequence[Sequence[int]]) -> dict[int, Ref]:
+    """GPU -> the busiest readings of its group at this sample: straggler._refs, given the
+    groups' present GPUs rather than the groups (a later group wins, as there)."""
+    out: dict[int, Ref] = {}
+    by_index = {g.index: g for g in gpus}
+    for present in peers:
+        busy = [
+            g
+            for i in present
+            if (g := by_index.get(i)) is not None and (g.util or 0.0) >= BUSY_UTIL_MIN and g.pids
+        ]
+        if len(busy) < 2:
+            continue
+        fracs = [f for g in busy if (f := g.power_frac) is not None]
+        mems = [m for g in busy if (m := g.mem_util) is not None]
+        ref = (max(fracs, default=None), max(mems, default=None))
+        for g in busy:
+            out[g.index] = ref
+    return out
+
+
+class CodeReader:
+    """The code of sample k of Columns, its GPUs read from the columns (no Snapshot)."""
+
+    def __init__(self, cols: Columns, ends: Sequence[int]) -> None:
+        """`ends[k]`: one past sample k's last line (ColumnSnaps keeps them)."""
+        self.cols = cols
+        self.ends = ends
+        self._floats = [(a, cols.floats[a]) for a in _READ]
+
+    def gpus(self, k: int) -> list[GpuSample]:
+        """Sample k's GPUs in index order, holding the readings the code reads."""
+        c = self.cols
+        index = c.gpu
+        order = sorted(range(c.starts[k], self.ends[k]), key=index.__getitem__)
+        pids = c.pids
+        out = []
+        for i in order:
+            d: dict[str, Any] = {"index": index[i], "pids": pids[i]}
+            for a, col in self._floats:
+                v = col[i]
+                d[a] = None if v != v else v
+                g: Any = _new(GpuSample)
+            _set(g, "__dict__", d)
+            out.append(g)
+        return out
+
+    def code(self, k: int, peers: Sequence[Sequence[int]]) -> tuple[tuple[Any, ...], ...]:
+        """Sample k's code (code_of)."""
+        return code_of(self.gpus(k), peers)
+
+
