@@ -128,5 +128,3 @@ class CodeReader:
     def code(self, k: int, peers: Sequence[Sequence[int]]) -> tuple[tuple[Any, ...], ...]:
         """Sample k's code (code_of)."""
         return code_of(self.gpus(k), peers)
-
-
