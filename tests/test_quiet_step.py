@@ -39,7 +39,8 @@ RECORDED = [DATA / "h200x2-trace.jsonl.gz", DATA / "h200x4-straggler-4x.jsonl.gz
 
 def _bench() -> Any:
     """bench/foreign_history.py, for its generator of foreign files."""
-    spec = importlib.util.spec_from_file_location("foreign_history", ROOT / "bench" / "foreign_history.py")
+    path = ROOT / "bench" / "foreign_history.py"
+    spec = importlib.util.spec_from_file_location("foreign_history", path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -64,8 +65,8 @@ def _dmon(samples: list[tuple[tuple[str, ...], ...]]) -> str:
     """`dcgmi dmon -e ...` text of these samples, its header every 14 samples."""
 
     def line(first: str, cells: Any) -> str:
-        return (f"{first:<16}" + "".join(
-            f"{c:<{w + 8}}" for c, (_n, w, _u) in zip(cells, COLUMNS, strict=False))).rstrip()  # fmt: skip
+        pairs = zip(cells, COLUMNS, strict=False)
+        return (f"{first:<16}" + "".join(f"{c:<{w + 8}}" for c, (_n, w, _u) in pairs)).rstrip()
 
     out = []
     for k, gpus in enumerate(samples):
