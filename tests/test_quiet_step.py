@@ -163,3 +163,42 @@ def test_check_replay_prints_the_same_with_the_quiet_step_on_and_off(files, name
         on, off = _gputui(args, quiet=True), _gputui(args, quiet=False)
         assert on == off, (extra, on, off)
         assert on[0] in (0, 1, 3, 4), on  # a verdict, not an error
+
+
+def _shifted(src: Path, dst: Path, how: str) -> Path:
+    """`src`'s lines with GPU 1's times 50 ms late (one sample still: the reader's rule
+    takes lines 0.2 s apart as one), or with one line written twice."""
+    lines = src.read_text().splitlines(keepends=True)
+    if how == "jitter":
+        import json
+
+        rows = [json.loads(line) for line in lines]
+        lines = [
+            json.dumps({**d, "t": round(d["t"] + 0.05, 3)} if d["gpu"] == 1 else d) + "\n"
+            for d in rows
+        ]
+    else:
+        lines.insert(701, lines[700])
+    dst.write_text("".join(lines))
+    return dst
+
+
+@pytest.mark.parametrize("how", ["as-written", "jitter", "repeat"])
+def test_samples_read_by_runs_of_one_time_are_the_full_readers(files, tmp_path, monkeypatch, how):
+    """The plain reader groups a block's lines into samples in C when each sample's lines
+    share one time (plain_lines._runs), else line by line: blocks made small so that
+    samples straddle them, both ways give the full reader's samples, and a repeated line is
+    still left to the full reader."""
+    from gputui.collect.trace import plain_lines
+    from gputui.collect.trace.read import TraceReader
+
+    monkeypatch.setattr(plain_lines, "BLOCK_BYTES", 4096)
+    path = files["hang-mid"]
+    if how != "as-written":
+        path = _shifted(path, tmp_path / f"{how}.jsonl", how)
+    cols = read_columns(path)
+    if how == "repeat":
+        assert cols is None
+        return
+    assert cols is not None
+    assert list(ColumnSnaps(cols)) == TraceReader(path).read()

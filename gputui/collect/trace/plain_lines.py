@@ -23,7 +23,8 @@ import json
 import math
 import zlib
 from collections.abc import Iterator, Sequence
-from itertools import repeat
+from itertools import compress, repeat
+from operator import add, sub
 from pathlib import Path
 from typing import IO, Any
 
@@ -227,10 +228,55 @@ class _PlainReader:
         self._group(ts, gpus, pids, base)
 
     def _group(self, ts: Sequence[float], gpus: Sequence[int], pids: list[Any], base: int) -> None:
-        """Samples by the full reader's rule (gputui.collect.trace.grouping), for clean
-        files only: a line whose time and GPU repeat one of this or the last sample's, or a
-        sample whose time does not advance, gives up (the full reader drops an exact
-        repeat and refuses the rest, with its words)."""
+        """Samples by the full reader's rule (gputui.collect.trace.grouping): the lines
+        that continue the open sample one by one, the rest as runs of one time when they
+        are (_runs), else one by one."""
+        m, n, t0 = 0, len(ts), self.t0
+        while m < n and t0 >= 0 and abs(ts[m] - t0) <= SAME_SAMPLE_S:
+            m += 1  # within the open sample's time: its lines, or a repeat (refused)
+        if m:
+            self._lines(ts[:m], gpus[:m], pids[:m], base)
+        if m < n and not self._runs(ts[m:], gpus[m:], pids[m:], base + m):
+            self._lines(ts[m:], gpus[m:], pids[m:], base + m)
+
+    def _runs(self, ts: Sequence[float], gpus: Sequence[int], pids: list[Any], base: int) -> bool:
+        """_lines' samples, worked out in C, for the common case alone: every sample's
+        lines share one time, each sample's time more than SAME_SAMPLE_S past the last,
+        no GPU twice in a sample, every bound far off. Then each time is a new sample (the
+        rule's answer), and no line can repeat one of this or the last sample's. False,
+        nothing changed: not that case (_lines decides, refusals included)."""
+        n = len(ts)
+        if self.t0 >= 0 and not ts[0] - self.t0 > SAME_SAMPLE_S:
+            return False
+        step = list(map(sub, ts[1:], ts))
+        if step and (min(step) < 0 or [x for x in step if 0 < x <= SAME_SAMPLE_S]):
+            return False
+        bounds = [0, *compress(range(1, n), step)]  # where the time moves: a new sample
+        ends = [*bounds[1:], n]
+        if len(self.cols.starts) + len(bounds) > schema.MAX_SAMPLES:
+            return False
+        if len(set(zip(ts, gpus, strict=True))) != n:
+            return False  # a GPU twice at one time
+        most = max(map(sub, ends, bounds))
+        lens = list(map(len, pids))
+        if most > schema.MAX_GPUS_PER_SAMPLE or most * max(lens) > schema.MAX_PROCS_PER_SAMPLE:
+            return False
+        self.cols.starts.extend(map(add, bounds, repeat(base)))
+        last = bounds[-1]
+        if len(bounds) < 2:
+            before = self.recent  # the sample open before this block's first
+        else:
+            prev = bounds[-2]
+            before = set(zip(ts[prev:last], gpus[prev:last], strict=True))
+        self.t0, self.gpus, self.listed = ts[last], set(gpus[last:]), sum(lens[last:])
+        self.recent, self.older = set(zip(ts[last:], gpus[last:], strict=True)), before
+        return True
+
+    def _lines(self, ts: Sequence[float], gpus: Sequence[int], pids: list[Any], base: int) -> None:
+        """Samples by the full reader's rule, line by line, for clean files only: a line
+        whose time and GPU repeat one of this or the last sample's, or a sample whose time
+        does not advance, gives up (the full reader drops an exact repeat and refuses the
+        rest, with its words)."""
         starts, t0, seen, listed = self.cols.starts, self.t0, self.gpus, self.listed
         recent, older = self.recent, self.older
         for k, (t, gpu) in enumerate(zip(ts, gpus, strict=True)):
