@@ -1,4 +1,4 @@
-"""The quiet step of a replay of columns (gputui/watch/quiet.py) changes nothing printed.
+"""The quiet step of a replay of columns (gputui/watch/run.py, QuietSteps) changes nothing printed.
 
 Two proofs. First, the per-sample code read straight from the columns
 (gputui/diagnose/quiet_code.py) is what the detector's own functions give on the Snapshot of
@@ -29,8 +29,7 @@ from gputui.diagnose.hang.detector import Detector
 from gputui.diagnose.job_groups import in_use
 from gputui.diagnose.quiet_code import CodeReader
 from gputui.diagnose.slow.straggler import _refs, is_waiting
-from gputui.watch.quiet import QUIET_ENV, quiet_steps
-from gputui.watch.run import WatchRun, replay_settings
+from gputui.watch.run import QUIET_ENV, WatchRun, quiet_steps, replay_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"

@@ -126,7 +126,7 @@ class GroupMemory:
     def settled(self, t: float) -> bool:
         """Every member of every group seen at `t` (the last sample), none inferred and no
         departed pid: a sample with the same GPUs and pids only moves their last_seen
-        (gputui.watch.quiet)."""
+        (a replay's quiet step)."""
         for g in self.groups.values():
             if g.departed:
                 return False

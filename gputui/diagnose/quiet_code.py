@@ -6,7 +6,7 @@ them (85-95 % of a real node's history) nothing moves that the detector could se
 processes on the same GPUs, each GPU in the same class, no GPU spinning or waiting. Building
 each such sample as a Snapshot and judging it costs ~75 us; reading this code from the
 columns costs a few. A replay that finds a sample's code equal to the one before, with the
-watcher settled (gputui.watch.quiet), skips the sample's full step.
+watcher settled (gputui.watch.run.QuietSteps), skips the sample's full step.
 
 The code is, per GPU in index order: its index, its processes (the reader's shared tuple),
 its class (gputui.diagnose.hang.classify, node rule included), its wait code

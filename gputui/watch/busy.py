@@ -177,7 +177,7 @@ class BusyWatch:
 
     def settled(self) -> bool:
         """No job followed, called early or named by RAS, and nothing running: a sample
-        with no spin and no alarm changes nothing here (gputui.watch.quiet)."""
+        with no spin and no alarm changes nothing here (a replay's quiet step)."""
         return not (self._early or self._named or self._tried or self.pending())
 
     def pending(self) -> bool:

@@ -78,7 +78,7 @@ class DeathWatch:
 
     def settled(self) -> bool:
         """No death called: a sample whose listed jobs have every member present and no
-        departed pid changes nothing here (gputui.watch.quiet): poll() drops their
+        departed pid changes nothing here (a replay's quiet step): poll() drops their
         `_asked` entries and leaves those of jobs no longer listed as they are."""
         return not self._called
 

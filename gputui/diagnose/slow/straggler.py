@@ -223,7 +223,7 @@ class WaitShares:
     def settled(self) -> bool:
         """No GPU counted as waiting, no straggler held, and no wait in any GPU's windows:
         every share is 0 whatever the windows' times, so a sample adding no wait judges
-        nothing new (gputui.watch.quiet)."""
+        nothing new (a replay's quiet step)."""
         if self._held or self.waiting:
             return False
         return all(h.window.waits == 0 and h.recent.waits == 0 for h in self.gpus.values())

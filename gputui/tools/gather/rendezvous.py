@@ -131,7 +131,7 @@ class RendezvousWatch:
 
     def settled(self) -> bool:
         """A replay with no rendezvous record read: every sample without records answers
-        (None, None) and changes nothing (gputui.watch.quiet)."""
+        (None, None) and changes nothing (a replay's quiet step)."""
         return not self.live and self._record is None
 
     def update(self, snap: Snapshot) -> tuple[Verdict | None, dict[str, Any] | None]:
