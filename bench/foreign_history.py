@@ -259,6 +259,8 @@ def run(
                 if label and fname == "csv":
                     continue  # no CSV reader before this work
                 for name, argv in cases.items():
+                    if label and name.endswith("(quiet step off)"):
+                        continue  # no quiet step before this work
                     env = QUIET_OFF if name.endswith("(quiet step off)") else None
                     ms = [measure(argv, cwd, env) for _ in range(repeat)]
                     bad = [m for m in ms if m["rc"] not in (0, 1)]

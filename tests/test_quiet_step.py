@@ -24,7 +24,7 @@ import pytest
 from gputui.collect.source import ReplaySource
 from gputui.collect.trace.columns import ColumnSnaps
 from gputui.collect.trace.fast import read_columns
-from gputui.diagnose.hang.classify import classify_node
+from gputui.diagnose.hang.classify import GpuState, classify_node
 from gputui.diagnose.hang.detector import Detector
 from gputui.diagnose.job_groups import in_use
 from gputui.diagnose.quiet_code import CodeReader
@@ -112,7 +112,13 @@ def test_the_code_read_from_columns_is_what_the_detector_reads_of_each_sample(fi
         refs = _refs(snap, groups)
         states = classify_node(snap.gpus)
         want = tuple(
-            (g.index, g.pids, states[g.index], is_waiting(g, refs.get(g.index)), in_use(g))
+            (
+                g.index,
+                g.pids,
+                states[g.index] is GpuState.SPINNING,
+                is_waiting(g, refs.get(g.index)),
+                in_use(g),
+            )
             for g in snap.gpus
         )
         assert reader.code(k, peers) == want, f"sample {k}"

@@ -2,21 +2,21 @@
 would read of it, with no Snapshot built.
 
 Why: a replay of a day of a node runs the detector over some 100,000 samples, and in most of
-them (85-95 % of a real node's history) nothing moves that the detector could see: the same
-processes on the same GPUs, each GPU in the same class, no GPU spinning or waiting. Building
-each such sample as a Snapshot and judging it costs ~75 us; reading this code from the
-columns costs a few. A replay that finds a sample's code equal to the one before, with the
-watcher settled (gputui.watch.run.QuietSteps), skips the sample's full step.
+them (95 % of a churning node's 7-hour history) nothing moves that the detector could act
+on: the same processes on the same GPUs, the same GPUs in use, no GPU spinning or waiting.
+Building each such sample as a Snapshot and judging it costs ~75 us; reading this code from
+the columns costs a few. A replay that finds a sample's quiet key (`quiet_key`) equal to the
+one before, with the watcher settled (gputui.watch.run.QuietSteps), skips the sample's full
+step.
 
 The code is, per GPU in index order: its index, its processes (the reader's shared tuple),
-its class (gputui.diagnose.hang.classify, node rule included), its wait code
-(gputui.diagnose.slow.straggler.is_waiting, measured against the busiest GPU of its job),
-whether its readings say it is in use (gputui.diagnose.job_groups.in_use, the grouping of
-files that list no process), whether its power fraction is known (the ok reason's note),
-its pstate and its clock events. Each part is computed by the very functions the detector
-calls, on GpuSamples holding the same readings as the Snapshot's
-(tests/test_quiet_step.py compares both, sample by sample, over every recording read as
-columns).
+whether it spins (gputui.diagnose.hang.classify, node rule included), its wait code
+(gputui.diagnose.slow.straggler.is_waiting, measured against the busiest GPU of its job: the
+note its wait-share windows take) and whether its readings say it is in use
+(gputui.diagnose.job_groups.in_use, the grouping of files that list no process). Each part
+is computed by the very functions the detector calls, on GpuSamples holding the same
+readings as the Snapshot's (tests/test_quiet_step.py compares both, sample by sample, over
+every recording read as columns).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any
 
 from gputui.collect.model import GpuSample
 from gputui.collect.trace.columns import Columns
-from gputui.diagnose.hang.classify import GpuState, classify_all
+from gputui.diagnose.hang.classify import SPIN_UTIL_MIN, GpuState, classify_all
 from gputui.diagnose.job_groups import in_use
-from gputui.diagnose.slow.straggler import BUSY_UTIL_MIN, Ref, is_waiting
+from gputui.diagnose.slow.straggler import BUSY_UTIL_MIN, WAIT_UTIL_MIN, Ref, is_waiting
 
 __all__ = ["CodeReader", "code_of", "peers_ref", "quiet_key"]
 
@@ -36,6 +36,9 @@ _new, _set = object.__new__, object.__setattr__
 # What the code's parts read of a GPU (the rest of GpuSample stays at its default).
 _READ = ("util", "mem_util", "power_w", "power_limit_w", "mem_used_mb")
 SPINNING = GpuState.SPINNING
+# Below this util a GPU neither spins (classify: SPIN_UTIL_MIN, node rule included) nor waits
+# in a collective (is_waiting: WAIT_UTIL_MIN, its peers' readings not read)
+QUIET_UTIL_MAX = min(SPIN_UTIL_MIN, WAIT_UTIL_MIN)
 
 
 def code_of(
@@ -49,13 +52,17 @@ def code_of(
             detector's group order (largest first): what a GPU's wait is measured against.
 
     Returns:
-        One tuple per GPU: (index, pids, class, wait, in use).
+        One tuple per GPU: (index, pids, spinning, wait, in use).
     """
+    if all(g.util is None or g.util < QUIET_UTIL_MAX for g in gpus):
+        # No kernel resident the whole sample anywhere (most samples of a node's day):
+        # nothing spins, and a GPU's wait is busy or none whatever its peers read.
+        return tuple([(g.index, g.pids, False, is_waiting(g), in_use(g)) for g in gpus])
     states = classify_all(gpus)
     refs = peers_ref(gpus, peers) if peers else {}
     return tuple(
         [
-            (g.index, g.pids, st, is_waiting(g, refs.get(g.index)), in_use(g))
+            (g.index, g.pids, st is SPINNING, is_waiting(g, refs.get(g.index)), in_use(g))
             for g, st in zip(gpus, states, strict=True)
         ]
     )
@@ -71,8 +78,8 @@ def quiet_key(code: tuple[tuple[Any, ...], ...]) -> tuple[tuple[Any, ...], ...] 
     change no printed line's key and are not kept for the next sample; the sample that is
     printed (a changed key, the last one) is judged in full."""
     out = []
-    for index, pids, st, wait, used in code:
-        if st is SPINNING or wait:
+    for index, pids, spins, wait, used in code:
+        if spins or wait:
             return None
         out.append((index, pids, used))
     return tuple(out)
