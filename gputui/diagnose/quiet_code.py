@@ -22,12 +22,14 @@ every recording read as columns).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import repeat
+from operator import and_, eq, ge, ne, or_
 from typing import Any
 
 from gputui.collect.model import GpuSample
 from gputui.collect.trace.columns import Columns
 from gputui.diagnose.hang.classify import SPIN_UTIL_MIN, GpuState, classify_all
-from gputui.diagnose.job_groups import in_use
+from gputui.diagnose.job_groups import IN_USE_MEM_MB, IN_USE_MEM_UTIL, IN_USE_UTIL, in_use
 from gputui.diagnose.slow.straggler import BUSY_UTIL_MIN, WAIT_UTIL_MIN, Ref, is_waiting
 
 __all__ = ["CodeReader", "code_of", "peers_ref", "quiet_key"]
@@ -107,13 +109,22 @@ def peers_ref(gpus: Sequence[GpuSample], peers: Sequence[Sequence[int]]) -> dict
 
 
 class CodeReader:
-    """The code of sample k of Columns, its GPUs read from the columns (no Snapshot)."""
+    """The code of sample k of Columns, read from the columns (no Snapshot).
+
+    A GPU line below QUIET_UTIL_MAX (or without util) neither spins nor waits, so its part
+    of the code needs no peer: for such lines the parts are worked out for the whole file
+    at once (`_lines`, a handful of `map`s over the columns, in C), and a sample of such
+    lines alone (most samples of a node's day) is a lookup. A sample with a line at or above
+    it is read as GpuSamples and coded by code_of."""
 
     def __init__(self, cols: Columns, ends: Sequence[int]) -> None:
         """`ends[k]`: one past sample k's last line (ColumnSnaps keeps them)."""
         self.cols = cols
         self.ends = ends
         self._floats = [(a, cols.floats[a]) for a in _READ]
+        # per line: (index, pids, in use) below QUIET_UTIL_MAX, else None; and its wait code
+        self._parts: list[tuple[int, tuple[int, ...], bool] | None] | None = None
+        self._waits: list[bool | None] = []
 
     def gpus(self, k: int) -> list[GpuSample]:
         """Sample k's GPUs in index order, holding the readings the code reads."""
@@ -127,11 +138,55 @@ class CodeReader:
             for a, col in self._floats:
                 v = col[i]
                 d[a] = None if v != v else v
-                g: Any = _new(GpuSample)
+            g: Any = _new(GpuSample)
             _set(g, "__dict__", d)
             out.append(g)
         return out
 
     def code(self, k: int, peers: Sequence[Sequence[int]]) -> tuple[tuple[Any, ...], ...]:
-        """Sample k's code (code_of)."""
-        return code_of(self.gpus(k), peers)
+        """Sample k's code (code_of's), looked up when every line of it is quiet."""
+        parts, waits = self.lines()
+        lo, hi = self.cols.starts[k], self.ends[k]
+        got = parts[lo:hi]
+        if None in got:
+            return code_of(self.gpus(k), peers)
+        return tuple(
+            sorted((p[0], p[1], False, w, p[2]) for p, w in zip(got, waits[lo:hi], strict=True))  # type: ignore[index]
+        )
+
+    def lines(self) -> tuple[list[tuple[int, tuple[int, ...], bool] | None], list[bool | None]]:
+        """Per line: (index, pids, in use) when its util is below QUIET_UTIL_MAX (else
+        None), and its wait code there (is_waiting: None without a kernel, a process or
+        the readings to tell; else busy). Worked out once, for the whole file."""
+        if self._parts is None:
+            self._parts, self._waits = _quiet_lines(self.cols)
+        return self._parts, self._waits
+
+
+def _quiet_lines(
+    cols: Columns,
+) -> tuple[list[tuple[int, tuple[int, ...], bool] | None], list[bool | None]]:
+    """CodeReader.lines, in C over the columns (NaN, "not in the file", compares false as
+    None fails the same tests in the functions it stands for: in_use, is_waiting)."""
+    f = cols.floats
+    util, mem, power, limit, used = (
+        f["util"], f["mem_util"], f["power_w"], f["power_limit_w"], f["mem_used_mb"]
+    )  # fmt: skip
+    high = map(ge, util, repeat(QUIET_UTIL_MAX))
+    in_use = map(
+        or_,
+        map(or_, map(ge, util, repeat(IN_USE_UTIL)), map(ge, mem, repeat(IN_USE_MEM_UTIL))),
+        map(ge, used, repeat(IN_USE_MEM_MB)),
+    )
+    parts = [
+        None if h else (i, p, u)
+        for h, i, p, u in zip(high, cols.gpu, cols.pids, in_use, strict=True)
+    ]
+    # power_frac is known: a power reading and a non-zero limit
+    frac = map(
+        and_, map(eq, power, power), map(and_, map(eq, limit, limit), map(ne, limit, repeat(0.0)))
+    )
+    readable = map(or_, map(eq, mem, mem), frac)
+    busy = map(and_, map(ge, util, repeat(BUSY_UTIL_MIN)), map(bool, cols.pids))
+    waits = [False if b else None for b in map(and_, busy, readable)]
+    return parts, waits

@@ -232,19 +232,29 @@ class QuietSteps:
         prev = quiet_key(reader.code(pos - 1, peers))
         if prev is None:
             return 0
-        memory, hists = det.memory, det.waits.gpus
-        vanish, times = self.watcher.vanish, self.snaps.times
+        hists, times = det.waits.gpus, self.snaps.times
+        parts, waits = reader.lines()
+        starts, ends = self.snaps.cols.starts, self.snaps.ends
         k = pos
         while k < last:
-            code = code_of(reader.gpus(k), peers)
-            if quiet_key(code) != prev:
-                break
+            lo, hi = starts[k], ends[k]
+            got = parts[lo:hi]
             t = times[k]
-            memory.seen_at(t)
-            for part in code:  # each GPU's window note, as WaitShares.observe makes it
-                hists[part[0]].note(t, part[3])
-            vanish.seen_at(t)
+            if None in got:  # a GPU at util 90 or more: coded in full
+                code = code_of(reader.gpus(k), peers)
+                if quiet_key(code) != prev:
+                    break
+                notes = [(part[0], part[3]) for part in code]
+            else:
+                if tuple(sorted(got)) != prev:  # type: ignore[type-var]
+                    break
+                notes = [(part[0], waits[i]) for i, part in enumerate(got, lo)]  # type: ignore[index]
+            for i, wait in notes:  # each GPU's window note, as WaitShares.observe makes it
+                hists[i].note(t, wait)
             k += 1
+        if k > pos:  # the members and jobs seen again: only the last time is kept
+            det.memory.seen_at(times[k - 1])
+            self.watcher.vanish.seen_at(times[k - 1])
         self.quiet += k - pos
         self.source.pos = k
         return k - pos
