@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from gputui.collect.source import ReplaySource
+from gputui.collect.source import FilteredSource, ReplaySource
 from gputui.collect.trace.columns import ColumnSnaps
 from gputui.collect.trace.fast import read_columns
 from gputui.diagnose.hang.classify import GpuState, classify_node
@@ -146,6 +146,8 @@ def test_the_switch_turns_it_off_and_other_sources_never_take_it(files, monkeypa
         monkeypatch.delenv(QUIET_ENV)
         full = ReplaySource.from_file(DATA / "h200x4-stuck.trace.jsonl.gz", realtime=False)
         assert quiet_steps(full, run.watcher) is None  # gputui's own recording: no columns
+        some = FilteredSource(src, (0,))  # --gpus 0: the Watcher sees GPU 0 alone
+        assert quiet_steps(some, run.watcher) is None
 
 
 def _gputui(args: list[str], quiet: bool) -> tuple[int, str, str]:
@@ -158,7 +160,7 @@ def _gputui(args: list[str], quiet: bool) -> tuple[int, str, str]:
 
 
 VARIANTS = [[], ["--json"], ["--stall-after", "4", "--hang-after", "12", "--json"],
-            ["--stall-after", "4", "--hang-after", "12"]]  # fmt: skip
+            ["--stall-after", "4", "--hang-after", "12"], ["--gpus", "0"]]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -207,3 +209,22 @@ def test_samples_read_by_runs_of_one_time_are_the_full_readers(files, tmp_path, 
         return
     assert cols is not None
     assert list(ColumnSnaps(cols)) == TraceReader(path).read()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["snapshot", "--replay", "{hang-mid}", "--at", "240"],
+        ["snapshot", "--replay", "{ends-in-a-hang}", "--at", "230", "--json"],
+        ["snapshot", "--replay", "{smi.csv}", "--json"],
+        ["check", "--demo", "--json"],
+    ],
+    ids=["snapshot-at", "snapshot-at-json", "snapshot-csv", "check-demo"],
+)
+def test_the_other_replays_print_the_same_with_the_switch_on_and_off(files, args):
+    """`snapshot` judges its window in full and the demo is no file of columns: the switch
+    changes nothing there either."""
+    args = [files[a[1:-1]].as_posix() if a.startswith("{") else a for a in args]
+    on, off = _gputui(args, quiet=True), _gputui(args, quiet=False)
+    assert on == off, (on, off)
+    assert on[0] in (0, 1, 3, 4), on

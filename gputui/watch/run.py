@@ -151,13 +151,15 @@ def last_verdict(
 
 def quiet_steps(source: Any, watcher: Watcher) -> QuietSteps | None:
     """The quiet step for a replay of columns judged by `watcher`; None (every sample in
-    full) for any other source, a live watcher, or GPUTUI_REPLAY_QUIET=0."""
+    full) for any other source, a live watcher, or GPUTUI_REPLAY_QUIET=0. The source itself
+    must be the ReplaySource: one seen through another (`--gpus`: FilteredSource) shows the
+    Watcher other samples than its columns hold."""
     if os.environ.get(QUIET_ENV, "1").strip() == "0":
         return None
+    from gputui.collect.source import ReplaySource
     from gputui.collect.trace.columns import ColumnSnaps
 
-    snaps = getattr(source, "snaps", None)
-    if getattr(source, "kind", None) != "replay" or not isinstance(snaps, ColumnSnaps):
+    if type(source) is not ReplaySource or not isinstance(source.snaps, ColumnSnaps):
         return None
     if watcher.live or watcher.gatherers:
         return None
