@@ -172,12 +172,13 @@ class QuietSteps:
 
     Why: `check --replay` of a day of a node ran the Watcher over every sample, ~75 us each
     (building the Snapshot, the detector, the watcher's parts, the face's own bookkeeping), and
-    no micro-optimisation reaches the speed of reading from there. In 85-95 % of a real node's
-    samples nothing moves that the detector could see: the same processes on the same GPUs, each
-    GPU in the same class, none spinning and none waiting. Such a sample gives the verdict of the
-    sample before (its time aside), and `check` prints a line only when a verdict's key changes.
-    So after each full step, while the next sample's code (gputui.diagnose.quiet_code) equals
-    the last one's and the Watcher is settled, the sample takes a quiet step: only the
+    no micro-optimisation reaches the speed of reading from there. In most of a node's samples
+    (95 % of a churning 7-hour history) nothing moves that the detector could act on: the same
+    processes on the same GPUs, the same GPUs in use, none spinning and none waiting. Such a
+    sample gives the verdict of the sample before (its time, words and wait shares aside, none
+    of which a printed line's key holds), and `check` prints a line only when that key changes.
+    So after each full step, while the next sample's quiet key (gputui.diagnose.quiet_code)
+    equals the last one's and the Watcher is settled, the sample takes a quiet step: only the
     bookkeeping the next full step reads (each group member's last_seen, each GPU's wait-window
     note, the jobs' last-listed time, the sample count). The last sample of a replay always takes
     a full step, so the final verdict, its time and the state after it are the full path's.
