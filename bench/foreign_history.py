@@ -25,6 +25,7 @@ CPU) is held for ten minutes: a hang, after which the job is gone and the cycles
     python bench/foreign_history.py --repeat 3 --json out.json
     python bench/foreign_history.py --before 7272082     # also time the code of a revision
     python bench/foreign_history.py --hang-at 0.2 --hang-s 20000   # the file ends in a hang
+    python bench/foreign_history.py --quiet-off          # check's quiet step off too, compared
 """
 
 from __future__ import annotations
@@ -160,12 +161,13 @@ print(n)
 """
 
 
-def _run(argv: list[str], cwd: Path) -> dict[str, Any]:
+def _run(argv: list[str], cwd: Path, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     """One child: wall s, CPU s (user + system), its peak RSS in MB, exit code, output."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(cwd)
+    env.update(extra_env or {})
     r = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=cwd, env=env)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -189,9 +191,9 @@ sys.exit(r.returncode)
 """
 
 
-def measure(argv: list[str], cwd: Path) -> dict[str, Any]:
+def measure(argv: list[str], cwd: Path, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     """`argv` run under a small parent whose only child it is: its own peak RSS."""
-    r = _run([sys.executable, "-c", PEAK_CODE, *argv], cwd)
+    r = _run([sys.executable, "-c", PEAK_CODE, *argv], cwd, extra_env)
     lines = r["err"].rstrip().splitlines()
     got = json.loads(lines[-1])
     return {**got, "rc": r["rc"], "out": r["out"], "err": "\n".join(lines[:-1])}
@@ -203,9 +205,15 @@ def compile_tree(cwd: Path) -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(cwd / "gputui")], check=True)
 
 
-def run(files: dict[str, Path], repeat: int, before: str | None, hung_s: float) -> dict[str, Any]:
+QUIET_OFF = {"GPUTUI_REPLAY_QUIET": "0"}  # every sample judged in full (gputui.watch.quiet)
+
+
+def run(
+    files: dict[str, Path], repeat: int, before: str | None, hung_s: float, quiet_off: bool = False
+) -> dict[str, Any]:
     """`hung_s`: a moment late in the hang, seconds into the file (snapshot's window then
-    reaches back to where the spin began)."""
+    reaches back to where the spin began). `quiet_off`: check's cases again with the quiet
+    step off, their output compared byte for byte with the quiet step's."""
     py = [sys.executable, "-m", "gputui"]
     trees = {"": ROOT}
     out: dict[str, Any] = {}
@@ -243,11 +251,18 @@ def run(files: dict[str, Path], repeat: int, before: str | None, hung_s: float) 
                 "check --replay": [*py, "check", "--replay", str(path)],
                 "check --replay --json": [*py, "check", "--replay", str(path), "--json"],
             }
+            if quiet_off:
+                for name in [n for n in cases if n.startswith("check")]:
+                    cases[f"{name} (quiet step off)"] = cases[name]
+            seen: dict[str, tuple[int, str]] = {}
             for label, cwd in trees.items():
                 if label and fname == "csv":
                     continue  # no CSV reader before this work
                 for name, argv in cases.items():
-                    ms = [measure(argv, cwd) for _ in range(repeat)]
+                    if label and name.endswith("(quiet step off)"):
+                        continue  # no quiet step before this work
+                    env = QUIET_OFF if name.endswith("(quiet step off)") else None
+                    ms = [measure(argv, cwd, env) for _ in range(repeat)]
                     bad = [m for m in ms if m["rc"] not in (0, 1)]
                     if bad:
                         raise SystemExit(f"{name} {fname}{label}: exit {bad[0]['rc']}: "
@@ -258,6 +273,15 @@ def run(files: dict[str, Path], repeat: int, before: str | None, hung_s: float) 
                     ratio = wall / fl if fl else None
                     cpu_ratio = cpu / fl_cpu if fl_cpu else None
                     rows.append((f"{fname}: {name}{label}", wall, cpu, rss, ratio, cpu_ratio))
+                    if not label:  # the quiet step's proof: the same bytes, the same exit
+                        got = (ms[0]["rc"], ms[0]["out"])
+                        base = name.removesuffix(" (quiet step off)")
+                        if base != name and seen.get(base) is not None:
+                            same = seen[base] == got
+                            print(f"{fname}: {base}: quiet step on and off "
+                                  f"{'identical' if same else 'DIFFER'}")  # fmt: skip
+                            out[f"{fname}: {base}: identical"] = same
+                        seen[name] = got
                     out[f"{fname}: {name}{label}"] = {
                         "wall_s": wall, "max_s": max(m["wall"] for m in ms),
                         "cpu_s": cpu, "rss_mb": rss,
@@ -282,6 +306,8 @@ def main() -> None:
     ap.add_argument("--hang-s", type=float, default=HANG_S, help="how long it lasts, seconds")
     ap.add_argument("--json", default=None, metavar="PATH")
     ap.add_argument("--before", default=None, metavar="REV", help="also time the code at REV")
+    ap.add_argument("--quiet-off", action="store_true",
+                    help="also check with GPUTUI_REPLAY_QUIET=0, its output compared")  # fmt: skip
     args = ap.parse_args()
     print(machine_line(machine()), f"load {os.getloadavg()[0]:.1f}")
     globals().update(HANG_AT=args.hang_at, HANG_S=args.hang_s)  # samples() reads them
@@ -301,7 +327,8 @@ def main() -> None:
             print(f"made {path} in {time.perf_counter() - t:.0f} s")
         print(f"{path}: {path.stat().st_size / 2**20:.1f} MiB, {2 * args.samples} GPU lines")
     hung_s = min(args.samples / HZ - 1, args.samples * args.hang_at / HZ + args.hang_s - 60)
-    write_json(args.json, "foreign_history", run(files, args.repeat, args.before, hung_s))
+    result = run(files, args.repeat, args.before, hung_s, args.quiet_off)
+    write_json(args.json, "foreign_history", result)
 
 
 if __name__ == "__main__":

@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
     from gputui.diagnose.merge.node_report import NodeReport
     from gputui.diagnose.verdict import verdict_to_json
     from gputui.jsonout import dumps
-    from gputui.watch.run import WatchRun
+    from gputui.watch.run import WatchRun, quiet_steps
     from gputui.watch.settings import WatchSettings
 
     check_detector_args(args)
@@ -282,6 +282,8 @@ def run(args: argparse.Namespace) -> int:
 
     last_snap: Snapshot | None = None
     interrupted = False
+    # A replay of columns skips the samples that change nothing printed (watch.run.QuietSteps)
+    quiet = quiet_steps(source, watcher) if profiler is None and args.duration is None else None
     try:
         for snap in _snapshots(args, source):
             first = first or snap
@@ -289,7 +291,10 @@ def run(args: argparse.Namespace) -> int:
             n += 1
             report = report or NodeReport(_host(args, snap))
             report.update(snap)
-            show(watching.step(snap), snap)
+            judged = watching.step(snap)
+            show(judged, snap)
+            if quiet is not None:
+                n += quiet.skip(judged)
         # The duration ended while a dump of the stalled job ran: its answer is the point.
         if watcher.pending():
             watcher.wait(DUMP_WAIT_S)

@@ -123,6 +123,24 @@ class GroupMemory:
         self._inputs: tuple[object, ...] | None = None
         self._plans: tuple[tuple[_JobPlan, ...], tuple[tuple[int, tuple[int, ...]], ...]] = ((), ())
 
+    def settled(self, t: float) -> bool:
+        """Every member of every group seen at `t` (the last sample), none inferred and no
+        departed pid: a sample with the same GPUs and pids only moves their last_seen
+        (a replay's quiet step)."""
+        for g in self.groups.values():
+            if g.departed:
+                return False
+            for m in g.members.values():
+                if m.last_seen != t or m.missing_rank is not None:
+                    return False
+        return True
+
+    def seen_at(self, t: float) -> None:
+        """A quiet sample at `t`: every member seen again, as update() would note it."""
+        for g in self.groups.values():
+            for m in g.members.values():
+                m.last_seen = t
+
     def update(self, snap: Snapshot) -> list[Group]:
         """The groups at this sample, largest first. O(processes + GPUs)."""
         if snap.readings_only and not snap.processes:

@@ -175,6 +175,11 @@ class BusyWatch:
 
     # ------------------------------------------------------------ lifecycle
 
+    def settled(self) -> bool:
+        """No job followed, called early or named by RAS, and nothing running: a sample
+        with no spin and no alarm changes nothing here (a replay's quiet step)."""
+        return not (self._early or self._named or self._tried or self.pending())
+
     def pending(self) -> bool:
         return self.progress is not None and self.progress.pending()
 

@@ -76,6 +76,12 @@ class DeathWatch:
         # (for RECENT_S), even where a sample lists the dead pid on its GPU a moment longer.
         self._called: dict[str, Verdict] = {}
 
+    def settled(self) -> bool:
+        """No death called: a sample whose listed jobs have every member present and no
+        departed pid changes nothing here (a replay's quiet step): poll() drops their
+        `_asked` entries and leaves those of jobs no longer listed as they are."""
+        return not self._called
+
     def poll(
         self,
         snap: Snapshot,

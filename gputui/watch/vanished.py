@@ -111,6 +111,18 @@ class VanishWatch:
         self._last: dict[str, tuple[Job, tuple[Member, ...], float]] = {}
         self._gone: dict[str, _Gone] = {}
 
+    def settled(self) -> bool:
+        """Nothing here can change without words of a death: no gatherer to start (a
+        replay) and no vanished job called. A vanished job not called waits for a lastwords
+        record (the caller holds none: a replay's quiet step) or ends WORDS_S after it went,
+        which a later poll() does as well as each poll() between."""
+        return self._gather is None and all(g.called is None for g in self._gone.values())
+
+    def seen_at(self, t: float) -> None:
+        """A quiet sample at `t` (a replay's quiet step): the same jobs, the same members, seen
+        again; only the time they were last listed moves, as poll() would move it."""
+        self._last = {k: (job, members, t) for k, (job, members, _t) in self._last.items()}
+
     def poll(
         self,
         snap: Snapshot,

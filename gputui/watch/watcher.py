@@ -174,6 +174,11 @@ class Watcher(Judge):
         return self._helpers.rendezvous
 
     @property
+    def alarms(self) -> dict[str, str]:
+        """Job key -> "stalled" | "hung", while its alarm lasts (the quiet step reads it)."""
+        return self._state
+
+    @property
     def health(self) -> HealthTracker:
         """Every GPU's health, from the snapshots' records (gputui.diagnose.health.judge)."""
         h = self._health

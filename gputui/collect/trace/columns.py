@@ -82,7 +82,7 @@ class ColumnSnaps(Sequence[Snapshot]):
         self.cols = cols
         t, starts = cols.t, cols.starts
         self.times = array("d", [t[s] for s in starts])
-        self._ends = array("l", list(starts[1:]) + [len(t)])
+        self.ends = array("l", list(starts[1:]) + [len(t)])  # one past sample k's last line
         # who -> jobs: the jobs depend on who the processes are (as the full reader keeps)
         self._jobs: dict[tuple[Any, ...], tuple[Job, ...]] = {}
         self._procs: dict[
@@ -116,7 +116,7 @@ class ColumnSnaps(Sequence[Snapshot]):
 
     def _build(self, k: int) -> Snapshot:
         c = self.cols
-        lo, hi = c.starts[k], self._ends[k]
+        lo, hi = c.starts[k], self.ends[k]
         index = c.gpu
         order = sorted(range(lo, hi), key=index.__getitem__)
         gpus = []

@@ -220,6 +220,14 @@ class WaitShares:
             for i in set(hists) - seen:
                 del hists[i]
 
+    def settled(self) -> bool:
+        """No GPU counted as waiting, no straggler held, and no wait in any GPU's windows:
+        every share is 0 whatever the windows' times, so a sample adding no wait judges
+        nothing new (a replay's quiet step)."""
+        if self._held or self.waiting:
+            return False
+        return all(h.window.waits == 0 and h.recent.waits == 0 for h in self.gpus.values())
+
     def judge(
         self, snap: Snapshot, groups: Iterable[Group], spinning: Collection[int] = ()
     ) -> list[Straggle]:

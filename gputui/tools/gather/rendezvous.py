@@ -129,6 +129,11 @@ class RendezvousWatch:
         self._record: dict[str, Any] | None = None
         self._said: Any = ()  # nothing to say until a job is found: no record at start
 
+    def settled(self) -> bool:
+        """A replay with no rendezvous record read: every sample without records answers
+        (None, None) and changes nothing (a replay's quiet step)."""
+        return not self.live and self._record is None
+
     def update(self, snap: Snapshot) -> tuple[Verdict | None, dict[str, Any] | None]:
         """(the verdict, or None; a new record to keep, or None)."""
         if not self.live:
