@@ -27,6 +27,7 @@ from typing import Any
 from gputui.collect.model import GpuSample
 from gputui.collect.nvml.driver import driver_evidence
 from gputui.collect.nvml.thread import NvmlHung, NvmlThread, nvml_thread
+from gputui.collect.pacing import lasted
 
 NO_DRIVER_HINT = "run `gputui --demo` to see a recorded NCCL hang on 2 x H200"
 # NVML start, each read of every GPU, and nvmlShutdown. Not shorter for shutdown: on a node
@@ -293,7 +294,7 @@ class NvmlReader:
             """q(field, fn), asked again only after HELD_FOR_S; its n/a reason held too."""
             now = time.monotonic()
             last = d.held.get(field)
-            if last is None or now - last[0] >= HELD_FOR_S:
+            if last is None or lasted(now - last[0], HELD_FOR_S):
                 value = q(field, fn)
                 d.held[field] = (now, value, na.get(field))
                 return value
