@@ -9,7 +9,8 @@
 #      them). RESULT lines: gputui / nvitop against the targets (CPU 0.5x, peak RSS 1.2x).
 #   2. bench/first_frame.py --modes live: the modules imported at the first frame (and their
 #      names in rest_modules.txt), 3 starts.
-#   3. the dashboard's CPU ticks per thread over 20 s at rest: where what is left goes.
+#   3. the dashboard's CPU per thread over 20 s at rest (clock ticks, and ms from schedstat):
+#      where what is left goes.
 # GPUTUI_DEVICE_DRYRUN=1: no GPU and no nvitop (gputui shows the host's processes), 10 s windows.
 set -u
 O="${OUT:?}"
@@ -79,13 +80,20 @@ done
 if [ -n "$pid" ]; then
   sleep 5  # past the start-up: at rest
   names() {  # TID NAME: Python's thread names as py-spy reads them, else the kernel's
-    if command -v py-spy >/dev/null; then
-      timeout 20 py-spy dump -p "$pid" --nonblocking 2>/dev/null |
+    spy=$(command -v py-spy || echo "$(dirname "$(command -v "$PY")")/py-spy")
+    if [ -x "$spy" ]; then
+      timeout 20 "$spy" dump -p "$pid" --nonblocking 2>/dev/null |
         sed -n 's/^Thread \([0-9]*\) ([^)]*): "\([^"]*\)".*/\1 \2/p'
     fi
     for t in /proc/"$pid"/task/*; do echo "${t##*/} $(tr ' ' '_' <"$t/comm")"; done
   }
-  ticks() { for t in /proc/"$pid"/task/*; do echo "${t##*/} $(cut -d' ' -f14,15 "$t/stat")"; done; }
+  # TID UTIME STIME NS: clock ticks from stat, and nanoseconds on a CPU from schedstat (a
+  # tick is 10 ms: 5 ticks in 20 s cannot tell 45 ms from 55)
+  ticks() {
+    for t in /proc/"$pid"/task/*; do
+      echo "${t##*/} $(cut -d' ' -f14,15 "$t/stat") $(cut -d' ' -f1 "$t/schedstat" 2>/dev/null || echo 0)"
+    done
+  }
   names >"$O/rest_threads.txt"
   ticks >"$O/rest_ticks0.txt"
   sleep 20
@@ -98,11 +106,16 @@ for ln in open(sys.argv[1]):
     if " " in ln.strip():
         tid, name = ln.split(maxsplit=1)
         names.setdefault(tid, name.strip())  # py-spy's name first
-def read(path):
-    return {f[0]: int(f[1]) + int(f[2]) for f in (ln.split() for ln in open(path)) if len(f) == 3}
+def read(path, ns=False):
+    rows = (ln.split() for ln in open(path))
+    return {f[0]: int(f[3]) if ns else int(f[1]) + int(f[2]) for f in rows if len(f) == 4}
 a, b = read(sys.argv[2]), read(sys.argv[3])
 rows = sorted(((b[t] - a.get(t, 0), names.get(t, t).strip()) for t in b), reverse=True)
 print(f"total {sum(d for d, _ in rows)} ticks: " + ", ".join(f"{n} {d}" for d, n in rows if d))
+a, b = read(sys.argv[2], True), read(sys.argv[3], True)
+rows = sorted((((b[t] - a.get(t, 0)) / 1e6, names.get(t, t).strip()) for t in b), reverse=True)
+print(f"total {sum(d for d, _ in rows):.0f} ms on a CPU: "
+      + ", ".join(f"{n} {d:.1f}" for d, n in rows if d >= 0.05))
 PY
 else
   say "FAIL the dashboard did not start in its pane"

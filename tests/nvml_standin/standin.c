@@ -70,6 +70,11 @@
  * CRC flit 12), counted from the first nvmlInit.
  *
  *   busy_pid:N          GPU 0 runs process N (1 GiB), a job's rank for the probe to refuse
+ *   power_limit_after:N:W  after N calls of nvmlDeviceGetUtilizationRates (N/GPUs samples),
+ *                       every GPU's enforced power limit is W watts instead of 700 (an
+ *                       administrator's `nvidia-smi -pl W` while gputui runs)
+ *   nvlink_down_after:N:L  after N calls of nvmlDeviceGetUtilizationRates, NVLink L of every
+ *                       GPU is down (inactive); needs GPUTUI_STANDIN_NVLINK above L
  *
  * With GPUTUI_STANDIN_LOG=FILE, the name of every entry point is appended to FILE as it is
  * entered (before any hang), so a test can tell which calls were made, and which never were.
@@ -153,7 +158,8 @@ static struct {
 static struct {
     int hang_init, hang_shutdown, lost, bad_name, init_error, no_driver, spin, spin_gpu, busy;
     unsigned int pids[NGPU];
-    long hang_read_after, lost_after;  /* -1: never */
+    long hang_read_after, lost_after, limit_after, down_after;  /* -1: never */
+    unsigned int limit_w, down_link;
     int xid_gpu, xid, ecc[NGPU], remap_pending[NGPU], lost_gpu, no_events;  /* gpu -1: none */
 } mode;
 static int xid_delivered;
@@ -167,7 +173,7 @@ static double now_s(void) {
 static void parse_mode(void) {
     if (parsed) return;
     parsed = 1;
-    mode.hang_read_after = mode.lost_after = -1;
+    mode.hang_read_after = mode.lost_after = mode.limit_after = mode.down_after = -1;
     mode.xid_gpu = mode.lost_gpu = mode.spin_gpu = -1;
     const char *log = getenv("GPUTUI_STANDIN_LOG");
     if (log && *log) log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
@@ -204,6 +210,15 @@ static void parse_mode(void) {
         else if (!strncmp(tok, "busy_pid:", 9)) mode.pids[0] = (unsigned int)atol(tok + 9);
         else if (!strncmp(tok, "nvlink_counter_na:", 18)) nvl.counter_na = atoi(tok + 18);
         else if (!strcmp(tok, "hang_nvlink")) nvl.hang = 1;
+        else if (!strncmp(tok, "power_limit_after:", 18)) {
+            char *end = NULL;
+            mode.limit_after = strtol(tok + 18, &end, 10);
+            mode.limit_w = (end && *end == ':') ? (unsigned int)atoi(end + 1) : 500;
+        } else if (!strncmp(tok, "nvlink_down_after:", 18)) {
+            char *end = NULL;
+            mode.down_after = strtol(tok + 18, &end, 10);
+            mode.down_link = (end && *end == ':') ? (unsigned int)atoi(end + 1) : 0;
+        }
     }
     const char *n = getenv("GPUTUI_STANDIN_GPUS");
     if (n && *n) {
@@ -396,7 +411,7 @@ nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw) {
 
 nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned int *mw) {
     DEVICE_CALL(d);
-    *mw = 700000;
+    *mw = (mode.limit_after >= 0 && util_reads > mode.limit_after) ? mode.limit_w * 1000 : 700000;
     LEAVE(NVML_SUCCESS);
 }
 
@@ -604,7 +619,7 @@ nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned int link, unsigne
     DEVICE_CALL(d);
     if (!nvl.links) LEAVE(NVML_ERROR_NOT_SUPPORTED);  /* a VM's GPU without NVLink */
     if (link >= (unsigned int)nvl.links) LEAVE(NVML_ERROR_INVALID_ARGUMENT);
-    *active = 1;
+    *active = !(mode.down_after >= 0 && util_reads > mode.down_after && link == mode.down_link);
     LEAVE(NVML_SUCCESS);
 }
 

@@ -11,7 +11,10 @@ Xid, counters that changed (or a heartbeat every HEARTBEAT_S), a note.
   sample, in one unit of the NVML thread with its deadline: microseconds each. Each read that
   is not supported (NotSupported, FunctionNotFound, no NVLink in a VM) is "n/a" with its
   reason, never an error and never bad health. A GPU that answers GPU_IS_LOST is recorded
-  `lost` and not asked again.
+  `lost` and not asked again. Links up and down (18 calls a GPU, most of the counter reads)
+  are asked every LINKS_EVERY_S and at once after any Xid or ECC event (a link that fails
+  raises an Xid); between two asks each read carries the last answer. No verdict reads them:
+  they are shown and recorded, and the first read picks the GPUs whose error counters count.
 - NVLink error counters cost the driver ~0.8 ms of CPU per (counter, link): they are read
   by gputui.collect.nvml.nvlink on a thread of its own, one GPU per slot, a pass in 5
   minutes, starting at the second poll (after the first sample is out), and each poll hands
@@ -34,8 +37,10 @@ from gputui.collect.nvml.health_events import XidEvents
 from gputui.collect.nvml.nvlink import COUNTERS, NvLinkReader, pass_seconds
 from gputui.collect.nvml.thread import NvmlHung
 from gputui.collect.nvml.xid import XidEvent, pci_key, xid_events
+from gputui.collect.pacing import lasted
 
 COUNTER_EVERY_S = 5.0
+LINKS_EVERY_S = 15.0  # links up and down: asked this often (and after any event)
 HEARTBEAT_S = 60.0  # counters are written again after this long even when unchanged
 WINDOW_S = 3600.0  # kernel-log Xids from before gputui started count this far back
 MAX_EVENTS_PER_RECORD = 200
@@ -50,8 +55,15 @@ class _Lost(Exception):
     pass
 
 
-def read_counters(nv: Any, devices: list[Any], thread: Any) -> dict[str, dict[str, Any]]:
-    """In the NVML thread: {gpu index: {field: value, ..., "na": {field: why}}}."""
+def read_counters(
+    nv: Any, devices: list[Any], thread: Any, links_from: dict[str, Any] | None = None
+) -> dict[str, dict[str, Any]]:
+    """In the NVML thread: {gpu index: {field: value, ..., "na": {field: why}}}.
+
+    Args:
+        links_from: the rows of an earlier read whose links up and down are carried into
+            this one instead of asked again; None asks them.
+    """
     out: dict[str, dict[str, Any]] = {}
     for d in devices:
         if d.handle is None or d.unreadable is not None:
@@ -59,15 +71,17 @@ def read_counters(nv: Any, devices: list[Any], thread: Any) -> dict[str, dict[st
             out[str(d.index)] = {"lost": lost, "na": {"gpu": d.unreadable or "no handle"}}
             continue
         try:
-            out[str(d.index)] = _read_one(nv, d, thread)
+            last = None if links_from is None else links_from.get(str(d.index))
+            out[str(d.index)] = _read_one(nv, d, thread, last)
         except _Lost:
             d.unreadable = "GPU is lost"  # the sampler stops asking it too
             out[str(d.index)] = {"lost": True, "na": {"gpu": "GPU is lost"}}
     return out
 
 
-def _read_one(nv: Any, d: Any, thread: Any) -> dict[str, Any]:
-    """One GPU's counters; _Lost when it answers GPU_IS_LOST."""
+def _read_one(nv: Any, d: Any, thread: Any, last: dict[str, Any] | None) -> dict[str, Any]:
+    """One GPU's counters; _Lost when it answers GPU_IS_LOST. `last`: its row of an earlier
+    read, whose links are carried instead of asked (None: ask them)."""
     row: dict[str, Any] = {"lost": False}
     na: dict[str, str] = {}
 
@@ -94,7 +108,12 @@ def _read_one(nv: Any, d: Any, thread: Any) -> dict[str, Any]:
         row.update(remap_corr=c, remap_uncorr=u, remap_pending=bool(p), remap_failure=bool(f))
     row["retired_pending"] = q("retired_pending", nv.nvmlDeviceGetRetiredPagesPendingStatus)
     row["pcie_replay"] = q("pcie_replay", nv.nvmlDeviceGetPcieReplayCounter)
-    row.update(_nvlink(nv, q, na))
+    if last is None:
+        row.update(_nvlink(nv, q, na))
+    else:
+        row.update({k: last[k] for k in ("nvlink_up", "nvlink_down") if k in last})
+        if "nvlink" in last.get("na", {}):
+            na["nvlink"] = last["na"]["nvlink"]
     row = {k: v for k, v in row.items() if v is not None}
     if na:
         row["na"] = na
@@ -139,6 +158,8 @@ class HealthMonitor:
         self._said: set[str] = set()
         self._last_counters: dict[str, Any] | None = None
         self._counters_at = -1e18
+        self._links_at = -1e18
+        self._rows: dict[str, Any] | None = None  # the last counters read, links included
         self._written_at = -1e18
         self._events: XidEvents | None = None
         self._want_events = events
@@ -212,7 +233,13 @@ class HealthMonitor:
             if self._events is not None:
                 self._events.ecc_seen.clear()
             self._counters_at = now
-            counters = self._read_counters()
+            links = bool(self._rows is None or ecc or events)
+            links = links or lasted(now - self._links_at, LINKS_EVERY_S)
+            counters = self._read_counters(None if links else self._rows)
+            if counters is not None:
+                self._rows = counters
+                if links:
+                    self._links_at = now
         self._first = False
         rec: dict[str, Any] = {
             "type": "health",
@@ -255,7 +282,7 @@ class HealthMonitor:
         self.nvlink = NvLinkReader(nv, with_links, timeout=self.reader.timeout, pass_s=pass_s)
         self.nvlink.start()
 
-    def _read_counters(self) -> dict[str, Any] | None:
+    def _read_counters(self, links_from: dict[str, Any] | None) -> dict[str, Any] | None:
         nv, devices = getattr(self.reader, "_nv", None), list(getattr(self.reader, "devices", []))
         if nv is None or not devices or getattr(self.reader, "status", "ok") == "hung":
             return None
@@ -266,6 +293,7 @@ class HealthMonitor:
                 nv,
                 devices,
                 self.reader._thread,
+                links_from,
                 timeout=self.reader.timeout,
                 what="reading health counters",
             )

@@ -11,10 +11,15 @@ reports lost (fallen off the bus), or whose handle cannot be had, is still liste
 reading None and `na["gpu"]` saying why, so a caller cannot mistake it for a quiet GPU.
 Only the cheap calls run here (each ~1-8 us on an H200); process utilization (~2.4 ms per
 GPU) and PCIe throughput (~21 ms, it blocks for a 20 ms sample) are deliberately not read.
+A reading that does not move at rest (the enforced power limit) is asked every
+HELD_FOR_S, not every sample, as nvitop caches its static readings: each NVML call is a
+trip into the driver, and at rest the NVML thread is the dashboard's second cost after the
+UI thread.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +27,7 @@ from typing import Any
 from gputui.collect.model import GpuSample
 from gputui.collect.nvml.driver import driver_evidence
 from gputui.collect.nvml.thread import NvmlHung, NvmlThread, nvml_thread
+from gputui.collect.pacing import lasted
 
 NO_DRIVER_HINT = "run `gputui --demo` to see a recorded NCCL hang on 2 x H200"
 # NVML start, each read of every GPU, and nvmlShutdown. Not shorter for shutdown: on a node
@@ -29,6 +35,11 @@ NO_DRIVER_HINT = "run `gputui --demo` to see a recorded NCCL hang on 2 x H200"
 # takes time on a healthy node, and a false "did not answer" would fail a health check.
 DEFAULT_TIMEOUT_S = 10.0
 GPU_UNREADABLE = "gpu"  # key in GpuSample.na: why the whole GPU cannot be read
+# How long the enforced power limit is held between reads. Changing it takes an
+# administrator (`nvidia-smi -pl`) or the board's power brake; a new limit is shown within
+# this, and within half of the 10 s after which a spinning GPU is called stalled (the
+# spin signature reads power as a share of the limit), so no verdict waits for it.
+HELD_FOR_S = 5.0
 
 # What the reader knows about NVML; `check` turns these into its exit status.
 OK = "ok"  # NVML started (it may still report no GPUs, or some GPUs lost)
@@ -49,6 +60,8 @@ class _Device:
     uuid: str | None = None
     mem_total_mb: float | None = None
     unreadable: str | None = None  # why no reading can be had (e.g. "GPU is lost")
+    # field -> (monotonic time read, value, NVML's reason when it gave none): HELD_FOR_S
+    held: dict[str, tuple[float, Any, str | None]] = field(default_factory=dict)
 
 
 @dataclass
@@ -277,9 +290,21 @@ class NvmlReader:
                 na[field] = _err_text(e)
                 return None
 
+        def held(field: str, fn: Callable[..., Any]) -> Any:
+            """q(field, fn), asked again only after HELD_FOR_S; its n/a reason held too."""
+            now = time.monotonic()
+            last = d.held.get(field)
+            if last is None or lasted(now - last[0], HELD_FOR_S):
+                value = q(field, fn)
+                d.held[field] = (now, value, na.get(field))
+                return value
+            if last[2] is not None:
+                na[field] = last[2]
+            return last[1]
+
         util = q("util", nv.nvmlDeviceGetUtilizationRates)
         power = q("power_w", nv.nvmlDeviceGetPowerUsage)
-        limit = q("power_limit_w", nv.nvmlDeviceGetEnforcedPowerLimit)
+        limit = held("power_limit_w", nv.nvmlDeviceGetEnforcedPowerLimit)
         mem = q("mem_used_mb", self._memory_info, name="nvmlDeviceGetMemoryInfo")
         events_fn = (
             getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
