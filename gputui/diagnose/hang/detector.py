@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gputui.collect.model import Snapshot
+from gputui.collect.pacing import lasted
 from gputui.diagnose.hang.classify import GpuState, classify_node, describe_state
 from gputui.diagnose.hang.runs import SpinRun, advance_run
 from gputui.diagnose.hang.stopped import stopped_words
@@ -171,7 +172,7 @@ class Detector:
         if not spinning:
             return None
         since = min(self.runs[i].since for i in spinning)
-        return (spinning, since) if snap.t - since >= self.stall_after else None
+        return (spinning, since) if lasted(snap.t - since, self.stall_after) else None
 
     def _judge(
         self,
@@ -215,7 +216,7 @@ class Detector:
         # The power note concerns how *spinning* was judged, so only the spinners count.
         spin_samples = [snap.gpu(i) for i in spinning]
         power_known = all(g is not None and g.power_frac is not None for g in spin_samples)
-        hung = seconds >= self.hang_after
+        hung = lasted(seconds, self.hang_after)
         waiting = group.members[spinning[0]].pids
         reason = stall_reason(
             job=group.label,
@@ -311,7 +312,7 @@ def _ok_reason(
     with a process reads its power and limit (the caller has worked it out already)."""
     if not snap.gpus:
         return "no GPUs to watch" + (f": {snap.gpu_error}" if snap.gpu_error else "")
-    long = [i for i, r in sorted(runs.items()) if r.length(snap.t) >= stall_after]
+    long = [i for i, r in sorted(runs.items()) if lasted(r.length(snap.t), stall_after)]
     if long:
         text = (
             f"no job to judge: {_gpu_list(long)} spin but list no process "

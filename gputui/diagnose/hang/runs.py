@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gputui.collect.pacing import lasted
 from gputui.diagnose.hang.classify import GpuState
 
 # Longest dip (no readings, or idle once the alarm is up) that does not end a run.
@@ -56,6 +57,6 @@ def advance_run(
         return None
     if state is GpuState.UNKNOWN:
         return run
-    if state is GpuState.IDLE and run.last_spin - run.since >= stall_after:
+    if state is GpuState.IDLE and lasted(run.last_spin - run.since, stall_after):
         return run
     return None
