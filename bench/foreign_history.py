@@ -227,6 +227,10 @@ def run(
             compile_tree(cwd)
         for fname, path in files.items():
             fl = None
+            # each case is timed beside a floor run of its own (floor, case, floor, case...):
+            # on a shared box the speed drifts over minutes, and a ratio of two blocks timed
+            # minutes apart carries that drift; the ratio shown is the median of the pairs'.
+            floor_argv = [sys.executable, "-c", FLOOR_CODE, str(files.get("plain", path))]
             if fname != "csv":  # a CSV is measured against the JSON file's floor
                 floor = [measure([sys.executable, "-c", FLOOR_CODE, str(path)], ROOT)
                          for _ in range(repeat)]  # fmt: skip
@@ -262,7 +266,9 @@ def run(
                     if label and name.endswith("(quiet step off)"):
                         continue  # no quiet step before this work
                     env = QUIET_OFF if name.endswith("(quiet step off)") else None
-                    ms = [measure(argv, cwd, env) for _ in range(repeat)]
+                    pairs = [(measure(floor_argv, ROOT), measure(argv, cwd, env))
+                             for _ in range(repeat)]  # fmt: skip
+                    ms = [m for _, m in pairs]
                     bad = [m for m in ms if m["rc"] not in (0, 1)]
                     if bad:
                         raise SystemExit(f"{name} {fname}{label}: exit {bad[0]['rc']}: "
@@ -270,8 +276,8 @@ def run(
                     wall = median([m["wall"] for m in ms])
                     rss = max(m["rss_mb"] for m in ms)
                     cpu = median([m["cpu"] for m in ms])
-                    ratio = wall / fl if fl else None
-                    cpu_ratio = cpu / fl_cpu if fl_cpu else None
+                    ratio = median([m["wall"] / f["wall"] for f, m in pairs])
+                    cpu_ratio = median([m["cpu"] / max(f["cpu"], 1e-6) for f, m in pairs])
                     rows.append((f"{fname}: {name}{label}", wall, cpu, rss, ratio, cpu_ratio))
                     if not label:  # the quiet step's proof: the same bytes, the same exit
                         got = (ms[0]["rc"], ms[0]["out"])
