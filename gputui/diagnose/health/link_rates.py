@@ -34,7 +34,6 @@ Bounded: per GPU the last few reads (MAX_READS), at most MAX_GPUS GPUs and MAX_L
 
 from __future__ import annotations
 
-import statistics
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -311,4 +310,6 @@ def _baseline(rates: list[float], floor: float) -> float | None:
     if not rates:
         return None
     healthy = [r for r in rates if r < floor]
+    import statistics  # only when rates are judged: its import costs 10 ms at start
+
     return statistics.median(healthy or rates)

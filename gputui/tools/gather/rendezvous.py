@@ -13,11 +13,9 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputui.collect.model import Snapshot
-from gputui.collect.procs.hostranks import HostRank, HostRankScanner, listeners
-from gputui.collect.this_host import is_this_host
 from gputui.diagnose.hang.rendezvous import (
     KIND,
     WAIT_S,
@@ -26,6 +24,9 @@ from gputui.diagnose.hang.rendezvous import (
     verdict_from_record,
 )
 from gputui.diagnose.verdict import Verdict
+
+if TYPE_CHECKING:
+    from gputui.collect.procs.hostranks import HostRank
 
 RECHECK_S = 5.0
 RENDEZVOUS_FRAMES = (
@@ -66,6 +67,9 @@ def judge_job(key: str, rs: list[HostRank], stacks: bool = True) -> dict[str, An
 
     Without stacks (--no-auto-dump: nothing attaches), only a job on one node (its master
     is local) with ranks missing is named: that much is certain from the environment."""
+    from gputui.collect.procs.hostranks import listeners
+    from gputui.collect.this_host import is_this_host
+
     inside: bool | None = None
     frame: str | None = None
     why: str | None = "stacks are off (--no-auto-dump)"
@@ -119,7 +123,13 @@ class RendezvousWatch:
     ) -> None:
         self.live, self.stacks = live, stacks
         self.hang_after, self.wait_s = hang_after, wait_s
-        self.scanner = HostRankScanner() if live else None
+        # The host's processes are read only live: a replay's records carry them, and
+        # psutil and the host's addresses are not imported for it (a replay starts sooner).
+        self.scanner = None
+        if live:
+            from gputui.collect.procs.hostranks import HostRankScanner
+
+            self.scanner = HostRankScanner()
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._judged: dict[str, dict[str, Any]] = {}  # job -> entry, while it waits
