@@ -30,9 +30,9 @@ from gputui.collect.model import GpuSample
 from gputui.collect.trace.columns import Columns
 from gputui.diagnose.hang.classify import SPIN_UTIL_MIN, GpuState, classify_all
 from gputui.diagnose.job_groups import IN_USE_MEM_MB, IN_USE_MEM_UTIL, IN_USE_UTIL, in_use
-from gputui.diagnose.slow.straggler import BUSY_UTIL_MIN, WAIT_UTIL_MIN, Ref, is_waiting
+from gputui.diagnose.slow.straggler import BUSY_UTIL_MIN, WAIT_UTIL_MIN, is_waiting, peers_ref
 
-__all__ = ["CodeReader", "code_of", "peers_ref", "quiet_key"]
+__all__ = ["CodeReader", "code_of", "quiet_key"]
 
 _new, _set = object.__new__, object.__setattr__
 # What the code's parts read of a GPU (the rest of GpuSample stays at its default).
@@ -85,27 +85,6 @@ def quiet_key(code: tuple[tuple[Any, ...], ...]) -> tuple[tuple[Any, ...], ...] 
             return None
         out.append((index, pids, used))
     return tuple(out)
-
-
-def peers_ref(gpus: Sequence[GpuSample], peers: Sequence[Sequence[int]]) -> dict[int, Ref]:
-    """GPU -> the busiest readings of its group at this sample: straggler._refs, given the
-    groups' present GPUs rather than the groups (a later group wins, as there)."""
-    out: dict[int, Ref] = {}
-    by_index = {g.index: g for g in gpus}
-    for present in peers:
-        busy = [
-            g
-            for i in present
-            if (g := by_index.get(i)) is not None and (g.util or 0.0) >= BUSY_UTIL_MIN and g.pids
-        ]
-        if len(busy) < 2:
-            continue
-        fracs = [f for g in busy if (f := g.power_frac) is not None]
-        mems = [m for g in busy if (m := g.mem_util) is not None]
-        ref = (max(fracs, default=None), max(mems, default=None))
-        for g in busy:
-            out[g.index] = ref
-    return out
 
 
 class CodeReader:

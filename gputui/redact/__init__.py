@@ -22,10 +22,9 @@ they are read (gputui.collect.procs.reader), environments where the bundle reads
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
+from gputui.faces import lazy_face
 from gputui.redact.names import holds_a_path, is_secret_name, looks_like_path
 from gputui.redact.scan import REDACTED, apply_spans, argv_spans, text_spans
 from gputui.redact.tools import Programs, tool_spans
@@ -51,16 +50,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """A name of `_WHERE`, imported on first use (PEP 562)."""
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_WHERE])
+__getattr__, __dir__ = lazy_face(__name__, _WHERE, __all__, globals())
 
 
 def redact_text(text: str) -> str:

@@ -14,8 +14,7 @@ dashboard's rendezvous watch, at start-up) does not import the stack tools with 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from gputui.faces import lazy_face
 
 __all__ = [
     "Cancel",
@@ -40,14 +39,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """A name of the face, imported on first use (PEP 562): importing one module of this
-    package (the dashboard's first frame imports a few) does not import the others."""
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_face(__name__, _WHERE, __all__, globals())

@@ -16,8 +16,7 @@ Names are imported on first use: the dashboard's first frame pays only for what 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from gputui.faces import lazy_face
 
 __all__ = ["Judge", "WatchRun", "WatchSettings", "Watcher", "last_verdict", "verdicts_over"]
 _WHERE = {
@@ -30,13 +29,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The package's public names, imported when first asked for."""
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"gputui.watch.{_WHERE[name]}"), name)
-    raise AttributeError(name)
-
-
-def __dir__() -> list[str]:
-    """The module's own names and the face's, for dir() and completion."""
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_face(__name__, _WHERE, __all__, globals())

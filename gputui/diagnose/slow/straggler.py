@@ -47,7 +47,7 @@ snapshots give the same answers), so replay and live agree.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -130,15 +130,21 @@ def _lighter(frac: float | None, mem: float | None, ref: Ref) -> bool:
 
 def _refs(snap: Snapshot, groups: Iterable[Group]) -> dict[int, Ref]:
     """GPU -> the busiest readings of its job at this sample, for jobs of two GPUs or more
-    with a kernel on them: the peers each rank is measured against."""
+    with a kernel on them: the peers each rank is measured against (a lone process has no
+    peer to measure against, as in judge)."""
+    return peers_ref(snap.gpus, [g.present(snap) for g in groups if len(g.members) >= 2])
+
+
+def peers_ref(gpus: Sequence[GpuSample], peers: Sequence[Sequence[int]]) -> dict[int, Ref]:
+    """GPU -> the busiest readings of its group at this sample, each group given by its GPUs
+    present now (a later group wins): _refs for the detector's groups, and the quiet step's
+    code for a sample read from columns (gputui.diagnose.quiet_code)."""
     out: dict[int, Ref] = {}
-    by_index = {g.index: g for g in snap.gpus}
-    for group in groups:
-        if len(group.members) < 2:
-            continue  # a lone process: no peer to measure against (as judge)
+    by_index = {g.index: g for g in gpus}
+    for present in peers:
         busy = [
             g
-            for i in group.present(snap)
+            for i in present
             if (g := by_index.get(i)) is not None and (g.util or 0.0) >= BUSY_UTIL_MIN and g.pids
         ]
         if len(busy) < 2:
