@@ -49,7 +49,7 @@ from pathlib import Path
 from gputui.collect.trace import schema
 from gputui.collect.trace.columns import FLOAT_ATTRS, Columns
 from gputui.collect.trace.grouping import OPENED, REPEAT, Grouping
-from gputui.collect.trace.lines import iter_lines, shown
+from gputui.collect.trace.lines import iter_lines, shown, text_line
 from gputui.errors import GputuiError
 
 MAX_DMON_LINE = 64 << 10
@@ -230,12 +230,7 @@ def read_dmon(path: str | Path) -> Columns:
     try:
         for data, ended, n in lines:
             where = grouping.where(n)
-            if len(data) > MAX_DMON_LINE:
-                raise GputuiError(f"{where}: line longer than {MAX_DMON_LINE} bytes for dmon")
-            try:
-                line = data.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise GputuiError(f"{where}: not UTF-8 text (byte {e.start})") from None
+            line = text_line(data, where, MAX_DMON_LINE, "dmon")
             text = line.strip()
             if not text:
                 continue  # a line of whitespace alone, as str sees it

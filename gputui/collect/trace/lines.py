@@ -165,6 +165,27 @@ class _Lines:
             self.raw.close()
 
 
+def text_line(data: bytes, where: str, limit: int, what: str) -> str:
+    """One line of a text history file (nvidia-smi's CSV, dcgmi dmon's table) as text: a
+    line over `limit` bytes or not UTF-8 is one clear error naming `where` it stands.
+
+    Args:
+        data: the line's bytes, without its newline.
+        where: the file and line number, as errors name them.
+        limit: the longest line the format allows, in bytes.
+        what: the format's words for the error ("a CSV row", "dmon").
+
+    Returns:
+        The line, decoded.
+    """
+    if len(data) > limit:
+        raise GputuiError(f"{where}: line longer than {limit} bytes for {what}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise GputuiError(f"{where}: not UTF-8 text (byte {e.start})") from None
+
+
 def iter_lines(path: str | Path) -> Generator[tuple[bytes, bool, int], None, None]:
     """(bytes, ended by a newline, line number) of every non-blank line of a recording,
     within the file's bounds (blank lines, lines, bytes: trace_schema). An error message

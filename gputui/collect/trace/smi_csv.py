@@ -37,7 +37,7 @@ from pathlib import Path
 from gputui.collect.trace import schema
 from gputui.collect.trace.columns import FLOAT_ATTRS, Columns
 from gputui.collect.trace.grouping import OPENED, REPEAT, Grouping
-from gputui.collect.trace.lines import iter_lines, shown
+from gputui.collect.trace.lines import iter_lines, shown, text_line
 from gputui.errors import GputuiError
 
 MAX_CSV_LINE = 64 << 10
@@ -160,12 +160,7 @@ def read_smi_csv(path: str | Path) -> Columns:
     try:
         for data, _ended, n in lines:
             where = grouping.where(n)
-            if len(data) > MAX_CSV_LINE:
-                raise GputuiError(f"{where}: line longer than {MAX_CSV_LINE} bytes for a CSV row")
-            try:
-                line = data.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise GputuiError(f"{where}: not UTF-8 text (byte {e.start})") from None
+            line = text_line(data, where, MAX_CSV_LINE, "a CSV row")
             if heads is None:
                 heads = _header(line)
                 if heads is None:
