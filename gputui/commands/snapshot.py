@@ -312,7 +312,6 @@ def _moment(args: argparse.Namespace) -> tuple[Snapshot, list[Snapshot], Any, li
     from gputui.collect.trace.window import read_moment
     from gputui.diagnose.hang.classify import GpuState, classify_node
     from gputui.diagnose.hang.runs import DIP_MAX_S
-    from gputui.diagnose.health.judge import HealthTracker
     from gputui.diagnose.job_groups import GroupMemory
     from gputui.diagnose.slow.straggler import WaitShares
     from gputui.watch.run import WatchRun, replay_settings
@@ -327,7 +326,6 @@ def _moment(args: argparse.Namespace) -> tuple[Snapshot, list[Snapshot], Any, li
     for note in moment.notes:
         print(f"gputui: {note}", file=sys.stderr)
     keep = frozenset(args.gpus) if getattr(args, "gpus", None) else None
-    health = HealthTracker()
     # straggles_over (gputui.diagnose.slow.straggler) and moment.verdicts, fed in the same
     # pass: the wait shares' own group memory, and a replay's Watcher with their defaults
     memory, shares = GroupMemory(), WaitShares()
@@ -341,11 +339,11 @@ def _moment(args: argparse.Namespace) -> tuple[Snapshot, list[Snapshot], Any, li
 
                 require_gpus(args.gpus, sorted(g.index for g in s.gpus), "the recording")
             snap = filter_gpus(s, keep) if keep is not None else s
-            health.update(snap)
             groups = memory.update(snap)
             shares.observe(snap, groups)
             straggles = shares.judge(snap, groups)
             verdict = run.step(snap)
+        health = run.watcher.health  # fed every sample by the Watcher's update
     assert snap is not None  # a moment has at least its own sample
     return snap, [snap], health, straggles, verdict
 

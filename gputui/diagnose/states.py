@@ -107,11 +107,16 @@ def is_alarm(state: object) -> bool:
     return isinstance(state, str) and state in ALARMS
 
 
+# How bad each state is, worse larger (ORDER reversed), keyed by member and word alike.
+_SEVERITY: dict[str, int] = {
+    key: len(ORDER) - 1 - i for i, s in enumerate(ORDER) for key in (s, s.value)
+}
+
+
 def severity(state: object) -> int:
     """How bad a state is: 0 for ok, larger for worse; an unknown word counts as ok (never
     a false alarm), as an unknown state's exit code is healthy."""
-    s = parse(state)
-    return 0 if s is None else len(ORDER) - 1 - ORDER.index(s)
+    return _SEVERITY.get(state, 0) if isinstance(state, str) else 0
 
 
 def worse(a: str, b: str) -> str:

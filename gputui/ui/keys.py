@@ -336,9 +336,13 @@ def screen_bindings(screen: str, prefix: str | None = None) -> list[BindingType]
     return [k.binding(f"{prefix or screen}.") for k in SCREEN_KEYS[screen]]
 
 
+_SHOWN = {k.id: k.shown for k in APP_KEYS}
+
+
 def shown(key_id: str) -> str:
-    """How the key of `key_id` is written (the B of `B probe GPU 1`)."""
-    return next(k.shown for k in APP_KEYS if k.id == key_id)
+    """How the key of `key_id` is written (the B of `B probe GPU 1`): read on every drawn
+    sample, so looked up, not searched."""
+    return _SHOWN[key_id]
 
 
 def hidden_keys(moment: Moment) -> frozenset[str]:

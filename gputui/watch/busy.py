@@ -19,13 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from gputui.collect.model import Job, Snapshot
 from gputui.diagnose.verdict import Verdict
+from gputui.watch.records import EPISODE_SLACK_S
 
 if TYPE_CHECKING:
     from gputui.diagnose.evidence import Evidence
     from gputui.diagnose.hang.detector import Detector
     from gputui.tools.gather.progress import ProgressPoller
-
-EPISODE_SLACK_S = 5.0  # as gputui.watch.watcher's: a record a little older than the spin is its own
 
 
 class BusyWatch:

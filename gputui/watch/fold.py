@@ -15,18 +15,14 @@ from typing import TYPE_CHECKING, Any
 from gputui.collect.model import Job, ProcessInfo, Snapshot
 from gputui.diagnose.verdict import Verdict
 from gputui.watch.gatherers import Explain
-from gputui.watch.records import RecordStore
+from gputui.watch.records import EPISODE_SLACK_S, RecordStore
 from gputui.watch.targets import busy_by_ras
 
 if TYPE_CHECKING:
     from gputui.diagnose.health.judge import HealthTracker
     from gputui.watch.busy import BusyWatch
 
-__all__ = ["EPISODE_SLACK_S", "EvidenceFold"]
-
-# A record taken this long before a job's spinning began still belongs to that episode
-# (clocks of the sampler and the gatherer differ a little); older ones are a past episode.
-EPISODE_SLACK_S = 5.0
+__all__ = ["EvidenceFold"]
 
 
 class EvidenceFold:

@@ -14,6 +14,9 @@ import threading
 from collections.abc import Collection
 from typing import Any
 
+# A record taken this long before a job's spinning began still belongs to that episode
+# (clocks of the sampler and the gatherer differ a little); older ones are a past episode.
+EPISODE_SLACK_S = 5.0
 KEEP_PER_JOB = 4  # records kept per (job, kind): only the newest usable one is shown
 MAX_QUEUED = 1024  # queued for `record` and not taken yet (the dashboard takes none): newest kept
 

@@ -161,7 +161,7 @@ def quiet_steps(source: Any, watcher: Watcher) -> QuietSteps | None:
 
     if type(source) is not ReplaySource or not isinstance(source.snaps, ColumnSnaps):
         return None
-    if watcher.live or watcher.gatherers:
+    if watcher.settings.live:  # (a replayed Watcher has no gatherers)
         return None
     return QuietSteps(source, watcher)
 

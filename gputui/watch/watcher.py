@@ -32,7 +32,7 @@ from gputui.collect.model import Job, Snapshot
 from gputui.diagnose.states import is_alarm
 from gputui.diagnose.verdict import HUNG, Verdict
 from gputui.watch.busy import BusyWatch
-from gputui.watch.fold import EPISODE_SLACK_S, EvidenceFold
+from gputui.watch.fold import EvidenceFold
 from gputui.watch.gatherers import (  # re-exported: callers import them from here
     AUTO_DUMP_TIMEOUT_S,
     DEFAULT_GATHERERS,
@@ -51,7 +51,7 @@ from gputui.watch.gatherers import (  # re-exported: callers import them from he
 from gputui.watch.gathering import Gathering
 from gputui.watch.host_helpers import HostHelpers
 from gputui.watch.judge import Judge
-from gputui.watch.records import RecordStore
+from gputui.watch.records import EPISODE_SLACK_S, RecordStore
 from gputui.watch.settings import WatchSettings
 from gputui.watch.targets import LastSeen, gone_target, job_of, target_of
 
@@ -98,9 +98,6 @@ class Watcher(Judge):
         s = WatchSettings.of(settings, *loose, **options)
         super().__init__(s)  # the detector, made at the first update (start-up)
         live, auto_dump, gatherers = s.live, s.auto_dump, s.gatherers
-        self.stall_after, self.hang_after = s.stall_after, s.hang_after
-        self.busy_limit = s.busy_limit  # a busy phase longer than this is an alarm again
-        self.live = live
         self.explainers = {kind: explain for kind, _g, explain in gatherers}
         self.explainers.update(EXPLAIN_ONLY)  # the blamed GPU's probe, added by the faces
         self.gatherers = [
@@ -294,10 +291,8 @@ class Watcher(Judge):
         gone = (v.vanished, v.gone)
         changed = is_alarm(before) and gone != self._gone.get(job.key, gone)
         self._gone[job.key] = gone
-        made = self._gathering.has_pool("lastwords")
-        gather = next((g for k, g in self.gatherers if k == "lastwords"), None)
-        if changed and made and gather is not None and not self._cancel.is_set():
-            self._gathering.submit("lastwords", gather, self._target(v, snap, job))
+        if changed and self._gathering.has_pool("lastwords"):
+            self._submit_lastwords(self._target(v, snap, job))
 
     def _gather_lastwords(self, v: Verdict, snap: Snapshot, job: Job) -> None:
         """A rank of `job` has just gone: its last words are read now (gputui.watch.deaths)."""
@@ -340,7 +335,7 @@ class Watcher(Judge):
 
     def _prune(self, now: float) -> None:
         """No alarm: records too old for any future episode can go (memory stays bounded)."""
-        self._fold.prune(now - self.stall_after - EPISODE_SLACK_S - 10.0)
+        self._fold.prune(now - self.settings.stall_after - EPISODE_SLACK_S - 10.0)
 
     def _enrich(self, v: Verdict, snap: Snapshot, job: Job | None) -> Verdict:
         if job is None:

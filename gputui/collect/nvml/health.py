@@ -159,7 +159,6 @@ class HealthMonitor:
         self._last_counters: dict[str, Any] | None = None
         self._counters_at = -1e18
         self._links_at = -1e18
-        self._rows: dict[str, Any] | None = None  # the last counters read, links included
         self._written_at = -1e18
         self._events: XidEvents | None = None
         self._want_events = events
@@ -233,13 +232,11 @@ class HealthMonitor:
             if self._events is not None:
                 self._events.ecc_seen.clear()
             self._counters_at = now
-            links = bool(self._rows is None or ecc or events)
+            links = bool(self._last_counters is None or ecc or events)
             links = links or lasted(now - self._links_at, LINKS_EVERY_S)
-            counters = self._read_counters(None if links else self._rows)
-            if counters is not None:
-                self._rows = counters
-                if links:
-                    self._links_at = now
+            counters = self._read_counters(None if links else self._last_counters)
+            if counters is not None and links:
+                self._links_at = now
         self._first = False
         rec: dict[str, Any] = {
             "type": "health",

@@ -112,15 +112,11 @@ def judge(
         odd=odd_words,
     )
     if m.missing_ranks is not None:
-        from dataclasses import replace
-
         from gputui.diagnose.hang.rendezvous import merged_reason
 
-        return replace(m, reason=merged_reason(m.job, m.missing_ranks, m.hosts, m.since, t))
+        return _replace(m, reason=merged_reason(m.job, m.missing_ranks, m.hosts, m.since, t))
     if state == OK and (slow := slow_across(latest.values())).stragglers:
-        from dataclasses import replace
-
-        return replace(
+        return _replace(
             m,
             state=SLOW,
             job=slow.job,
@@ -190,8 +186,6 @@ def _missing_everywhere(members: list[NodeLine]) -> tuple[int, ...] | None:
 
 
 def _phrase(m: Merged, members: list[NodeLine], t: float) -> Merged:
-    from dataclasses import replace
-
     n = m.hosts
     if m.state == OK:
         reason = f"no hang on {n} host(s)"
@@ -199,7 +193,7 @@ def _phrase(m: Merged, members: list[NodeLine], t: float) -> Merged:
             reason += f"; sick GPU: {'; '.join(m.sick[:4])}"
         if m.silent_hosts:
             reason += f"; silent: {_hosts_text(list(m.silent_hosts))}"
-        return replace(m, reason=reason)
+        return _replace(m, reason=reason)
     spin_hosts = sorted({s.rsplit(":", 1)[0] for s in m.spinning})
     who = f"job {m.job}: " if m.job else ""
     verb = "HUNG" if m.state == HUNG else "stalled"
@@ -241,4 +235,4 @@ def _phrase(m: Merged, members: list[NodeLine], t: float) -> Merged:
         "NCCL RAS on any node (`echo verbose status | nc localhost 28028`) lists the ranks "
         "whose collective count stays behind, with host and pid."
     )
-    return replace(m, reason=text + ".", next_steps=tuple(steps))
+    return _replace(m, reason=text + ".", next_steps=tuple(steps))

@@ -208,7 +208,7 @@ class DemoStory:
 def event_times(snaps: list[Any], chapters: tuple[Chapter, ...]) -> dict[int, float]:
     """When each chapter's hang starts on the recording: the first sample of its job's
     phases where a GPU spins or one of the job's processes has gone."""
-    from gputui.diagnose.hang.classify import GpuState, classify_node
+    from gputui.diagnose.hang.classify import GpuState, classify_all
 
     out: dict[int, float] = {}
     for i, c in enumerate(chapters):
@@ -217,7 +217,7 @@ def event_times(snaps: list[Any], chapters: tuple[Chapter, ...]) -> dict[int, fl
             if s.phase not in (c.start_phase, *c.phases):
                 continue
             pids = {p.pid for p in s.processes}
-            spins = GpuState.SPINNING in classify_node(s.gpus).values()
+            spins = GpuState.SPINNING in classify_all(s.gpus)
             if spins or (seen - pids and pids):
                 out[i] = s.t
                 break

@@ -19,7 +19,7 @@ from textual.screen import ModalScreen
 
 from gputui.collect.model import GpuSample, Snapshot
 from gputui.collect.nvml.reader import GPU_UNREADABLE
-from gputui.diagnose.slow.clocks import HARDWARE_SLOWDOWN, clock_reasons
+from gputui.diagnose.slow.clocks import clock_reasons, hardware_slowdown
 from gputui.ui.keys import screen_bindings
 from gputui.ui.widgets.format import num
 from gputui.ui.widgets.palette import role
@@ -34,7 +34,7 @@ def _reasons(g: GpuSample) -> tuple[str, str]:
     colour, the ordinary ones (idle, power cap) plain."""
     if g.events is None:
         return ("not reported", "dim")
-    if g.events & HARDWARE_SLOWDOWN:
+    if hardware_slowdown(g.events):
         return (", ".join(clock_reasons(g.events)), "@alert")
     return (", ".join(clock_reasons(g.events)) or "none", "")
 

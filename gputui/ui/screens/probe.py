@@ -27,7 +27,8 @@ from textual.widgets import Footer
 from gputui.probe.analysis import best_copy, grade, worst
 from gputui.probe.result import PairResult, ProbeReport
 from gputui.probe.runner import ProbeConfig, Progress, run_probe, torch_installed
-from gputui.ui.screens.run import RunScreen, run_bindings
+from gputui.ui.keys import screen_bindings
+from gputui.ui.screens.run import RunScreen
 from gputui.ui.widgets.palette import role
 from gputui.ui.widgets.safe_text import Static, Text
 
@@ -93,7 +94,7 @@ def allreduce_text(report: ProbeReport) -> Text:
 class ProbeScreen(RunScreen):
     """Runs `gputui probe` inside the app; the constructor takes the CLI's options."""
 
-    BINDINGS = run_bindings("probe")
+    BINDINGS = screen_bindings("run", "probe")
     DEFAULT_CSS = """
     ProbeScreen #probe-worst { text-style: bold; }
     ProbeScreen #probe-worst.-ok { color: $success; }

@@ -12,17 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from textual.binding import BindingType
 from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 
-from gputui.ui.keys import screen_bindings
 from gputui.ui.widgets.safe_text import Static
-
-
-def run_bindings(prefix: str) -> list[BindingType]:
-    """The keys of a run screen, with ids under `prefix` (the help screen lists them)."""
-    return screen_bindings("run", prefix)
 
 
 class RunScreen(ModalScreen[None]):

@@ -19,7 +19,8 @@ from textual.widgets import Footer
 from gputui.probe.world.launch import STOP
 from gputui.probe.world.model import WorldOptions
 from gputui.probe.world.report import WorldReport, text
-from gputui.ui.screens.run import RunScreen, run_bindings
+from gputui.ui.keys import screen_bindings
+from gputui.ui.screens.run import RunScreen
 from gputui.ui.widgets.palette import role
 from gputui.ui.widgets.safe_text import Static, Text
 
@@ -39,7 +40,7 @@ def colored(report_text: str) -> Text:
 class WorldScreen(RunScreen):
     """Runs the world probe over `hosts` inside the app."""
 
-    BINDINGS = run_bindings("world")
+    BINDINGS = screen_bindings("run", "world")
 
     def __init__(
         self, hosts: list[str], opts: WorldOptions, *, bisect: bool = False, title: str = ""
