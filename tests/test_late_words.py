@@ -22,7 +22,7 @@ from synth import with_real_pids
 
 from gputui.collect.frames import RankStack
 from gputui.collect.model import ProcessInfo, RankInfo
-from gputui.collect.procs.rankio import RankIOTracker
+from gputui.collect.procs.rank_tracker import RankIOTracker
 from gputui.diagnose.gone import late as L
 from gputui.diagnose.gone.explain import explain_lastwords
 from gputui.diagnose.verdict import Verdict
@@ -352,3 +352,29 @@ def test_an_earlier_jobs_xid_on_the_same_gpu_is_not_this_jobs_dead_rank():
     assert _xid_on(target, 1, born - GPU_XID_SLACK_S) is None
     target = SimpleNamespace(ranks=live, xids=(earlier, own))
     assert _xid_on(target, 1, born - GPU_XID_SLACK_S)[0] == 3932
+
+
+def test_a_rank_seen_once_has_where_it_writes_remembered_once_the_tracker_settles(tmp_path):
+    """`check` waits for the tracker's first look before its first line (settle): a rank
+    that dies right after that line still has its log found, not "its process has exited"
+    (seen in CI on a loaded box: the look ran after the rank was gone)."""
+    log = tmp_path / "rank1.log"
+    with open(log, "wb") as f:
+        rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], stdout=f)
+    tracker = RankIOTracker()
+    try:
+        tracker.observe(with_real_pids(time.time(), [None, rank.pid], ["spin", "spin"]))
+        assert tracker.settle(30.0)
+        rank.kill()
+        rank.wait(timeout=10)
+        io = tracker.final(rank.pid)
+    finally:
+        tracker.close()
+        if rank.poll() is None:
+            rank.kill()
+    assert io is not None and io.error is None, io
+    assert io.stdout.kind == "file" and io.stdout.path == str(log)
+
+
+def test_settling_a_tracker_that_never_looked_returns_at_once():
+    assert RankIOTracker().settle(0.0)

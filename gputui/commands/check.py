@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 # At the end of a live check, wait this long at most for a dump still running; the dump is
 # bounded by its own per-rank limit (5 s) and runs the ranks in parallel.
 DUMP_WAIT_S = 15.0
+RANKS_SETTLE_S = 3.0  # at most this long before the first line, for where ranks write
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -292,6 +293,8 @@ def run(args: argparse.Namespace) -> int:
             report = report or NodeReport(_host(args, snap))
             report.update(snap)
             judged = watching.step(snap)
+            if n == 1 and source.kind != "replay":
+                watcher.settle_ranks(RANKS_SETTLE_S)
             show(judged, snap)
             if quiet is not None:
                 n += quiet.skip(judged)

@@ -21,7 +21,7 @@ from gputui.diagnose.verdict import Verdict
 
 if TYPE_CHECKING:
     from gputui.collect.frames import RankStack
-    from gputui.collect.procs.rankio import RankIOTracker
+    from gputui.collect.procs.rank_tracker import RankIOTracker
     from gputui.diagnose.evidence import Evidence
 
 AUTO_DUMP_TIMEOUT_S = 5.0  # per rank; py-spy took 10-20 ms on a hung H200 rank
@@ -41,7 +41,9 @@ class JobTarget:
     verdict: Verdict
     ranks: tuple[ProcessInfo, ...]  # live local ranks, with create times for the identity check
     gone: tuple[RankStack, ...] = ()  # ranks whose process has exited (Verdict.vanished)
-    rankio: RankIOTracker | None = None  # where each rank writes (gputui.collect.procs.rankio)
+    rankio: RankIOTracker | None = (
+        None  # where each rank writes (gputui.collect.procs.rank_tracker)
+    )
     xids: tuple[Any, ...] = ()  # XidEvents known (gputui.collect.nvml.xid): a late rank's pid
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from gputui.collect.model import Snapshot
 
 if TYPE_CHECKING:
-    from gputui.collect.procs.rankio import RankIOTracker
+    from gputui.collect.procs.rank_tracker import RankIOTracker
     from gputui.tools.gather.rendezvous import RendezvousWatch
 
 __all__ = ["HostHelpers"]
@@ -49,7 +49,7 @@ class HostHelpers:
         if self._cancel.is_set():
             return
         if self.rankio is None and self._wants_rankio and snap.jobs:
-            from gputui.collect.procs.rankio import RankIOTracker
+            from gputui.collect.procs.rank_tracker import RankIOTracker
 
             self.rankio = RankIOTracker()
             if self._cancel.is_set():  # closed meanwhile (from another thread): stop it too

@@ -19,7 +19,7 @@ from gputui.diagnose.verdict import OK, Verdict
 from gputui.watch.gatherers import JobTarget
 
 if TYPE_CHECKING:
-    from gputui.collect.procs.rankio import RankIOTracker
+    from gputui.collect.procs.rank_tracker import RankIOTracker
     from gputui.diagnose.evidence import Evidence
 
 __all__ = ["LastSeen", "busy_by_ras", "gone_target", "job_of", "target_of"]

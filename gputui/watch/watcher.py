@@ -56,7 +56,7 @@ from gputui.watch.settings import WatchSettings
 from gputui.watch.targets import LastSeen, gone_target, job_of, target_of
 
 if TYPE_CHECKING:
-    from gputui.collect.procs.rankio import RankIOTracker
+    from gputui.collect.procs.rank_tracker import RankIOTracker
     from gputui.diagnose.health.judge import HealthTracker
     from gputui.tools.gather.rendezvous import RendezvousWatch
 
@@ -162,7 +162,7 @@ class Watcher(Judge):
 
     @property
     def rankio(self) -> RankIOTracker | None:
-        """Where each rank writes (gputui.collect.procs.rankio), once made."""
+        """Where each rank writes (gputui.collect.procs.rank_tracker), once made."""
         return self._helpers.rankio
 
     @property
@@ -349,6 +349,13 @@ class Watcher(Judge):
         """A gatherer is still running (or queued)."""
         ras = self.ras.pending() if self.ras is not None else False
         return ras or self.busy.pending() or self._gathering.pending()
+
+    def settle_ranks(self, timeout: float) -> None:
+        """Wait, at most `timeout` s, until where each rank seen writes is remembered (the
+        rank tracker's first look runs off-thread; a live `check` waits before its first
+        line, so that a rank dying right after it still has its last words found)."""
+        if self.rankio is not None:
+            self.rankio.settle(timeout)
 
     def wait(self, timeout: float) -> bool:
         """Wait until no gatherer runs, at most `timeout` s; True when none runs."""

@@ -49,7 +49,7 @@ _WHERE = {
     "core_pattern": "rankio",
     "program_name": "rankio",
     "RankIO": "rankio",
-    "RankIOTracker": "rankio",
+    "RankIOTracker": "rank_tracker",
     "read_tail": "rankio",
     "RECORD_TAIL": "rankio",
     "refresh_tail": "rankio",

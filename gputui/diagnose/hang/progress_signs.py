@@ -16,6 +16,27 @@ MAX_DUMPS = 16
 _CHECKPOINT = re.compile(r"checkpoint|ckpt|save|serializ", re.I)
 _COMPILE = re.compile(r"compile|inductor|dynamo|triton|autotun|codegen", re.I)
 _EVAL = re.compile(r"eval|valid", re.I)
+# Library functions that answer at once (a flag, a queue's size, a future's or a CUDA
+# event's state): a loop that polls one stands in it half the time, so two dumps both
+# catching `is_set` are a spin, never a long native call.
+_POLLS = frozenset(
+    {
+        "is_set",
+        "empty",
+        "full",
+        "qsize",
+        "done",
+        "running",
+        "cancelled",
+        "is_alive",
+        "locked",
+        "query",
+        "poll",
+        "exitcode",
+        "ready",
+        "is_completed",
+    }
+)
 
 
 def _num(v: Any) -> float | None:
@@ -120,7 +141,8 @@ def _in_native_work(dumps: list[dict[str, Any]], since: float) -> str | None:
     """The library function a rank's main thread stood in at its last two dumps (in the
     window, the same functions both times), when that is not its own code: a long native
     call (torch.save of 16 GiB spent its first seconds in one CRC, on 4 x H200). A loop in
-    the rank's own code (`while True: pass`) has its own function innermost: None."""
+    the rank's own code (`while True: pass`) has its own function innermost: None, and so
+    has one that polls a library's flag (`while not ev.is_set(): pass`, `_POLLS`)."""
     done = [d for d in dumps if d.get("outcome") == "done" and (_num(d.get("t")) or 0.0) >= since]
     if len(done) < 2 or any(d.get("moved") for d in done[-2:]):
         return None
@@ -129,7 +151,7 @@ def _in_native_work(dumps: list[dict[str, Any]], since: float) -> str | None:
         return None
     frame = _text(done[-1].get("frame"))
     own = frame.split(" (", 1)[0] if frame else None
-    return None if own is None or b[0] == own else b[0]
+    return None if own is None or b[0] == own or b[0] in _POLLS else b[0]
 
 
 def _stuck_words(cpu: float, dumps: list[dict[str, Any]], since: float) -> str:
