@@ -69,13 +69,32 @@ def run_cli(*args: str, timeout: float = 60, env: dict[str, str] | None = None):
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now. Tests run side by side (pytest-xdist), so a random
-    port may be another test's: the kernel picks one that is not."""
-    import socket
+    """A TCP port free on 127.0.0.1 now, and never handed to another test of this run.
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    Tests run side by side (pytest-xdist), so a random port may be another test's: the
+    kernel picks one that is not bound. But a port is bound late by a job that imports
+    torch first: meanwhile the kernel may give it to a second test, and two jobs then
+    share one master address (seen: a world of 2 and a world of 3 read as one job). So
+    the ports given out are written to a file of this run, under a lock, and a port
+    given before is not given again."""
+    import fcntl
+    import socket
+    import tempfile
+
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
+    ledger = Path(tempfile.gettempdir()) / f"gputui-test-ports-{run}"
+    with open(ledger, "a+") as book:
+        fcntl.flock(book, fcntl.LOCK_EX)
+        book.seek(0)
+        given = set(book.read().split())
+        for _ in range(100):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = int(s.getsockname()[1])
+            if str(port) not in given:
+                book.write(f"{port}\n")
+                return port
+    raise AssertionError("no port free on 127.0.0.1 that this run has not given out")
 
 
 def end_launcher(agent: subprocess.Popen) -> None:

@@ -4,7 +4,6 @@ started for a test and killed after it."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,9 +23,9 @@ def gloo_straggler_job(lifetime: float = 60.0) -> Iterator[list[int]]:
 
     if importlib.util.find_spec("torch") is None:
         pytest.skip("torch is not installed")
-    with socket.socket() as s:  # a port free now (a random one could be taken)
-        s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
+    from conftest import free_port
+
+    port = str(free_port())  # free now, and given to no other test of this run
     env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
     procs: list[subprocess.Popen[str]] = []
     try:

@@ -59,8 +59,6 @@ async def test_the_screen_names_the_host_whose_rank_was_killed(monkeypatch):
 
 
 def _free_port() -> int:
-    import socket
+    from conftest import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_port()
