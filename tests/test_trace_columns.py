@@ -30,15 +30,15 @@ CALIBRATION = DATA / "h200x2-trace.jsonl.gz"
 FLOOR = ("util", "mem_util", "power_w", "sm_mhz", "mem_used_mb", "temp", "pstate", "events")
 
 
-@pytest.fixture(params=["orjson", "json"])
+@pytest.fixture(params=["msgspec", "json"])
 def parser(request, monkeypatch):
-    """Each in-process test runs with orjson (the `history` extra) and without it."""
+    """Each in-process test runs with msgspec (the `history` extra) and without it."""
     from gputui.collect.trace import plain_lines
 
     if request.param == "json":
-        monkeypatch.setattr(plain_lines, "_ORJSON", None)
+        monkeypatch.setattr(plain_lines, "_TYPED", None)
     else:
-        pytest.importorskip("orjson")
+        pytest.importorskip("msgspec")
     return request.param
 
 
@@ -122,9 +122,11 @@ def test_gputuis_own_recordings_are_left_to_the_full_reader(path):
         "util true",  # a bool where a number belongs: an error
         "time backwards",  # an error naming the line
         "a procs list",  # processes: not readings alone
-        "NaN",  # json reads it (then N/A), orjson refuses it: the full reader's either way
-        "a 30-digit pid",  # orjson reads a float: not a pid; json an int: out of range
-        "a lone surrogate",  # json reads it (made printable), orjson refuses it
+        "NaN",  # json reads it (then N/A), msgspec refuses it: the full reader's either way
+        "a 30-digit pid",  # an int past 64 bits: out of range for either parser
+        "a lone surrogate",  # json reads it (made printable), msgspec refuses it
+        "events past 64 bits",  # a bound msgspec cannot hold: checked after the decode
+        "two objects on a line",  # one line, one object: each line is decoded alone
     ],
 )
 def test_a_file_the_columns_do_not_take_gets_the_full_readers_answer(tmp_path, change, parser):
@@ -142,13 +144,17 @@ def test_a_file_the_columns_do_not_take_gets_the_full_readers_answer(tmp_path, c
         lines[9] = lines[9].replace('"util": ', '"util": NaN, "x": ', 1)
     elif change == "a 30-digit pid":
         lines[9] = lines[9].replace('"pids": [', '"pids": [123456789012345678901234567890, ', 1)
+    elif change == "events past 64 bits":
+        lines[9] = lines[9][:-1] + f', "events": {2**64}}}'
+    elif change == "two objects on a line":
+        lines[9] = lines[9] + ", " + lines[10]
     elif change == "a lone surrogate":
         lines[9] = lines[9][:-1] + ', "phase": "x\\ud800y"}'
     else:
         lines[3] = lines[3][:-1] + ', "procs": []}'
     path = tmp_path / "f.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    if change != "a lone surrogate" or parser == "orjson":
+    if change != "a lone surrogate" or parser == "msgspec":
         assert read_columns(path) is None  # json reads that one: made printable, as the full
     try:
         want: object = TraceReader(path).read()
@@ -314,9 +320,9 @@ def test_every_face_that_replays_reads_the_csv(tmp_path):
 
 
 def test_the_live_dashboard_does_not_import_the_history_path():
-    """orjson and the columns are imported when a history file is read, never before: the
+    """msgspec and the columns are imported when a history file is read, never before: the
     live dashboard's first frame and memory do not pay for them."""
-    history = ["orjson", "gputui.collect.trace.columns", "gputui.collect.trace.plain_lines",
+    history = ["msgspec", "gputui.collect.trace.columns", "gputui.collect.trace.plain_lines",
                "gputui.collect.trace.smi_csv", "gputui.collect.trace.fast"]  # fmt: skip
     code = (
         "import sys, json; import gputui.collect.source, gputui.collect.live, gputui.ui.app; "

@@ -44,18 +44,18 @@ that the block's parsed lines (about 1 KiB each) stay a few MiB."""
 
 # The file keys read, in order: readings (key, attr, lo, hi, integral), then the rest.
 _READINGS = schema.GPU_READINGS
-_KEYS = ("t", "gpu", *(r[0] for r in _READINGS), "pids", "name", "uuid", "phase")
+_KEYS = schema.PLAIN_KEYS
 _NONE = type(None)
 _NUMBER_TYPES = {int, float, _NONE}
 
 
 _SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # what json.loads runs
-try:  # the `history` extra: a compiled JSON parser, imported only on this path
-    from orjson import loads as _ORJSON_LOADS
+try:  # the `history` extra: msgspec parses and checks in C, imported only on this path
+    from gputui.collect.trace import plain_typed as _TYPED_MODULE
 
-    _ORJSON: Any = _ORJSON_LOADS
+    _TYPED: Any = _TYPED_MODULE.columns
 except ImportError:  # pragma: no cover - the standard library's scanner reads the same
-    _ORJSON = None
+    _TYPED = None
 
 
 class _NotPlain(Exception):
@@ -120,6 +120,7 @@ class _PlainReader:
         self.n_lines = 0
         self.pids_seen = False  # a line with `pids` (even empty): processes are listed
         self.strings: dict[Any, Any] = {}  # checked strings and pid lists, shared
+        self.shared: dict[tuple[int, ...], tuple[int, ...]] = {}  # checked pid tuples
         # the open sample: its time, GPUs, how many pids it lists
         self.t0 = -1.0
         self.gpus: set[int] = set()
@@ -128,8 +129,8 @@ class _PlainReader:
         self.older: set[tuple[float, int]] = set()  # ...and of the sample before it
 
     def read(self, blocks: Iterator[list[bytes]]) -> None:
-        if _ORJSON is not None:
-            self._read_orjson(blocks, _ORJSON)
+        if _TYPED is not None:
+            self._read_typed(blocks, _TYPED)
             return
         # json.loads without its Python layers (decode, raw_decode, the whitespace match):
         # the C scanner they call, on a line that starts with `{`; a line with anything
@@ -152,37 +153,24 @@ class _PlainReader:
                 self._flush()
         self._flush()
 
-    def _read_orjson(self, blocks: Iterator[list[bytes]], loads: Any) -> None:
-        """read(), parsed by orjson (the `history` extra): 3 times json's scanner. Where
-        it reads a line differently from json, the line is not clean: it refuses NaN,
-        Infinity, lone surrogates and invalid UTF-8 (an error: the full reader reads the
-        file), and reads an integer beyond 64 bits as a float, which is then out of every
-        field's range, not a pid and not a GPU index (not clean either). Trailing spaces
-        and duplicate keys (the last wins) read as json reads them.
-
-        The checks and the parse run a block at a time in C (`map` over the block's
-        lines; the same checks as read()'s, line by line), and the block's columns are
-        taken from its objects a key at a time: 0.4 s less of 200,000 lines than a
-        Python loop over the lines."""
+    def _read_typed(self, blocks: Iterator[list[bytes]], columns: Any) -> None:
+        """read(), parsed and checked by msgspec (the `history` extra; plain_typed says
+        what it reads differently from json: only lines that are not clean). The byte
+        checks run a block at a time in C (`map` over the block's lines): every line an
+        object, no line nested deeper than the bound (the largest counts of `[` and `{`
+        of the block's lines bound every line's; one line at a time past that bound)."""
         depth = schema.MAX_DEPTH
-        get = dict.get
         for block in blocks:
             if not block:
                 continue
             if not all(map(bytes.startswith, block, repeat(b"{"))):
                 raise _NotPlain  # padding, CR line ends, not an object
-            # Nesting deeper than the bound: the largest counts of `[` and `{` of the
-            # block's lines bound every line's (one line at a time past that bound)
             most = max(map(bytes.count, block, repeat(b"[")))
             if most + max(map(bytes.count, block, repeat(b"{"))) > depth:
                 for data in block:
                     if data.count(b"[") + data.count(b"{") > depth:
                         raise _NotPlain
-            ds = list(map(loads, block))  # a line starting with `{` is an object, or an error
-            for key in ("type", "procs", "proc_mem"):
-                if any(map(dict.__contains__, ds, repeat(key))):
-                    raise _NotPlain
-            self._flush_columns([list(map(get, ds, repeat(k))) for k in _KEYS])
+            self._flush_columns(columns(block), checked=True)
 
     def _flush(self) -> None:
         rows = self.rows[:]
@@ -190,21 +178,17 @@ class _PlainReader:
         if rows:
             self._flush_columns(list(zip(*rows, strict=True)))
 
-    def _flush_columns(self, cols: list[Any]) -> None:
+    def _flush_columns(self, cols: list[Any], checked: bool = False) -> None:
         """Check and keep a block of lines given as columns (one sequence per key of
-        _KEYS, in order)."""
+        _KEYS, in order). `checked`: every value was checked as it was decoded
+        (plain_typed), the pid lists are tuples; only their sharing is left."""
         ts, gpus = cols[0], cols[1]
-        if set(map(type, ts)) - {int, float} or set(map(type, gpus)) != {int}:
-            raise _NotPlain
-        total = sum(ts)
-        if total != total or min(ts) < 0 or max(ts) > schema.T_MAX:
-            raise _NotPlain
-        if min(gpus) < 0 or max(gpus) > schema.MAX_GPU_INDEX:
-            raise _NotPlain
+        if not checked:
+            _check_times(ts, gpus)
         c = self.cols
         for k, (_key, attr, lo, hi, integral) in enumerate(_READINGS, start=2):
             col = cols[k]
-            has_none = _check_numbers(col, lo, hi, integral)
+            has_none = None in col if checked else _check_numbers(col, lo, hi, integral)
             if attr in FLOAT_ATTRS:
                 c.floats[attr].extend(
                     [math.nan if v is None else v for v in col] if has_none else col
@@ -216,7 +200,7 @@ class _PlainReader:
         col = cols[n_readings]
         if not self.pids_seen and col.count(None) != len(col):
             self.pids_seen = True
-        pids = [self._pids(v) for v in col]
+        pids = self._shared_pids(col) if checked else [self._pids(v) for v in col]
         c.pids.extend(pids)
         for out, col in zip((c.names, c.uuids, c.phases), cols[n_readings + 1 :], strict=True):
             if col.count(None) == len(col):
@@ -302,6 +286,14 @@ class _PlainReader:
         self.t0, self.gpus, self.listed = t0, seen, listed
         self.recent, self.older = recent, older
 
+    def _shared_pids(self, col: list[tuple[int, ...] | None]) -> list[tuple[int, ...]]:
+        """Checked pid tuples, each equal tuple shared (one object for a job's pids)."""
+        if len(self.shared) > 65536:
+            self.shared.clear()
+        if None in col:
+            col = [() if v is None else v for v in col]
+        return list(map(self.shared.setdefault, col, col))  # type: ignore[arg-type]
+
     def _pids(self, v: Any) -> tuple[int, ...]:
         if v is None:
             return ()
@@ -335,6 +327,18 @@ class _PlainReader:
         if len(self.strings) >= 65536:
             self.strings.clear()
         self.strings[key] = value
+
+
+def _check_times(ts: Sequence[Any], gpus: Sequence[Any]) -> None:
+    """Every time a number in range, every GPU index a whole number in range (in C: a set
+    of types, a sum (NaN anywhere makes it NaN), a min and a max); else not clean."""
+    if set(map(type, ts)) - {int, float} or set(map(type, gpus)) != {int}:
+        raise _NotPlain
+    total = sum(ts)
+    if total != total or min(ts) < 0 or max(ts) > schema.T_MAX:
+        raise _NotPlain
+    if min(gpus) < 0 or max(gpus) > schema.MAX_GPU_INDEX:
+        raise _NotPlain
 
 
 def _check_numbers(col: tuple[Any, ...], lo: float, hi: float, integral: bool) -> bool:

@@ -127,6 +127,9 @@ GPU_READINGS: tuple[tuple[str, str, float, float, bool], ...] = (
     ("pstate", "pstate", 0, 15, True),  # P0..P15 (NVML_PSTATE_UNKNOWN, 32, is N/A)
     ("events", "events", 0, 2**64 - 1, True),  # a 64-bit bitmask
 )
+# The keys of a plain GPU line that the fast history path reads, in order
+# (gputui.collect.trace.plain_lines, plain_typed).
+PLAIN_KEYS = ("t", "gpu", *(r[0] for r in GPU_READINGS), "pids", "name", "uuid", "phase")
 
 # Ranges of a process's readings: a value outside becomes None. file key -> (ProcessInfo
 # attribute, low, high); the full reader and the templates (template.py) both read this.

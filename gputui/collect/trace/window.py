@@ -34,16 +34,18 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputui.collect.model import Snapshot
 from gputui.collect.trace import schema
 from gputui.collect.trace.columns import Columns, ColumnSnaps, SnapsView
 from gputui.collect.trace.grouping import OPENED, REPEAT, Grouping
-from gputui.collect.trace.lines import parse_line
-from gputui.collect.trace.read import TraceReader, iter_lines, shown
-from gputui.collect.trace.template import LineTemplates
+from gputui.collect.trace.lines import iter_lines, parse_line, shown
 from gputui.errors import GputuiError
+
+if TYPE_CHECKING:  # the full reader is imported when a file is not held as columns
+    from gputui.collect.trace.read import TraceReader
+    from gputui.collect.trace.template import LineTemplates
 
 _PREFIX = re.compile(rb'\{"t":(-?[0-9][0-9.eE+-]{0,30}),"gpu":([0-9]{1,3})[,}]')
 _RECORD = b'{"type":'
@@ -149,6 +151,8 @@ def _parse(
     """The samples, parsed and validated in full, with the file's `meta` record (the other
     records are attached by _attach). `templates` are shared by the window's parts: a
     template learned from any line of the file reads a later part's lines too."""
+    from gputui.collect.trace.read import TraceReader
+
     reader = TraceReader(path, templates=templates)
     for data, ended, n in records:  # meta first: every sample gets the host
         if data.startswith(_META):
@@ -216,6 +220,8 @@ def read_moment(
         i = min(i, len(samples) - 1)
     end_t = samples[i].t
     j = bisect.bisect_left([s.t for s in samples], end_t - before_s)
+    from gputui.collect.trace.template import LineTemplates
+
     templates = LineTemplates()
     snaps = _parse(path, samples[j : i + 1], index.records, templates)
     mark = 0  # where the window would start, in `snaps`
@@ -243,6 +249,8 @@ def _whole_moment(path: str | Path, at: float | None) -> Moment:
     """The moment of a file read by the full reader: one that holds samples of a machine
     without GPUs (`nogpu` records), which the index pass does not place. Read whole, its
     history is the whole file up to the moment: the verdict is the full replay's."""
+    from gputui.collect.trace.read import TraceReader
+
     reader = TraceReader(path)
     snaps = reader.read()
     t0 = snaps[0].t
@@ -256,6 +264,8 @@ def _records(
     path: str | Path, lines: list[_Line]
 ) -> tuple[list[tuple[float, dict[str, Any]]], TraceReader]:
     """Every typed record of the file, checked as the full reader checks them."""
+    from gputui.collect.trace.read import TraceReader
+
     reader = TraceReader(path)
     for data, ended, n in lines:
         if not reader.feed(data, ended, n):
