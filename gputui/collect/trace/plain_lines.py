@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import zlib
+from array import array
 from collections.abc import Iterator, Sequence
 from itertools import compress, repeat
 from operator import add, sub
@@ -46,6 +47,7 @@ that the block's parsed lines (about 1 KiB each) stay a few MiB."""
 _READINGS = schema.GPU_READINGS
 _KEYS = schema.PLAIN_KEYS
 _NONE = type(None)
+_NANS = array("d", [math.nan])
 _NUMBER_TYPES = {int, float, _NONE}
 
 
@@ -190,9 +192,12 @@ class _PlainReader:
             col = cols[k]
             has_none = None in col if checked else _check_numbers(col, lo, hi, integral)
             if attr in FLOAT_ATTRS:
-                c.floats[attr].extend(
-                    [math.nan if v is None else v for v in col] if has_none else col
-                )
+                if has_none and col.count(None) == len(col):  # a reading the file lacks
+                    c.floats[attr].extend(_NANS * len(col))
+                else:
+                    c.floats[attr].extend(
+                        [math.nan if v is None else v for v in col] if has_none else col
+                    )
             elif attr in INT_ATTRS:
                 c.ints[attr].extend(col)
         base = len(c.t)
