@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from gputui.collect.frames import ChildStack, Frame, RankStack, ThreadStack, rank_stacks_of_record
-from gputui.diagnose.hang.children import killed_child_words, own_frames, stuck_child
+from gputui.diagnose.hang.children import killed_child_cause, own_frames, stuck_child
 from gputui.diagnose.hang.culprit import explain_stacks
 from gputui.diagnose.hang.progress import explain_progress, judge_rank, no_progress
 from gputui.diagnose.hang.threads import entry_lines, rank_holder
@@ -150,11 +150,16 @@ def test_the_worker_stuck_in_its_dataset_is_the_culprit_and_an_idle_one_is_not()
 
 def test_a_worker_killed_by_sigkill_is_told_on_this_node():
     text = "RuntimeError: DataLoader worker (pid 19088) is killed by signal: Killed. "
-    assert killed_child_words(text, "rank 1") == (
-        "rank 1's DataLoader worker (pid 19088) was killed by SIGKILL (signal 9) on this "
-        "node (the OOM killer sends SIGKILL: see `dmesg`)"
+    assert killed_child_cause(text) == (
+        "its DataLoader worker (pid 19088) was killed by SIGKILL (signal 9) on this node, "
+        "as the OOM killer does (see `dmesg`)"
     )
-    assert killed_child_words("DataLoader worker (pid(s) 19088) exited unexpectedly", "r") is None
+    oom = ["Out of memory: Killed process 19088 (pt_data_worker) total-vm:1kB"]
+    assert killed_child_cause(text, oom, where="gpu-7") == (
+        "its DataLoader worker (pid 19088) was killed by the OOM killer (SIGKILL (signal 9)) "
+        "on gpu-7"
+    )
+    assert killed_child_cause("DataLoader worker (pid(s) 19088) exited unexpectedly") is None
 
 
 # ---------------------------------------------------------------- progress needs proof

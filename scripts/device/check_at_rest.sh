@@ -29,9 +29,20 @@ if [ "$DRY" = 1 ]; then
   say "INFO dry run: no GPU, no nvitop; $(nproc) cores"
 else
   apps=(gputui nvitop floor) window=60 starts=3
+  # REST_ARENA=N: also gputui with glibc's malloc arenas capped at N, beside the others
+  [ -n "${REST_ARENA:-}" ] && apps+=("gputui-arena${REST_ARENA}=env MALLOC_ARENA_MAX=${REST_ARENA} $PY -m gputui")
   say "INFO $(nvidia-smi -L | tr '\n' ';'); $(nproc) cores; driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
   pynvml_dir=$("$PY" -c 'import os, pynvml; print(os.path.dirname(pynvml.__file__))')
   "$PY" -m compileall -q -j 0 /tmp/site "$PWD/gputui" "$pynvml_dir" >/dev/null 2>&1
+fi
+
+# ---------------------------------------------------------------- 0. memory, call by call
+if [ "$DRY" != 1 ]; then
+  for extra in "" "--arena-max 2"; do
+    say "== NVML step by step ${extra:-(glibc default arenas)}"
+    # shellcheck disable=SC2086  # the option and its value are two words
+    timeout -k 5 120 "$PY" scripts/device/rest_nvml_steps.py $extra 2>&1 | tee -a "$S"
+  done
 fi
 
 # ---------------------------------------------------------------- 1. CPU and peak RSS

@@ -134,16 +134,3 @@ def killed_child_cause(
     if sig.startswith("SIGKILL"):
         line += ", as the OOM killer does (see `dmesg`)"
     return line
-
-
-def killed_child_words(text: str, rank_who: str) -> str | None:
-    """`rank 1's DataLoader worker (pid 4242) was killed by SIGKILL (signal 9) on this node
-    (the OOM killer sends SIGKILL: see `dmesg`)`, from the rank's output, or None."""
-    got = killed_child(text)
-    if got is None:
-        return None
-    pid, sig = got
-    line = f"{rank_who}'s DataLoader worker (pid {pid}) was killed by {sig} on this node"
-    if sig.startswith("SIGKILL"):
-        line += " (the OOM killer sends SIGKILL: see `dmesg`)"
-    return line
