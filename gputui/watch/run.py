@@ -238,6 +238,7 @@ class QuietSteps:
         hists, times = det.waits.gpus, self.snaps.times
         parts, waits = reader.lines()
         starts, ends = self.snaps.cols.starts, self.snaps.ends
+        noted: dict[int, list[tuple[float, bool | None]]] = {}  # each GPU's window notes
         k = pos
         while k < last:
             lo, hi = starts[k], ends[k]
@@ -253,8 +254,10 @@ class QuietSteps:
                     break
                 notes = [(part[0], waits[i]) for i, part in enumerate(got, lo)]  # type: ignore[index]
             for i, wait in notes:  # each GPU's window note, as WaitShares.observe makes it
-                hists[i].note(t, wait)
+                noted.setdefault(i, []).append((t, wait))
             k += 1
+        for i, pairs in noted.items():  # noted at once: nothing reads a share in between
+            hists[i].note_many(pairs)
         if k > pos:  # the members and jobs seen again: only the last time is kept
             det.memory.seen_at(times[k - 1])
             self.watcher.vanish.seen_at(times[k - 1])

@@ -104,10 +104,8 @@ class VanishWatch:
     def __init__(
         self,
         gather: Callable[[Verdict, Job, tuple[Member, ...]], None] | None,
-        alive: Callable[[int, float | None], bool],
     ) -> None:
-        self._gather = gather  # None: a replay gathers nothing
-        self._alive = alive
+        self._gather = gather  # None: a replay gathers nothing (and looks nothing up here)
         self._last: dict[str, tuple[Job, tuple[Member, ...], float]] = {}
         self._gone: dict[str, _Gone] = {}
 
@@ -165,8 +163,16 @@ class VanishWatch:
         return found
 
     def _live_ranks(self, members: tuple[Member, ...], snap: Snapshot) -> bool:
+        """A member still listed, or (live) still running on this host. A replay's pids
+        are another host's or another time's: the recording alone says."""
         listed = {p.pid for p in snap.processes}
-        return any(m.pid in listed or self._alive(m.pid, m.create_time) for m in members)
+        if any(m.pid in listed for m in members):
+            return True
+        if self._gather is None:
+            return False
+        from gputui.collect.procs.rankio import alive
+
+        return any(alive(m.pid, m.create_time) for m in members)
 
     def _judge(
         self,

@@ -129,7 +129,7 @@ class Watcher(Judge):
         # called on its last words (gputui.watch.vanished).
         from gputui.watch.vanished import VanishWatch
 
-        self.vanish = VanishWatch(self._gather_vanished if live else None, _alive)
+        self.vanish = VanishWatch(self._gather_vanished if live else None)
         self._ended: Verdict | None = None
         from gputui.watch.watchdog_seen import WatchdogSeen
 
@@ -391,9 +391,3 @@ class Watcher(Judge):
             self.ras.close()
         self.busy.close()
         self.wait(CLOSE_WAIT_S)
-
-
-def _alive(pid: int, create_time: float | None) -> bool:
-    from gputui.collect.procs.rankio import alive
-
-    return alive(pid, create_time)

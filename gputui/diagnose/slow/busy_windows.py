@@ -58,6 +58,24 @@ class GpuHistory:
             while items and items[0][0] < cut:
                 c.waits -= items.popleft()[1]
 
+    def note_many(self, notes: list[tuple[float, bool | None]]) -> None:
+        """`note(t, waiting)` for each of `notes` in time order, with one trim at the last
+        time: the horizon only moves forward, so what one trim at the end removes is what a
+        trim after each note would have removed (a replay's quiet run of samples, noted at
+        once; nothing reads the shares in between)."""
+        if not notes:
+            return
+        busy = [(t, w) for t, w in notes if w is not None]
+        waits = sum(w for _t, w in busy)
+        t_last = notes[-1][0]
+        for c in (self.window, self.recent):
+            items = c.items
+            items.extend(busy)
+            c.waits += waits
+            cut = t_last - c.horizon
+            while items and items[0][0] < cut:
+                c.waits -= items.popleft()[1]
+
     def shares(self) -> tuple[float, float]:
         """The wait share (0.0 when empty) of the window and of the recent part, in one call."""
         w, r = self.window, self.recent
