@@ -16,7 +16,7 @@ import threading
 import pytest
 from conftest import REPO, run_cli
 
-from gputui.collect.trace.report_reader import MAX_BLANK, MAX_SKIPPED
+from gputui.collect.report_reader import MAX_BLANK, MAX_SKIPPED
 
 
 def test_a_gzip_of_newlines_is_refused_after_the_blank_line_limit(tmp_path):

@@ -71,7 +71,7 @@ MODULES = {
         "gputui.watch.watcher",
         "gputui.diagnose.hang.detector",
     ],
-    "merge": ["gputui.cli", "gputui.commands.merge", "gputui.collect.trace.report_reader"],
+    "merge": ["gputui.cli", "gputui.commands.merge", "gputui.collect.report_reader"],
     "fleet": ["gputui.cli", "argparse", "gputui.commands.fleet"],
     "dashboard": ["gputui.cli", "gputui.commands.app", "gputui.ui.widgets.preframe"],
 }

@@ -113,7 +113,7 @@ def merge_inputs(files: list[str], expect: str | None, window: float) -> list[Me
     import sys
 
     from gputui.collect.hostlist import expand_hosts
-    from gputui.collect.trace.report_reader import MAX_SKIPPED, ReadStats, read_reports
+    from gputui.collect.report_reader import MAX_SKIPPED, ReadStats, read_reports
     from gputui.diagnose.merge.join import line_from_json, merge
 
     hosts: list[str] = []

@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gputui.collect.model import Job, Snapshot
+from gputui.collect.pacing import lasted
 from gputui.diagnose.verdict import Verdict
 from gputui.watch.records import EPISODE_SLACK_S
 
@@ -110,7 +111,7 @@ class BusyWatch:
                 continue
             since = min(r.since for r in runs)
             if job.key not in self._early:
-                if snap.t - since < EARLY_S:
+                if not lasted(snap.t - since, EARLY_S):
                     continue
                 ras = newest("ras", job, since - EPISODE_SLACK_S)
                 prog = newest(KIND, job, since - EPISODE_SLACK_S)

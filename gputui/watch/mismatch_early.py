@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gputui.collect.model import Job, Snapshot
+from gputui.collect.pacing import lasted
 from gputui.diagnose.verdict import Verdict
 
 MISMATCH_EARLY_S = 3.0  # the spin's length before RAS's mismatch calls it
@@ -62,7 +63,7 @@ class MismatchEarly:
             spinning.add(job.key)
             since = min(r.since for r in mine)
             if job.key not in self._called:
-                if snap.t - since < MISMATCH_EARLY_S:
+                if not lasted(snap.t - since, MISMATCH_EARLY_S):
                     continue
                 rec = newest("ras", job, since - SLACK_S)
                 if rec is None or self._tried.get(job.key) == id(rec) or not _two_answers(rec):

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.collect.model import Job, ProcessInfo, Snapshot
+from gputui.collect.pacing import lasted
 from gputui.tools.episodes import EpisodeWorker
 
 KIND = "ras"
@@ -67,7 +68,7 @@ class RasPoller(EpisodeWorker[_Episode]):
         spent = self.max_queries is not None and ep.asked >= self.max_queries
         if not ep.enabled or spent or self.cancel.is_set():
             return
-        if now - ep.last_ask < self.interval or self.pending():
+        if not lasted(now - ep.last_ask, self.interval) or self.pending():
             return
         live = tuple(p for p in ranks if p.live)
         if not live:

@@ -49,6 +49,7 @@ step("nvmlInit")
 handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
 step(f"handles ({len(handles)} GPUs)")
 
+CRC_TOTAL = nv.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL
 CALLS: list[tuple[str, Callable[[Any], Any]]] = [
     ("GetName", nv.nvmlDeviceGetName),
     ("GetUUID", nv.nvmlDeviceGetUUID),
@@ -75,7 +76,7 @@ CALLS: list[tuple[str, Callable[[Any], Any]]] = [
     ),
     (
         "GetFieldValues (NVLink CRC)",
-        lambda h: nv.nvmlDeviceGetFieldValues(h, [nv.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL]),
+        lambda h: nv.nvmlDeviceGetFieldValues(h, [CRC_TOTAL]),
     ),
     ("GetSupportedEventTypes", nv.nvmlDeviceGetSupportedEventTypes),
 ]

@@ -228,7 +228,7 @@ class HealthMonitor:
             self._start_nvlink()  # the first sample is out: its answer never waited for this
         counters = None
         ecc = self._events is not None and self._events.ecc_seen.is_set()
-        if self._first or ecc or now - self._counters_at >= COUNTER_EVERY_S:
+        if self._first or ecc or lasted(now - self._counters_at, COUNTER_EVERY_S):
             if self._events is not None:
                 self._events.ecc_seen.clear()
             self._counters_at = now

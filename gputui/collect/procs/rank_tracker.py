@@ -79,9 +79,11 @@ class RankIOTracker:
             for pid, ct, rank, job in ranks:
                 with self._lock:
                     old = self.known.get(pid)
-                if old is None or old.create_time != ct:
+                # A rank listed with no start time (it exited: the host has no /proc for
+                # it) keeps what was learnt while it lived; a new start time is a new process
+                if old is None or (ct is not None and old.create_time != ct):
                     old = resolve(pid, ct, rank, job)
-                elif old.error is None:
+                elif old.error is None and ct is not None:
                     old = replace(old, seen=time.time())
                 new = refresh_tail(old)
                 with self._lock:

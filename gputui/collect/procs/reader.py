@@ -81,6 +81,10 @@ class ProcessReader:
 
     def __init__(self) -> None:
         self._cache: dict[int, _Static] = {}
+        # Pids read here alive that have exited since, while NVML still lists them (it
+        # drops a pid a moment after the process; a stand-in may never): not "another PID
+        # namespace", and not a process to show. Forgotten once NVML stops listing them.
+        self._exited: set[int] = set()
 
     def _static(self, pid: int) -> _Static | None:
         cached = self._cache.get(pid)
@@ -89,7 +93,7 @@ class ProcessReader:
                 if cached.proc.create_time() == cached.create_time:
                     return cached
             except psutil.Error:
-                pass
+                self._exited.add(pid)
             del self._cache[pid]
         try:
             p = psutil.Process(pid)
@@ -107,6 +111,7 @@ class ProcessReader:
                     cmd = ()
         except psutil.Error:
             return None
+        self._exited.discard(pid)  # a process with this pid lives: a new one
         rank, env_error, env = None, None, None
         try:
             env = p.environ()
@@ -143,6 +148,8 @@ class ProcessReader:
         out = []
         for pid, (gpus, gpu_mem) in pids.items():
             st = self._static(pid)
+            if st is None and pid in self._exited:
+                continue  # read here alive before: it exited, NVML lists it a moment longer
             if st is None:
                 out.append(
                     ProcessInfo(
@@ -165,6 +172,7 @@ class ProcessReader:
                     state = st.proc.status()
             except psutil.Error:
                 self._cache.pop(pid, None)
+                self._exited.add(pid)
                 continue  # exited between NVML's list and now
             out.append(
                 ProcessInfo(
@@ -188,6 +196,7 @@ class ProcessReader:
         alive = set(pids)
         for pid in [p for p in self._cache if p not in alive]:
             del self._cache[pid]
+        self._exited &= alive
         return out
 
 

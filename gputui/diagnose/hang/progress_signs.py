@@ -43,6 +43,11 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def _done(dumps: list[dict[str, Any]], since: float) -> list[dict[str, Any]]:
+    """The dumps that answered (outcome `done`) at or after `since`, oldest first."""
+    return [d for d in dumps if d.get("outcome") == "done" and (_num(d.get("t")) or 0.0) >= since]
+
+
 def _readings(e: dict[str, Any], key: str = "samples") -> list[list[float | None]]:
     """[t, cpu_s, read_bytes, write_bytes, rchar, wchar] of each reading, oldest first."""
     out = []
@@ -125,7 +130,7 @@ def _held(dumps: list[dict[str, Any]], since: float) -> tuple[str, str, bool, st
     """(thread, frame, holds the GIL, the collective its main thread waits in) when the last
     two dumps in the window found the same side thread at the same frame keeping the main
     thread, which stood still, from running."""
-    done = [d for d in dumps if d.get("outcome") == "done" and (_num(d.get("t")) or 0.0) >= since]
+    done = _done(dumps, since)
     if len(done) < 2:
         return None
     a, b = done[-2:]
@@ -143,7 +148,7 @@ def _in_native_work(dumps: list[dict[str, Any]], since: float) -> str | None:
     call (torch.save of 16 GiB spent its first seconds in one CRC, on 4 x H200). A loop in
     the rank's own code (`while True: pass`) has its own function innermost: None, and so
     has one that polls a library's flag (`while not ev.is_set(): pass`, `_POLLS`)."""
-    done = [d for d in dumps if d.get("outcome") == "done" and (_num(d.get("t")) or 0.0) >= since]
+    done = _done(dumps, since)
     if len(done) < 2 or any(d.get("moved") for d in done[-2:]):
         return None
     a, b = (_strs(d.get("functions")) for d in done[-2:])
@@ -171,7 +176,7 @@ def _child(dumps: list[dict[str, Any]], since: float) -> tuple[str, int, str, st
     """(role, pid, frame, the rank's own line) of the child its main thread waits for, when
     the last two dumps in the window found the same child stuck at the same frame (one dump
     may catch a healthy worker in its dataset's code)."""
-    done = [d for d in dumps if d.get("outcome") == "done" and (_num(d.get("t")) or 0.0) >= since]
+    done = _done(dumps, since)
     if len(done) < 2:
         return None
     a, b = done[-2:]

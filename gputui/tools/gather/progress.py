@@ -104,7 +104,7 @@ class ProgressPoller(EpisodeWorker[_Episode]):
             ep.watched = tuple(w for w in watched if w.process.live)[:MAX_RANKS]
         if self.cancel.is_set() or not ep.watched or self.pending():
             return
-        if now - ep.last_read < READ_EVERY_S:
+        if not lasted(now - ep.last_read, READ_EVERY_S):
             return
         ep.last_read = now
         self._submit(self._step, key, ep)
