@@ -37,6 +37,9 @@ import torch
 import torch.distributed as dist
 
 CPU = os.environ.get("GPUTUI_DEVICE_DRYRUN") == "1"
+# Gloo on the CPU, each rank holding a CUDA context on GPU 0 (NVML lists it there): two
+# ranks on a node of one GPU, where NCCL takes one rank per GPU (check_one_gpu_death.sh)
+GLOO_ON_GPU = os.environ.get("GPUTUI_GLOO_ON_GPU") == "1"
 
 
 def ready(rank: int) -> None:
@@ -108,9 +111,11 @@ def main() -> None:
     signal.alarm(a.lifetime)
     deadline = time.monotonic() + a.lifetime
     timeout = datetime.timedelta(seconds=a.lifetime)
-    if CPU:
+    if CPU or GLOO_ON_GPU:
         dist.init_process_group("gloo", timeout=timeout)
         dev = torch.device("cpu")
+        if GLOO_ON_GPU:
+            held = torch.ones(1 << 20, device="cuda:0")  # noqa: F841 - the GPU 0 context
     else:
         local = int(os.environ["LOCAL_RANK"])
         torch.cuda.set_device(local)
