@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from synth import with_real_pids
 
@@ -77,3 +78,42 @@ def test_a_rank_that_exited_keeps_where_it_wrote(tmp_path):
             rank.kill()
     assert io is not None and io.error is None, io
     assert io.stdout.kind == "file" and io.stdout.path == str(log)
+
+
+QUIT = """
+import sys, threading, time
+import gputui.collect.procs.hostranks as H
+import gputui.collect.procs.rank_tracker as T
+from synth import with_real_pids
+started = threading.Event()
+def slow(*_a, **_k):
+    started.set()
+    time.sleep(60)
+H.read_rank = slow  # a scan of /proc that takes a minute (a loaded node)
+T.resolve = slow
+H.HostRankScanner().poke()
+T.RankIOTracker().observe(with_real_pids(time.time(), [None, int(sys.argv[1])], ["spin", "spin"]))
+started.wait(30)
+print("leaving", flush=True)
+"""
+
+
+def test_quitting_never_waits_for_a_look_at_the_hosts_processes():
+    """`q` ends the dashboard at once: a scan of /proc or a rank's look still under way
+    (slow on a loaded node) does not hold the interpreter's exit (CI: 2 s after `q`)."""
+    rank = _sleeper()
+    try:
+        t = time.monotonic()
+        r = subprocess.run(
+            [sys.executable, "-c", QUIT, str(rank.pid)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=Path(__file__).parent,
+        )
+        took = time.monotonic() - t
+    finally:
+        rank.kill()
+        rank.wait(timeout=10)
+    assert r.returncode == 0 and r.stdout.strip() == "leaving", r.stderr
+    assert took < 20, took  # not the minute the look would take

@@ -109,7 +109,7 @@ def test_a_loop_in_the_ranks_own_code_standing_still_is_not_native_work():
 def test_a_loop_polling_a_library_flag_caught_twice_in_the_flag_is_not_native_work():
     """`while not ev.is_set(): pass` stands in threading's `is_set` about half the time:
     two dumps that both caught it are a spin (seen flaky in CI: it was called busy)."""
-    fns = ["is_set", "poll_ready", "main"]
+    fns = ["Event.is_set", "poll_ready", "main"]  # as py-spy names them
     still = [dump(i, False, "poll_ready (cause_rank.py:65)", fns) for i in (2, 4)]
     j = judge_rank(entry(per_s_cpu=1.0, dumps=still))
     assert j is not None and j.advancing is False

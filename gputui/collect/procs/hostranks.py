@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,7 +133,6 @@ class HostRankScanner:
     _looked: dict[int, float | None] = field(default_factory=dict)  # pid -> create time
     _pending: set[int] = field(default_factory=set)  # new at the last scan, not looked at yet
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _pool: ThreadPoolExecutor | None = None
     _busy: bool = False
     _last: float = 0.0
     _closed: bool = False
@@ -146,12 +144,9 @@ class HostRankScanner:
         if self._closed or self._busy or now - self._last < self.every:
             return
         self._last, self._busy = now, True
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gputui-ranks")
-        try:
-            self._pool.submit(self.scan)
-        except RuntimeError:
-            self._busy = False
+        # A daemon thread, not an executor's: `q` must not wait for a scan of /proc under
+        # load (the interpreter joins every executor thread at exit; seen: 2 s in CI)
+        threading.Thread(target=self.scan, name="gputui-ranks", daemon=True).start()
 
     def scan(self) -> None:
         import psutil
@@ -186,9 +181,7 @@ class HostRankScanner:
             return list(self._ranks.values())
 
     def close(self) -> None:
-        self._closed = True
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        self._closed = True  # a scan under way ends on its own; none starts after
 
 
 def listeners(port: int) -> list[tuple[int | None, str]]:

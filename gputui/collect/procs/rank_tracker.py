@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -47,7 +46,6 @@ class RankIOTracker:
     _busy: bool = False
     _idle: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _pool: ThreadPoolExecutor | None = None
     _closed: bool = False
 
     def observe(self, snap: Any) -> None:
@@ -65,12 +63,10 @@ class RankIOTracker:
             return
         self._last, self._busy = now, True
         self._idle.clear()
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gputui-rankio")
-        try:
-            self._pool.submit(self._refresh, ranks)
-        except RuntimeError:  # shut down meanwhile
-            self._busy = False
+        # A daemon thread, not an executor's: quitting never waits for a look at /proc
+        threading.Thread(
+            target=self._refresh, args=(ranks,), name="gputui-rankio", daemon=True
+        ).start()
 
     def _refresh(self, ranks: list[tuple[int, float | None, int | None, str]]) -> None:
         try:
@@ -125,6 +121,4 @@ class RankIOTracker:
         return None if io is None else refresh_tail(io)
 
     def close(self) -> None:
-        self._closed = True
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        self._closed = True  # a look under way ends on its own; none starts after

@@ -156,7 +156,8 @@ def _in_native_work(dumps: list[dict[str, Any]], since: float) -> str | None:
         return None
     frame = _text(done[-1].get("frame"))
     own = frame.split(" (", 1)[0] if frame else None
-    return None if own is None or b[0] == own or b[0] in _POLLS else b[0]
+    polls = b[0].rsplit(".", 1)[-1] in _POLLS  # py-spy names it `Event.is_set`
+    return None if own is None or b[0] == own or polls else b[0]
 
 
 def _stuck_words(cpu: float, dumps: list[dict[str, Any]], since: float) -> str:
