@@ -59,3 +59,32 @@ def test_dump_as_root_with_cap_sys_ptrace_never_says_sudo():
         pytest.skip("process 1 can be attached to here: nothing was refused")
     line = r.stderr.strip()
     assert "sudo" not in line and "ptrace refused" in line
+
+
+def test_two_of_our_tools_never_hold_one_pid_at_once():
+    """The progress poller's py-spy and the stacks gatherer's must not attach one rank
+    together: each would read the other's tracing stop as the owner's (CI: a rank stopped
+    on purpose was resumed). The second waits, at most its bound, for the first."""
+    import threading
+
+    from gputui.tools.attach.ptrace import one_tool_at_a_time
+
+    holding, done = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with one_tool_at_a_time(424242, 1.0) as got:
+            assert got
+            holding.set()
+            done.wait(30)
+
+    t = threading.Thread(target=first)
+    t.start()
+    assert holding.wait(30)
+    with one_tool_at_a_time(424242, 0.05) as got:
+        assert not got  # bounded: it runs anyway, as an attach did before
+    with one_tool_at_a_time(424243, 0.05) as got:
+        assert got  # another pid is free
+    done.set()
+    t.join(30)
+    with one_tool_at_a_time(424242, 1.0) as got:
+        assert got

@@ -11,9 +11,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -336,3 +339,29 @@ def settle(target: Target, stopped_before: bool, killed: bool) -> str | None:
         return f"stopped (T) even after SIGCONT: run kill -CONT {target.pid}"
     tp = tracer_pid(target.pid)
     return f"tracing stop (t): still held by tracer pid {tp}" if tp else describe_state(letter)
+
+
+_ATTACHING: dict[int, threading.Lock] = {}
+_ATTACHING_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def one_tool_at_a_time(pid: int, wait: float) -> Iterator[bool]:
+    """Hold `pid` for one of this process's tools (py-spy, gdb, strace) while it runs.
+
+    Why: a target's state is read before an attach to tell a stop of its owner's from
+    ours, and restored after; two of our tools on one pid at once read each other's stop.
+    Waits at most `wait` s for the other (then runs anyway: the tools' own "another tracer
+    holds it" path applies). Yields whether the pid was got.
+    """
+    with _ATTACHING_GUARD:
+        if len(_ATTACHING) > 4096:  # pids of long gone processes
+            for k in [k for k, v in _ATTACHING.items() if not v.locked()]:
+                del _ATTACHING[k]
+        lock = _ATTACHING.setdefault(pid, threading.Lock())
+    got = lock.acquire(timeout=max(0.0, wait))
+    try:
+        yield got
+    finally:
+        if got:
+            lock.release()

@@ -91,62 +91,67 @@ def attach_run(
     problem = ptrace.preflight(t)
     if problem is not None:
         return ToolResult(tool, t.pid, problem[0], problem[1])
-    stopped_before = ptrace.state_letter(t.pid) in ("T", "t")
-    argv = [exe, *args]
-    redact = line_redactor(t.pid)  # py-spy's header: the command line, by the table's rules
+    # One of our tools at a time on a pid: a second attach while the first holds it (the
+    # progress poller's dump and the stacks gatherer's) read its tracing stop, or its
+    # moment of running between two attaches, as the owner's, and resumed a rank that
+    # someone had stopped on purpose (seen under load in CI).
+    with ptrace.one_tool_at_a_time(t.pid, min(BUSY_WAIT_S, timeout)):
+        stopped_before = ptrace.state_letter(t.pid) in ("T", "t")
+        argv = [exe, *args]
+        redact = line_redactor(t.pid)  # py-spy's header: the command line, by the table's rules
 
-    def run(seconds: float) -> ToolResult:
-        return run_tool(
-            argv,
-            timeout=seconds,
-            on_line=on_line,
-            cancel=cancel,
-            max_lines=max_lines,
+        def run(seconds: float) -> ToolResult:
+            return run_tool(
+                argv,
+                timeout=seconds,
+                on_line=on_line,
+                cancel=cancel,
+                max_lines=max_lines,
+                tool=tool,
+                pid=t.pid,
+                redact=redact,
+            )
+
+        try:
+            res = run(timeout)
+        except BaseException:  # Ctrl-C: the tool was stopped (runner); resume a left SIGSTOP
+            ptrace.settle(t, stopped_before, killed=True)
+            raise
+        outcome, msg = _classify(tool, t, res, ok)
+        if outcome is Outcome.PERMISSION and (holder := ptrace.held_by(t.pid)):
+            # Another tracer holds it (a second gputui's auto-dump, a debugger): wait briefly
+            # for it to let go and try once more, within this call's own time.
+            left, waited_from = timeout - res.elapsed_s, time.monotonic()
+            if left > 0.5 and ptrace.wait_untraced(t.pid, min(BUSY_WAIT_S, left / 2), cancel):
+                res = run(max(0.2, left - (time.monotonic() - waited_from)))
+                outcome, msg = _classify(tool, t, res, ok)
+            elif holder := ptrace.held_by(t.pid):
+                msg = (
+                    f"process {t.pid} is being traced by {holder}: one tracer at a time, so "
+                    f"{tool} cannot attach until it detaches; try again then"
+                )
+        killed = res.outcome in (Outcome.TIMEOUT, Outcome.CANCELLED) or res.truncated
+        if timeout_is_done and outcome is Outcome.TIMEOUT:
+            outcome, msg = Outcome.DONE, f"followed for {timeout:g} s"
+        state = ptrace.settle(t, stopped_before, killed)
+        if state is None and outcome is Outcome.DONE:
+            state = "gone (it exited just after)"  # the output is still good: keep it
+        elif state is None and outcome not in (Outcome.GONE, Outcome.REFUSED):
+            outcome, msg = Outcome.GONE, f"process {t.pid} exited while {tool} ran"
+        if stopped_before:
+            msg = (msg + "; " if msg else "") + "the process was already stopped before the attach"
+        return ToolResult(
             tool=tool,
             pid=t.pid,
-            redact=redact,
+            outcome=outcome,
+            message=msg,
+            lines=res.lines,
+            elapsed_s=res.elapsed_s,
+            target_state_after=state,
+            exit_code=res.exit_code,
+            truncated=res.truncated,
+            argv=tuple(argv),
         )
-
-    try:
-        res = run(timeout)
-    except BaseException:  # Ctrl-C: the tool was stopped (runner); resume a left SIGSTOP
-        ptrace.settle(t, stopped_before, killed=True)
-        raise
-    outcome, msg = _classify(tool, t, res, ok)
-    if outcome is Outcome.PERMISSION and (holder := ptrace.held_by(t.pid)):
-        # Another tracer holds it (a second gputui's auto-dump, a debugger): wait briefly
-        # for it to let go and try once more, within this call's own time.
-        left, waited_from = timeout - res.elapsed_s, time.monotonic()
-        if left > 0.5 and ptrace.wait_untraced(t.pid, min(BUSY_WAIT_S, left / 2), cancel):
-            res = run(max(0.2, left - (time.monotonic() - waited_from)))
-            outcome, msg = _classify(tool, t, res, ok)
-        elif holder := ptrace.held_by(t.pid):
-            msg = (
-                f"process {t.pid} is being traced by {holder}: one tracer at a time, so "
-                f"{tool} cannot attach until it detaches; try again then"
-            )
-    killed = res.outcome in (Outcome.TIMEOUT, Outcome.CANCELLED) or res.truncated
-    if timeout_is_done and outcome is Outcome.TIMEOUT:
-        outcome, msg = Outcome.DONE, f"followed for {timeout:g} s"
-    state = ptrace.settle(t, stopped_before, killed)
-    if state is None and outcome is Outcome.DONE:
-        state = "gone (it exited just after)"  # the output is still good: keep it
-    elif state is None and outcome not in (Outcome.GONE, Outcome.REFUSED):
-        outcome, msg = Outcome.GONE, f"process {t.pid} exited while {tool} ran"
-    if stopped_before:
-        msg = (msg + "; " if msg else "") + "the process was already stopped before the attach"
-    return ToolResult(
-        tool=tool,
-        pid=t.pid,
-        outcome=outcome,
-        message=msg,
-        lines=res.lines,
-        elapsed_s=res.elapsed_s,
-        target_state_after=state,
-        exit_code=res.exit_code,
-        truncated=res.truncated,
-        argv=tuple(argv),
-    )
 
 
 def tool_missing(tool: str, target: TargetLike, msg: str) -> ToolResult:
