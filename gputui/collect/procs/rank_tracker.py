@@ -43,16 +43,18 @@ class RankIOTracker:
     known: dict[int, RankIO] = field(default_factory=dict)
     pattern: str | None = None
     _last: float = 0.0
-    _busy: bool = False
-    _idle: threading.Event = field(default_factory=threading.Event)
+    _idle: threading.Event = field(default_factory=threading.Event)  # clear: a look runs
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _closed: bool = False
+
+    def __post_init__(self) -> None:
+        self._idle.set()  # no look under way yet
 
     def observe(self, snap: Any) -> None:
         """A refresh every `every` s, and at once when a rank not known yet is here: a rank
         seen alive in one sample has where it writes remembered (it may die 3 s later)."""
         now = time.monotonic()
-        if self._closed or self._busy:
+        if self._closed or not self._idle.is_set():
             return
         ranks = _ranks_of(snap)
         with self._lock:
@@ -61,7 +63,7 @@ class RankIOTracker:
             return
         if not ranks and not self.known:
             return
-        self._last, self._busy = now, True
+        self._last = now
         self._idle.clear()
         # A daemon thread, not an executor's: quitting never waits for a look at /proc
         threading.Thread(
@@ -86,7 +88,6 @@ class RankIOTracker:
                     self.known[pid] = new
             self._forget()
         finally:
-            self._busy = False
             self._idle.set()
 
     def _forget(self) -> None:
@@ -101,7 +102,7 @@ class RankIOTracker:
         """Wait, at most `timeout` s, for the refresh under way (`check` does before its
         first line: a rank that dies after that line has where it wrote remembered, not
         "its process has exited"). True when none runs."""
-        return not self._busy or self._idle.wait(timeout)
+        return self._idle.wait(timeout)
 
     def refresh_now(self, snap: Any) -> None:
         """Synchronously (tests, a one-shot CLI): look at the ranks of `snap` now."""
