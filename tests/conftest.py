@@ -296,9 +296,6 @@ SHARED_GROUPS |= {"test_bundle_replays": "host_ranks"}  # its two ranks, on the 
 # A live `check` over the whole host, as the rendezvous tests run (their rank jobs would be
 # its verdict), and ranks with rank variables that such a check would look at.
 SHARED_GROUPS |= {"test_busy_live": "host_ranks", "test_early_live": "host_ranks"}
-# A live `record` whose exit code is its worst verdict: beside the rendezvous tests' waiting
-# ranks it rightly says "rendezvous hang" and exits 1 (CI, once).
-SHARED_GROUPS |= {"test_held_readings": "host_ranks"}
 
 
 def _module(item: pytest.Item) -> str:

@@ -17,7 +17,12 @@ from __future__ import annotations
 import pytest
 
 from gputui.collect.frames import ChildStack, Frame, RankStack, ThreadStack, rank_stacks_of_record
-from gputui.diagnose.hang.children import killed_child_cause, own_frames, stuck_child
+from gputui.diagnose.hang.children import (
+    killed_child,
+    killed_child_cause,
+    own_frames,
+    stuck_child,
+)
 from gputui.diagnose.hang.culprit import explain_stacks
 from gputui.diagnose.hang.progress import explain_progress, judge_rank, no_progress
 from gputui.diagnose.hang.threads import entry_lines, rank_holder
@@ -159,7 +164,24 @@ def test_a_worker_killed_by_sigkill_is_told_on_this_node():
         "its DataLoader worker (pid 19088) was killed by the OOM killer (SIGKILL (signal 9)) "
         "on gpu-7"
     )
-    assert killed_child_cause("DataLoader worker (pid(s) 19088) exited unexpectedly") is None
+    assert killed_child_cause("DataLoader worker (pid 19088) exited normally") is None
+
+
+def test_a_worker_torch_only_saw_gone_is_told_without_a_signal_it_never_learnt():
+    """torch's status check can find the worker reaped before its SIGCHLD handler names the
+    signal (seen in a live run under load): the rank then says only "exited unexpectedly"."""
+    text = "RuntimeError: DataLoader worker (pid(s) 9649) exited unexpectedly"
+    assert killed_child(text) == (9649, None)
+    assert killed_child_cause(text) == (
+        "its DataLoader worker (pid 9649) exited unexpectedly on this node; torch did not say "
+        "how (a worker killed by the OOM killer often reads so: see `dmesg`)"
+    )
+    oom = ["Out of memory: Killed process 9649 (pt_data_worker) total-vm:1kB"]
+    assert killed_child_cause(text, oom) == (
+        "its DataLoader worker (pid 9649) was killed by the OOM killer on this node"
+    )
+    # Two workers gone: the first is named (torch lists them in its order).
+    assert killed_child("DataLoader worker (pid(s) 12, 13) exited unexpectedly") == (12, None)
 
 
 # ---------------------------------------------------------------- progress needs proof

@@ -6,7 +6,9 @@ read (driver calls saved at rest). What must not be lost: a limit changed while 
 (`nvidia-smi -pl`), or a link gone down, shows within that period. The stand-in
 libnvidia-ml.so.1 (tests/nvml_standin/standin.c, modes power_limit_after:N:W and
 nvlink_down_after:N:L) makes the change after N utilization reads; `gputui record` writes
-what each sample showed, and the stand-in's call log counts how often each was asked.
+what each sample showed, and the stand-in's call log counts how often each was asked. It
+records alone (a PID namespace of its own): its exit is its worst verdict over the host's
+jobs, and another test's waiting ranks beside it are rightly a hang (CI, twice).
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ def record(nvml_lib: Path, tmp_path: Path, seconds: float) -> tuple[list[dict], 
     out, log = tmp_path / "rec.jsonl", tmp_path / "calls.log"
     env = standin_env(nvml_lib, f"power_limit_after:{CHANGE_AFTER * GPUS}:500")
     env["GPUTUI_STANDIN_LOG"] = str(log)
-    argv = gputui_argv("record", "--interval", str(INTERVAL), "--duration", str(seconds), str(out))
+    argv = gputui_argv(
+        "record", "--interval", str(INTERVAL), "--duration", str(seconds), str(out), alone=True
+    )
     r = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
@@ -77,7 +81,9 @@ def test_a_link_that_goes_down_shows_within_its_period_and_is_not_asked_every_re
     env.update(GPUTUI_STANDIN_NVLINK="18", GPUTUI_STANDIN_NVLINK_COST_US="0")
     env["GPUTUI_STANDIN_LOG"] = str(log)
     seconds = LINKS_EVERY_S + COUNTER_EVERY_S + 4
-    argv = gputui_argv("record", "--interval", str(INTERVAL), "--duration", str(seconds), str(out))
+    argv = gputui_argv(
+        "record", "--interval", str(INTERVAL), "--duration", str(seconds), str(out), alone=True
+    )
     r = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]

@@ -37,6 +37,7 @@ TRICKLES = {
 def trickling_server(head: bytes, trickle: bytes) -> Iterator[Candidate]:
     """Answers `/` at once; any other page: `head`, then `trickle` a byte every 50 ms."""
     srv = socket.create_server(("127.0.0.1", 0))
+    srv.settimeout(0.1)  # here, not in the thread: a short test may close it first
     stop = threading.Event()
 
     def answer(conn: socket.socket) -> None:
@@ -63,7 +64,6 @@ def trickling_server(head: bytes, trickle: bytes) -> Iterator[Candidate]:
                 return
 
     def serve() -> None:
-        srv.settimeout(0.1)
         while not stop.is_set():
             try:
                 conn, _ = srv.accept()
@@ -79,8 +79,8 @@ def trickling_server(head: bytes, trickle: bytes) -> Iterator[Candidate]:
         yield Candidate("127.0.0.1", srv.getsockname()[1], "test")
     finally:
         stop.set()
+        t.join(10)  # its accept wakes within 0.1 s; then the socket is closed under no one
         srv.close()
-        t.join(10)
 
 
 def _fetch_in_thread(fetch: Fetch, c: Candidate, limit_s: float) -> tuple[threading.Thread, dict]:

@@ -84,9 +84,12 @@ def stuck_child(s: RankStack) -> StuckChild | None:
 
 
 # torch's words when a worker dies under its rank: "DataLoader worker (pid 4242) is killed
-# by signal: Killed." (its SIGCHLD handler), then "DataLoader worker (pid(s) 4242) exited
-# unexpectedly". The signal is said by strsignal's description.
+# by signal: Killed." (its SIGCHLD handler), or only "DataLoader worker (pid(s) 4242) exited
+# unexpectedly" when its status check finds the worker gone first (the worker already
+# reaped: seen in a live run, SIGKILL sent, the first words never printed). The signal is
+# said by strsignal's description.
 _KILLED = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: ([A-Za-z][\w ]*)")
+_EXITED = re.compile(r"DataLoader worker \(pid\(s\) (\d+)(?:, \d+)*\) exited unexpectedly")
 
 
 def _signal_named(description: str) -> signal.Signals | None:
@@ -99,14 +102,16 @@ def _signal_named(description: str) -> signal.Signals | None:
     return None
 
 
-def killed_child(text: str) -> tuple[int, str] | None:
-    """(pid, "SIGKILL (signal 9)") of a DataLoader worker a rank's output says was killed.
+def killed_child(text: str) -> tuple[int, str | None] | None:
+    """(pid, "SIGKILL (signal 9)") of a DataLoader worker a rank's output says was killed;
+    (pid, None) when torch only says it exited unexpectedly (how, it did not learn).
 
     The rank printed it, so the worker was on the rank's node: a death told from it is on
     this node whenever the rank is (never "on another node")."""
     m = _KILLED.search(text)
     if m is None:
-        return None
+        gone = _EXITED.search(text)
+        return (int(gone.group(1)), None) if gone is not None else None
     sig = _signal_named(m.group(2))
     said = f"{sig.name} (signal {int(sig)})" if sig is not None else f"signal {m.group(2)!r}"
     return int(m.group(1)), said
@@ -129,7 +134,13 @@ def killed_child_cause(
         for line in kernel
     )
     if oom:
-        return f"its DataLoader worker (pid {pid}) was killed by the OOM killer ({sig}) on {where}"
+        how = f" ({sig})" if sig else ""
+        return f"its DataLoader worker (pid {pid}) was killed by the OOM killer{how} on {where}"
+    if sig is None:
+        return (
+            f"its DataLoader worker (pid {pid}) exited unexpectedly on {where}; torch did not "
+            "say how (a worker killed by the OOM killer often reads so: see `dmesg`)"
+        )
     line = f"its DataLoader worker (pid {pid}) was killed by {sig} on {where}"
     if sig.startswith("SIGKILL"):
         line += ", as the OOM killer does (see `dmesg`)"
