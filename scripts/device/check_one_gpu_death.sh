@@ -57,7 +57,7 @@ ok_after = [x for x in after if x["state"] == "ok"]
 hidden = [x for x in lines for p in x.get("processes", []) if "not visible" in str(p)]
 pids = set(re.findall(r"READY rank=1 pid=(\d+)", out))
 rank1 = next(iter(pids), None)
-listed = [ln.split()[0] for ln in open(sys.argv[3]) if rank1 and rank1 in ln]
+listed = [ln.split()[0] for ln in open(sys.argv[3]) if rank1 and ln.split()[1:2] == [rank1]]
 if kill and died is not None:
     print(f"INFO named {lines[died]['t'] - float(kill.group(2)):.1f} s after the worker's kill")
 if listed:
