@@ -293,7 +293,7 @@ def run(args: argparse.Namespace) -> int:
             report = report or NodeReport(_host(args, snap))
             report.update(snap)
             judged = watching.step(snap)
-            if n == 1 and source.kind != "replay":
+            if n == 1:  # live only: a replay's Watcher has no rank tracker
                 watcher.settle_ranks(RANKS_SETTLE_S)
             show(judged, snap)
             if quiet is not None:

@@ -41,9 +41,8 @@ class JobTarget:
     verdict: Verdict
     ranks: tuple[ProcessInfo, ...]  # live local ranks, with create times for the identity check
     gone: tuple[RankStack, ...] = ()  # ranks whose process has exited (Verdict.vanished)
-    rankio: RankIOTracker | None = (
-        None  # where each rank writes (gputui.collect.procs.rank_tracker)
-    )
+    # where each rank writes (gputui.collect.procs.rank_tracker)
+    rankio: RankIOTracker | None = None
     xids: tuple[Any, ...] = ()  # XidEvents known (gputui.collect.nvml.xid): a late rank's pid
 
 

@@ -121,8 +121,9 @@ class _PlainReader:
         self.rows: list[tuple[Any, ...]] = []
         self.n_lines = 0
         self.pids_seen = False  # a line with `pids` (even empty): processes are listed
-        self.strings: dict[Any, Any] = {}  # checked strings and pid lists, shared
-        self.shared: dict[tuple[int, ...], tuple[int, ...]] = {}  # checked pid tuples
+        # Checked values, each equal one shared: strings keyed by themselves, pid lists by
+        # their tuple (a tuple never equals a string: one dict holds both)
+        self.strings: dict[Any, Any] = {}
         # the open sample: its time, GPUs, how many pids it lists
         self.t0 = -1.0
         self.gpus: set[int] = set()
@@ -293,11 +294,11 @@ class _PlainReader:
 
     def _shared_pids(self, col: list[tuple[int, ...] | None]) -> list[tuple[int, ...]]:
         """Checked pid tuples, each equal tuple shared (one object for a job's pids)."""
-        if len(self.shared) > 65536:
-            self.shared.clear()
+        if len(self.strings) >= 65536:
+            self.strings.clear()
         if None in col:
             col = [() if v is None else v for v in col]
-        return list(map(self.shared.setdefault, col, col))  # type: ignore[arg-type]
+        return list(map(self.strings.setdefault, col, col))
 
     def _pids(self, v: Any) -> tuple[int, ...]:
         if v is None:
@@ -305,14 +306,14 @@ class _PlainReader:
         if type(v) is not list:
             raise _NotPlain
         key = tuple(v)
-        got = self.strings.get(("pids", key))
+        got = self.strings.get(key)
         if got is None:
             if len(v) > schema.MAX_PROCS_PER_GPU or any(
                 type(p) is not int or not 1 <= p <= schema.PID_MAX_LIMIT for p in v
             ):
                 raise _NotPlain
             got = key
-            self._keep(("pids", key), got)
+            self._keep(key, got)
         return got  # type: ignore[no-any-return]
 
     def _text(self, v: Any) -> str | None:

@@ -122,8 +122,10 @@ def killed_child_cause(
 ) -> str | None:
     """`its DataLoader worker (pid 4242) was killed by SIGKILL (signal 9) on this node, as
     the OOM killer does (see `dmesg`)`: why a rank whose output says so died (torch raises
-    in the rank when a worker dies), or None. `kernel`: the kernel log's lines at hand; one
-    where the OOM killer names the worker's pid makes it "killed by the OOM killer".
+    in the rank when a worker dies), or None. When torch only says the worker exited
+    unexpectedly, the sentence says that and names no signal. `kernel`: the kernel log's
+    lines at hand; one where the OOM killer names the worker's pid makes it "killed by the
+    OOM killer".
     `where`: the rank's node as the caller knows it (the worker ran beside the rank)."""
     got = killed_child(text)
     if got is None:
